@@ -1,0 +1,20 @@
+//! The gateway: a thin HTTP front that turns a buy request into a reserved unit and an order
+//! on Kafka, in milliseconds.
+//!
+//! # Layout
+//! - [`startup`]: `Application::build` binds the listener and wires the state;
+//!   `run_until_stopped` serves until SIGTERM, then flushes the producer.
+//! - [`routes`]: one module per endpoint group: `buy`, `orders`, `admin`, `health`.
+//! - [`error`]: the API's error enum and its mapping to status codes and JSON bodies.
+//! - [`sold_out`]: the local sold-out markers and the ZooKeeper watch that drops them.
+//! - [`publish`]: the idempotent Kafka producer that hands orders to the workers.
+//! - [`metrics`]: Prometheus counters and histograms of this process.
+
+pub mod error;
+pub mod metrics;
+pub mod publish;
+pub mod routes;
+pub mod sold_out;
+pub mod startup;
+
+pub use startup::Application;

@@ -1,0 +1,105 @@
+//! Prometheus metrics of one gateway. Each `Application` has its own registry, so two
+//! gateways in one test process keep separate counts.
+
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
+    TextEncoder,
+};
+
+#[derive(Clone)]
+pub struct Metrics {
+    pub registry: Registry,
+    pub requests: IntCounterVec,
+    pub latency: HistogramVec,
+    pub marker_hits: IntCounter,
+    pub marker_sets: IntCounter,
+    pub marker_drops: IntCounterVec,
+    pub markers: IntGauge,
+    pub zk_connected: IntGauge,
+}
+
+const BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+];
+
+impl Metrics {
+    pub fn new() -> Self {
+        let registry = Registry::new();
+        let requests = IntCounterVec::new(
+            Opts::new(
+                "seckill_gateway_requests_total",
+                "Requests by route and outcome",
+            ),
+            &["route", "outcome"],
+        )
+        .unwrap();
+        let latency = HistogramVec::new(
+            HistogramOpts::new(
+                "seckill_gateway_latency_seconds",
+                "Latency of the request and of its steps",
+            )
+            .buckets(BUCKETS.to_vec()),
+            &["step"],
+        )
+        .unwrap();
+        let marker_hits = IntCounter::new(
+            "seckill_gateway_sold_out_marker_hits_total",
+            "Buys answered 409 by the local marker",
+        )
+        .unwrap();
+        let marker_sets = IntCounter::new(
+            "seckill_gateway_sold_out_marker_sets_total",
+            "Local sold-out markers set",
+        )
+        .unwrap();
+        let marker_drops = IntCounterVec::new(
+            Opts::new(
+                "seckill_gateway_sold_out_marker_drops_total",
+                "Local sold-out markers dropped, by cause",
+            ),
+            &["cause"],
+        )
+        .unwrap();
+        let markers = IntGauge::new(
+            "seckill_gateway_sold_out_markers",
+            "Local sold-out markers set now",
+        )
+        .unwrap();
+        let zk_connected = IntGauge::new(
+            "seckill_gateway_zookeeper_connected",
+            "1 while the ZooKeeper session and watch are up",
+        )
+        .unwrap();
+        registry.register(Box::new(requests.clone())).unwrap();
+        registry.register(Box::new(latency.clone())).unwrap();
+        registry.register(Box::new(marker_hits.clone())).unwrap();
+        registry.register(Box::new(marker_sets.clone())).unwrap();
+        registry.register(Box::new(marker_drops.clone())).unwrap();
+        registry.register(Box::new(markers.clone())).unwrap();
+        registry.register(Box::new(zk_connected.clone())).unwrap();
+        Self {
+            registry,
+            requests,
+            latency,
+            marker_hits,
+            marker_sets,
+            marker_drops,
+            markers,
+            zk_connected,
+        }
+    }
+
+    pub fn render(&self) -> String {
+        let mut buf = Vec::new();
+        TextEncoder::new()
+            .encode(&self.registry.gather(), &mut buf)
+            .expect("encoding metrics");
+        String::from_utf8(buf).expect("metrics are UTF-8")
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}

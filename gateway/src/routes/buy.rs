@@ -1,0 +1,233 @@
+//! `POST /v1/seckill/{product_id}`: buy one unit.
+
+use crate::error::ApiError;
+use crate::startup::AppState;
+use actix_web::http::header;
+use actix_web::{web, HttpResponse};
+use seckill_shared::settle::Outcome;
+use seckill_shared::store::Reservation;
+use seckill_shared::{db, now_ms, OrderMessage, ProductId, Ticket, TicketStatus, UserId};
+use serde::{Deserialize, Serialize};
+use std::time::Instant;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BuyRequest {
+    user_id: UserId,
+}
+
+/// The body of `202`, `200` and `GET /v1/orders/{ticket}`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct TicketBody {
+    pub ticket: String,
+    pub status: TicketStatus,
+    pub product_id: u64,
+    pub user_id: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub order_id: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl TicketBody {
+    pub fn pending(ticket: &Ticket, user: UserId) -> Self {
+        Self {
+            ticket: ticket.to_string(),
+            status: TicketStatus::Pending,
+            product_id: ticket.product().get(),
+            user_id: user.get(),
+            order_id: None,
+            reason: None,
+        }
+    }
+}
+
+#[tracing::instrument(name = "buy", skip_all, fields(product_id = %path, user_id, ticket))]
+pub async fn buy(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    body: web::Json<BuyRequest>,
+) -> Result<HttpResponse, ApiError> {
+    let started = Instant::now();
+    let product = ProductId::parse(&path)?;
+    let user = body.user_id;
+    tracing::Span::current().record("user_id", user.get());
+
+    if state.sold_out.is_sold_out(product) {
+        state.count("buy", "sold_out_marker");
+        return Err(ApiError::SoldOut);
+    }
+
+    // Reservation and hand-off run in their own task: if the client goes away mid-request,
+    // the task still finishes, so no reservation is left half done.
+    let task_state = state.clone();
+    let result =
+        actix_web::rt::spawn(async move { reserve_and_hand_off(task_state, product, user).await })
+            .await
+            .map_err(|e| ApiError::Unexpected(anyhow::anyhow!("buy task failed: {e}")))?;
+    state
+        .metrics
+        .latency
+        .with_label_values(&["request"])
+        .observe(started.elapsed().as_secs_f64());
+    let outcome = match &result {
+        Ok(r) => r.status().as_str().to_owned(),
+        Err(e) => actix_web::ResponseError::status_code(e).as_str().to_owned(),
+    };
+    state.count("buy", &outcome);
+    result
+}
+
+async fn reserve_and_hand_off(
+    state: web::Data<AppState>,
+    product: ProductId,
+    user: UserId,
+) -> Result<HttpResponse, ApiError> {
+    let ticket = Ticket::generate(product);
+    let now = now_ms();
+    let t0 = Instant::now();
+    let reservation = state
+        .store
+        .reserve(&ticket, user, now)
+        .await
+        .map_err(|e| ApiError::unavailable("Redis", e))?;
+    state
+        .metrics
+        .latency
+        .with_label_values(&["redis_reserve"])
+        .observe(t0.elapsed().as_secs_f64());
+
+    match reservation {
+        Reservation::Reserved => {
+            tracing::Span::current().record("ticket", ticket.as_str());
+            let order = OrderMessage::new(ticket.clone(), user, now);
+            if state.sync_mode {
+                settle_now(&state, order).await
+            } else {
+                hand_off(&state, order).await
+            }
+        }
+        Reservation::AlreadyHolds(held) => {
+            let body = current_ticket(&state, &held, user).await?;
+            Ok(HttpResponse::Ok()
+                .insert_header((header::LOCATION, format!("/v1/orders/{held}")))
+                .json(body))
+        }
+        Reservation::SoldOut => {
+            state.sold_out.on_sold_out(product, &state.store).await;
+            Err(ApiError::SoldOut)
+        }
+        Reservation::UnknownProduct => Err(ApiError::UnknownProduct),
+        Reservation::NotStarted => Err(ApiError::SaleNotStarted),
+        Reservation::Ended => Err(ApiError::SaleEnded),
+    }
+}
+
+/// Async mode: publish, answer `202` once Kafka has it, give the unit back if it cannot.
+async fn hand_off(state: &AppState, order: OrderMessage) -> Result<HttpResponse, ApiError> {
+    let t0 = Instant::now();
+    let published = state.publisher.publish(&order).await;
+    state
+        .metrics
+        .latency
+        .with_label_values(&["kafka_ack"])
+        .observe(t0.elapsed().as_secs_f64());
+    match published {
+        Ok(()) => Ok(HttpResponse::Accepted()
+            .insert_header((header::LOCATION, format!("/v1/orders/{}", order.ticket)))
+            .json(TicketBody::pending(&order.ticket, order.user_id))),
+        Err(e) => {
+            give_back(state, &order).await;
+            Err(ApiError::unavailable("Kafka", e))
+        }
+    }
+}
+
+/// Sync mode (the seed's design): settle the order inside the request.
+async fn settle_now(state: &AppState, order: OrderMessage) -> Result<HttpResponse, ApiError> {
+    let settled = state.settler.settle(std::slice::from_ref(&order)).await;
+    match settled {
+        Ok(report) => {
+            if !report.given_back.is_empty() {
+                state.sold_out.publish_not_sold_out(order.product_id).await;
+            }
+            let mut body = TicketBody::pending(&order.ticket, order.user_id);
+            match report.outcomes.into_iter().next().map(|(_, o)| o) {
+                Some(Outcome::Confirmed { order_id }) => {
+                    body.status = TicketStatus::Confirmed;
+                    body.order_id = Some(order_id);
+                    Ok(HttpResponse::Created()
+                        .insert_header((header::LOCATION, format!("/v1/orders/{}", order.ticket)))
+                        .json(body))
+                }
+                Some(Outcome::Failed { reason }) if reason == "out_of_stock" => {
+                    Err(ApiError::SoldOut)
+                }
+                Some(Outcome::Failed { reason }) => {
+                    body.status = TicketStatus::Failed;
+                    body.reason = Some(reason);
+                    Ok(HttpResponse::Ok().json(body))
+                }
+                other => Err(ApiError::Unexpected(anyhow::anyhow!(
+                    "sync settle left the order {other:?}"
+                ))),
+            }
+        }
+        Err(e) => {
+            // MySQL could not take it: the unit goes back, exactly once.
+            match state.store.compensate(&order.ticket, "unavailable").await {
+                Ok(true) => {
+                    state.sold_out.publish_not_sold_out(order.product_id).await;
+                }
+                Ok(false) => {}
+                Err(e) => tracing::error!(error = format!("{e:#}"), "could not give back a unit"),
+            }
+            Err(ApiError::unavailable("MySQL", e))
+        }
+    }
+}
+
+/// Kafka did not take the order: give back stock, buyer and ticket, and tell every gateway.
+async fn give_back(state: &AppState, order: &OrderMessage) {
+    match state.store.release(&order.ticket, order.user_id).await {
+        Ok(true) => {
+            state.sold_out.publish_not_sold_out(order.product_id).await;
+        }
+        Ok(false) => {
+            tracing::warn!(ticket = %order.ticket, "reservation already moved on; not released")
+        }
+        Err(e) => tracing::error!(
+            error = format!("{e:#}"),
+            ticket = %order.ticket,
+            "could not release a reservation; it stays pending until swept"
+        ),
+    }
+}
+
+/// The current state of a ticket the user already holds.
+pub async fn current_ticket(
+    state: &AppState,
+    ticket: &Ticket,
+    user: UserId,
+) -> Result<TicketBody, ApiError> {
+    let mut body = TicketBody::pending(ticket, user);
+    match state.store.ticket(ticket).await {
+        Ok(Some(rec)) => {
+            body.status = rec.status;
+            body.order_id = rec.order_id;
+            body.reason = rec.reason;
+        }
+        Ok(None) => {
+            if let Some(s) = db::settled_ticket(&state.db, ticket)
+                .await
+                .map_err(|e| ApiError::unavailable("MySQL", e))?
+            {
+                body.status = s.status;
+                body.order_id = s.order_id;
+                body.reason = s.reason;
+            }
+        }
+        Err(e) => return Err(ApiError::unavailable("Redis", e)),
+    }
+    Ok(body)
+}

@@ -1,0 +1,264 @@
+//! Local sold-out markers, kept honest by ZooKeeper.
+//!
+//! A marker lets the gateway answer `409` without touching Redis. It must never outlive the
+//! truth, or units would go unsold:
+//! - a worker that gives a unit back sets the product's node to `"false"`; one persistent
+//!   recursive watch on the products folder sees it and drops the marker;
+//! - after setting a marker, the gateway reads the Redis stock again and drops the marker if a
+//!   unit came back meanwhile (the watch was already in place, so nothing slips between);
+//! - markers are only set while the ZooKeeper session and watch are up, and all are dropped
+//!   when the session is lost;
+//! - as a last resort every marker expires after a TTL.
+
+use crate::metrics::Metrics;
+use dashmap::DashMap;
+use seckill_shared::store::TicketStore;
+use seckill_shared::{zk, ProductId};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+use zookeeper_client as zkc;
+
+/// Why a marker went away. The label of the drops counter.
+#[derive(Debug, Clone, Copy)]
+pub enum DropCause {
+    ZkFalse,
+    SessionLost,
+    Ttl,
+    StockBack,
+}
+
+impl DropCause {
+    fn label(self) -> &'static str {
+        match self {
+            DropCause::ZkFalse => "zk_false",
+            DropCause::SessionLost => "session_lost",
+            DropCause::Ttl => "ttl",
+            DropCause::StockBack => "stock_back",
+        }
+    }
+}
+
+pub struct SoldOutMarkers {
+    markers: DashMap<ProductId, Instant>,
+    ttl: Duration,
+    namespace: String,
+    metrics: Metrics,
+    /// True while the session is connected and the watch is in place.
+    watching: AtomicBool,
+    /// Bumped on every session change, so a marker set across a change is dropped.
+    epoch: AtomicU64,
+    client: RwLock<Option<zkc::Client>>,
+}
+
+impl SoldOutMarkers {
+    pub fn new(ttl: Duration, namespace: &str, metrics: Metrics) -> Self {
+        Self {
+            markers: DashMap::new(),
+            ttl,
+            namespace: namespace.to_owned(),
+            metrics,
+            watching: AtomicBool::new(false),
+            epoch: AtomicU64::new(0),
+            client: RwLock::new(None),
+        }
+    }
+
+    /// The fast path: is the product marked sold out here?
+    pub fn is_sold_out(&self, product: ProductId) -> bool {
+        let Some(set_at) = self.markers.get(&product).map(|e| *e) else {
+            return false;
+        };
+        if set_at.elapsed() < self.ttl {
+            self.metrics.marker_hits.inc();
+            return true;
+        }
+        self.remove(product, set_at, DropCause::Ttl);
+        false
+    }
+
+    pub fn count(&self) -> usize {
+        self.markers.len()
+    }
+
+    pub fn is_watching(&self) -> bool {
+        self.watching.load(Ordering::SeqCst)
+    }
+
+    /// Redis said sold out. Set the marker unless that could leave it stale, then make sure the
+    /// product's node exists and check that no unit came back meanwhile.
+    pub async fn on_sold_out(&self, product: ProductId, store: &TicketStore) {
+        let epoch = self.epoch.load(Ordering::SeqCst);
+        if !self.is_watching() {
+            return;
+        }
+        let set_at = Instant::now();
+        if self.markers.insert(product, set_at).is_none() {
+            self.metrics.markers.inc();
+        }
+        self.metrics.marker_sets.inc();
+
+        if let Some(client) = self.client() {
+            if let Err(e) = zk::ensure_product_node(&client, &self.namespace, product).await {
+                tracing::debug!(error = format!("{e:#}"), %product, "could not create the sold-out node");
+            }
+        }
+        let stock_back = match store.stock(product).await {
+            Ok(Some(n)) => n > 0,
+            Ok(None) => true,
+            Err(_) => true, // cannot tell: do not keep a marker we cannot vouch for
+        };
+        if stock_back || self.epoch.load(Ordering::SeqCst) != epoch || !self.is_watching() {
+            self.remove(product, set_at, DropCause::StockBack);
+        }
+    }
+
+    /// Drops one product's marker.
+    pub fn drop_marker(&self, product: ProductId, cause: DropCause) {
+        if self.markers.remove(&product).is_some() {
+            self.metrics.markers.dec();
+            self.metrics
+                .marker_drops
+                .with_label_values(&[cause.label()])
+                .inc();
+        }
+    }
+
+    /// Drops a marker only if it is the one set at `set_at`.
+    fn remove(&self, product: ProductId, set_at: Instant, cause: DropCause) {
+        if self
+            .markers
+            .remove_if(&product, |_, v| *v == set_at)
+            .is_some()
+        {
+            self.metrics.markers.dec();
+            self.metrics
+                .marker_drops
+                .with_label_values(&[cause.label()])
+                .inc();
+        }
+    }
+
+    pub fn drop_all(&self, cause: DropCause) {
+        let products: Vec<ProductId> = self.markers.iter().map(|e| *e.key()).collect();
+        for p in products {
+            self.drop_marker(p, cause);
+        }
+    }
+
+    pub fn client(&self) -> Option<zkc::Client> {
+        self.client.read().expect("lock poisoned").clone()
+    }
+
+    fn session_up(&self, client: Option<zkc::Client>) {
+        if let Some(c) = client {
+            *self.client.write().expect("lock poisoned") = Some(c);
+        }
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+        self.watching.store(true, Ordering::SeqCst);
+        self.metrics.zk_connected.set(1);
+    }
+
+    fn session_down(&self, forget_client: bool) {
+        self.watching.store(false, Ordering::SeqCst);
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+        self.metrics.zk_connected.set(0);
+        if forget_client {
+            *self.client.write().expect("lock poisoned") = None;
+        }
+        self.drop_all(DropCause::SessionLost);
+    }
+
+    /// Publishes `"false"` for a product through this gateway's session, if it has one.
+    pub async fn publish_not_sold_out(&self, product: ProductId) -> bool {
+        let Some(client) = self.client() else {
+            return false;
+        };
+        match tokio::time::timeout(
+            Duration::from_secs(2),
+            zk::publish_not_sold_out(&client, &self.namespace, product),
+        )
+        .await
+        {
+            Ok(Ok(())) => true,
+            Ok(Err(e)) => {
+                tracing::warn!(error = format!("{e:#}"), %product, "could not publish \"false\"");
+                false
+            }
+            Err(_) => {
+                tracing::warn!(%product, "publishing \"false\" timed out");
+                false
+            }
+        }
+    }
+}
+
+/// Keeps a ZooKeeper session and the watch on the products folder, reconnecting for as long as
+/// the gateway runs. The gateway serves throughout; without a session it sets no markers.
+pub async fn watch_zookeeper(
+    markers: Arc<SoldOutMarkers>,
+    hosts: String,
+    shutdown: CancellationToken,
+) {
+    let root = zk::root(&markers.namespace);
+    let mut backoff = Duration::from_millis(100);
+    while !shutdown.is_cancelled() {
+        let connected = tokio::select! {
+            r = zk::connect(&hosts, &markers.namespace, Duration::from_secs(3)) => r,
+            _ = shutdown.cancelled() => break,
+        };
+        let client = match connected {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(error = format!("{e:#}"), "ZooKeeper unavailable; retrying");
+                tokio::select! {
+                    _ = tokio::time::sleep(backoff) => {},
+                    _ = shutdown.cancelled() => break,
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(2));
+                continue;
+            }
+        };
+        let mut watcher = match client
+            .watch(&root, zkc::AddWatchMode::PersistentRecursive)
+            .await
+        {
+            Ok(w) => w,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not watch the sold-out nodes; reconnecting");
+                continue;
+            }
+        };
+        backoff = Duration::from_millis(100);
+        markers.session_up(Some(client));
+        tracing::info!("ZooKeeper session up; watching {root}");
+        loop {
+            let event = tokio::select! {
+                ev = watcher.changed() => ev,
+                _ = shutdown.cancelled() => break,
+            };
+            match event.event_type {
+                zkc::EventType::Session => match event.session_state {
+                    zkc::SessionState::SyncConnected => markers.session_up(None),
+                    state if state.is_terminated() => {
+                        tracing::warn!(?state, "ZooKeeper session ended; dropping all markers");
+                        markers.session_down(true);
+                        break;
+                    }
+                    state => {
+                        tracing::warn!(?state, "ZooKeeper disconnected; dropping all markers");
+                        markers.session_down(false);
+                    }
+                },
+                zkc::EventType::NodeDataChanged => {
+                    if let Some(product) = zk::product_of(&markers.namespace, &event.path) {
+                        markers.drop_marker(product, DropCause::ZkFalse);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    markers.session_down(true);
+}

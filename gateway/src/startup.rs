@@ -1,0 +1,151 @@
+//! Building and running the gateway.
+
+use crate::error::{json_error, path_error};
+use crate::metrics::Metrics;
+use crate::publish::OrderPublisher;
+use crate::routes;
+use crate::sold_out::{watch_zookeeper, SoldOutMarkers};
+use actix_web::dev::{Server, ServerHandle};
+use actix_web::{web, App, HttpServer};
+use anyhow::Context;
+use seckill_shared::settle::{Chaos, Settler};
+use seckill_shared::store::TicketStore;
+use seckill_shared::{db, Settings};
+use sqlx::MySqlPool;
+use std::net::TcpListener;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Largest JSON body the API accepts.
+pub const MAX_BODY_BYTES: usize = 4096;
+
+/// Everything a request needs. Shared by all of actix's worker threads.
+pub struct AppState {
+    pub store: TicketStore,
+    pub db: MySqlPool,
+    pub publisher: OrderPublisher,
+    pub sold_out: Arc<SoldOutMarkers>,
+    pub metrics: Metrics,
+    pub admin_token: String,
+    pub sync_mode: bool,
+    pub settler: Settler,
+}
+
+impl AppState {
+    pub fn count(&self, route: &str, outcome: &str) {
+        self.metrics
+            .requests
+            .with_label_values(&[route, outcome])
+            .inc();
+    }
+}
+
+pub struct Application {
+    port: u16,
+    server: Server,
+    state: web::Data<AppState>,
+    shutdown: CancellationToken,
+    zk_task: tokio::task::JoinHandle<()>,
+}
+
+impl Application {
+    /// Binds the listener (port 0 picks a free one) and wires everything. Connections to the
+    /// dependencies are made lazily, so the gateway starts and serves even while one is down.
+    pub async fn build(settings: Settings) -> anyhow::Result<Self> {
+        let listener = TcpListener::bind(&settings.http_addr)
+            .with_context(|| format!("binding SECKILL_HTTP_ADDR={}", settings.http_addr))?;
+        let port = listener.local_addr()?.port();
+
+        let metrics = Metrics::new();
+        let store = TicketStore::new(
+            &settings.redis_url,
+            &settings.namespace,
+            settings.ticket_ttl_secs,
+            settings.redis_timeout(),
+        )?;
+        let pool = db::pool(&settings.mysql_url, 16)?;
+        let publisher = OrderPublisher::new(&settings)?;
+        let sold_out = Arc::new(SoldOutMarkers::new(
+            settings.sold_out_ttl(),
+            &settings.namespace,
+            metrics.clone(),
+        ));
+        let shutdown = CancellationToken::new();
+        let zk_task = tokio::spawn(watch_zookeeper(
+            sold_out.clone(),
+            settings.zk_hosts.clone(),
+            shutdown.clone(),
+        ));
+
+        let state = web::Data::new(AppState {
+            settler: Settler {
+                store: store.clone(),
+                db: pool.clone(),
+                chaos: Chaos::default(),
+            },
+            store,
+            db: pool,
+            publisher,
+            sold_out,
+            metrics,
+            admin_token: settings.admin_token.clone(),
+            sync_mode: settings.gateway_mode == "sync",
+        });
+        let data = state.clone();
+        let mut server = HttpServer::new(move || {
+            App::new()
+                .app_data(data.clone())
+                .app_data(
+                    web::JsonConfig::default()
+                        .limit(MAX_BODY_BYTES)
+                        .error_handler(json_error),
+                )
+                .app_data(web::PathConfig::default().error_handler(path_error))
+                .configure(routes::configure)
+        })
+        .client_request_timeout(Duration::from_secs(5))
+        .shutdown_timeout(10)
+        .max_connections(50_000);
+        if settings.http_workers > 0 {
+            server = server.workers(settings.http_workers);
+        }
+        let server = server
+            .listen(listener)
+            .context("starting the HTTP server")?
+            .run();
+        Ok(Self {
+            port,
+            server,
+            state,
+            shutdown,
+            zk_task,
+        })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn state(&self) -> web::Data<AppState> {
+        self.state.clone()
+    }
+
+    /// Stops the server the way SIGTERM does: no new connections, in-flight requests finish.
+    pub fn handle(&self) -> ServerHandle {
+        self.server.handle()
+    }
+
+    /// Serves until stopped (SIGTERM, SIGINT or [`Self::handle`]), then flushes the producer.
+    pub async fn run_until_stopped(self) -> anyhow::Result<()> {
+        let served = self.server.await;
+        self.shutdown.cancel();
+        let _ = self.zk_task.await;
+        let publisher = self.state.publisher.clone();
+        tokio::task::spawn_blocking(move || publisher.flush(Duration::from_secs(10)))
+            .await
+            .context("joining the producer flush")??;
+        tracing::info!("gateway stopped");
+        served.context("running the HTTP server")
+    }
+}

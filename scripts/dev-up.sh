@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Bring up the local dev stack on 127.0.0.1, state under .dev/:
+#   Redis (6379), MariaDB (3306), ZooKeeper (2181), tansu Kafka broker (9092).
+# Installs missing Debian packages and the tansu broker first. Idempotent:
+# whatever already runs and answers is left alone. Run as root.
+# Ports: REDIS_PORT MYSQL_PORT ZK_PORT KAFKA_PORT; topic: SECKILL_KAFKA_TOPIC
+# (default seckill-orders) with KAFKA_PARTITIONS (default 8) partitions.
+set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+started=$SECONDS
+mkdir -p "$DEV_DIR" "$LOG_DIR"
+
+ensure_packages
+ensure_tansu
+
+start_redis
+start_mysql
+ensure_mysql_user
+start_zookeeper
+start_kafka
+ensure_kafka_topic "$SECKILL_KAFKA_TOPIC" "$KAFKA_PARTITIONS"
+
+dev_env >"$DEV_DIR/env"
+
+cat <<SUMMARY
+
+Dev stack is up ($((SECONDS - started))s). Logs: $LOG_DIR
+  Redis      redis://127.0.0.1:$REDIS_PORT
+  MySQL      mysql://$MYSQL_USER:$MYSQL_PASSWORD@127.0.0.1:$MYSQL_PORT/$MYSQL_DB   (root: mariadb --socket=$MYSQL_SOCK -uroot)
+  Kafka      127.0.0.1:$KAFKA_PORT   topic $SECKILL_KAFKA_TOPIC ($KAFKA_PARTITIONS partitions; tansu, memory only)
+  ZooKeeper  127.0.0.1:$ZK_PORT
+
+Environment for the services and tests (also in .dev/env: source .dev/env):
+$(dev_env | sed 's/^/  /')
+
+Stop with scripts/dev-down.sh (--purge also deletes the data).
+SUMMARY

@@ -1,0 +1,112 @@
+//! The MySQL side: pool, migrations, products and order look-ups.
+
+use crate::domain::{ProductId, Ticket, TicketStatus};
+use anyhow::Context;
+use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
+use sqlx::Row;
+use std::str::FromStr;
+use std::time::Duration;
+
+/// Schema migrations, embedded from `migrations/`.
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
+
+/// A pool that connects on first use, so a process starts while MySQL is down.
+pub fn pool(url: &str, max_connections: u32) -> anyhow::Result<MySqlPool> {
+    let options = MySqlConnectOptions::from_str(url).context("parsing SECKILL_MYSQL_URL")?;
+    Ok(MySqlPoolOptions::new()
+        .max_connections(max_connections)
+        .acquire_timeout(Duration::from_secs(2))
+        .connect_lazy_with(options))
+}
+
+pub async fn migrate(pool: &MySqlPool) -> anyhow::Result<()> {
+    MIGRATOR.run(pool).await.context("applying migrations")
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Product {
+    pub id: u64,
+    pub name: String,
+    pub stock: i64,
+    pub initial_stock: i64,
+    pub starts_at_ms: Option<i64>,
+    pub ends_at_ms: Option<i64>,
+}
+
+pub async fn create_product(
+    pool: &MySqlPool,
+    name: &str,
+    stock: i64,
+    starts_at_ms: Option<i64>,
+    ends_at_ms: Option<i64>,
+) -> anyhow::Result<ProductId> {
+    let res = sqlx::query(
+        "INSERT INTO products (name, stock, initial_stock, starts_at_ms, ends_at_ms) VALUES (?, ?, ?, ?, ?)",
+    )
+    .bind(name)
+    .bind(stock)
+    .bind(stock)
+    .bind(starts_at_ms)
+    .bind(ends_at_ms)
+    .execute(pool)
+    .await
+    .context("inserting a product")?;
+    ProductId::new(res.last_insert_id()).context("MySQL returned an id out of range")
+}
+
+pub async fn product(pool: &MySqlPool, id: ProductId) -> anyhow::Result<Option<Product>> {
+    let row = sqlx::query(
+        "SELECT id, name, stock, initial_stock, starts_at_ms, ends_at_ms FROM products WHERE id = ?",
+    )
+    .bind(id.as_i64())
+    .fetch_optional(pool)
+    .await
+    .context("reading a product")?;
+    Ok(row.map(|r| Product {
+        id: r.get::<i64, _>("id") as u64,
+        name: r.get("name"),
+        stock: r.get("stock"),
+        initial_stock: r.get("initial_stock"),
+        starts_at_ms: r.get("starts_at_ms"),
+        ends_at_ms: r.get("ends_at_ms"),
+    }))
+}
+
+/// A settled ticket as MySQL knows it: the fallback once the Redis copy has expired.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SettledTicket {
+    pub status: TicketStatus,
+    pub user_id: u64,
+    pub order_id: Option<u64>,
+    pub reason: Option<String>,
+}
+
+pub async fn settled_ticket(
+    pool: &MySqlPool,
+    ticket: &Ticket,
+) -> anyhow::Result<Option<SettledTicket>> {
+    if let Some(r) = sqlx::query("SELECT id, user_id FROM orders WHERE ticket = ?")
+        .bind(ticket.as_str())
+        .fetch_optional(pool)
+        .await
+        .context("reading an order")?
+    {
+        return Ok(Some(SettledTicket {
+            status: TicketStatus::Confirmed,
+            user_id: r.get::<i64, _>("user_id") as u64,
+            order_id: Some(r.get::<i64, _>("id") as u64),
+            reason: None,
+        }));
+    }
+    let failed = sqlx::query("SELECT user_id, reason FROM failed_tickets WHERE ticket = ?")
+        .bind(ticket.as_str())
+        .fetch_optional(pool)
+        .await
+        .context("reading a failed ticket")?;
+    Ok(failed.map(|r| SettledTicket {
+        status: TicketStatus::Failed,
+        user_id: r.get::<i64, _>("user_id") as u64,
+        order_id: None,
+        reason: Some(r.get("reason")),
+    }))
+}

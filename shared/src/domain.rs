@@ -1,0 +1,274 @@
+//! Domain values. Each parses once, at the edge, and is typed from then on: a product id can
+//! never meet a user id or a bare string key.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Largest id we accept. Ids are stored as signed BIGINT in MySQL.
+pub const MAX_ID: u64 = i64::MAX as u64;
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ParseError {
+    #[error("{0} must be a whole number between 1 and {MAX_ID}")]
+    Id(&'static str),
+    #[error("not a valid ticket")]
+    Ticket,
+}
+
+fn parse_id(s: &str, what: &'static str) -> Result<u64, ParseError> {
+    if s.is_empty() || s.len() > 19 || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(ParseError::Id(what));
+    }
+    match s.parse::<u64>() {
+        Ok(n) if (1..=MAX_ID).contains(&n) => Ok(n),
+        _ => Err(ParseError::Id(what)),
+    }
+}
+
+macro_rules! id_type {
+    ($name:ident, $what:literal) => {
+        #[derive(
+            Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+        )]
+        #[serde(try_from = "u64", into = "u64")]
+        pub struct $name(u64);
+
+        impl $name {
+            pub fn parse(s: &str) -> Result<Self, ParseError> {
+                parse_id(s, $what).map(Self)
+            }
+            pub fn new(n: u64) -> Result<Self, ParseError> {
+                if (1..=MAX_ID).contains(&n) {
+                    Ok(Self(n))
+                } else {
+                    Err(ParseError::Id($what))
+                }
+            }
+            pub fn get(self) -> u64 {
+                self.0
+            }
+            /// The id as MySQL's signed BIGINT. Never negative: ids are checked on the way in.
+            pub fn as_i64(self) -> i64 {
+                self.0 as i64
+            }
+        }
+        impl TryFrom<u64> for $name {
+            type Error = ParseError;
+            fn try_from(n: u64) -> Result<Self, ParseError> {
+                Self::new(n)
+            }
+        }
+        impl From<$name> for u64 {
+            fn from(id: $name) -> u64 {
+                id.0
+            }
+        }
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                self.0.fmt(f)
+            }
+        }
+    };
+}
+
+id_type!(ProductId, "product id");
+id_type!(UserId, "user id");
+
+/// A ticket: `<product id>-<32 hex digits>`, 128 random bits from the OS-seeded CSPRNG.
+///
+/// The product id in front lets any gateway find the ticket's record in the product's Redis
+/// slot. The random part says nothing about any other order.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct Ticket {
+    text: String,
+    product: ProductId,
+}
+
+impl Ticket {
+    pub fn generate(product: ProductId) -> Self {
+        let bits: u128 = rand::random();
+        Self {
+            text: format!("{product}-{bits:032x}"),
+            product,
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<Self, ParseError> {
+        let (p, r) = s.split_once('-').ok_or(ParseError::Ticket)?;
+        let product = ProductId::parse(p).map_err(|_| ParseError::Ticket)?;
+        if r.len() != 32 || !r.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+            return Err(ParseError::Ticket);
+        }
+        Ok(Self {
+            text: s.to_owned(),
+            product,
+        })
+    }
+
+    pub fn product(&self) -> ProductId {
+        self.product
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+}
+
+impl TryFrom<String> for Ticket {
+    type Error = ParseError;
+    fn try_from(s: String) -> Result<Self, ParseError> {
+        Ticket::parse(&s)
+    }
+}
+impl From<Ticket> for String {
+    fn from(t: Ticket) -> String {
+        t.text
+    }
+}
+impl fmt::Display for Ticket {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// What a client sees of a ticket. Internally a ticket that a worker has claimed is
+/// `processing`; clients see it as `pending`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TicketStatus {
+    Pending,
+    Confirmed,
+    Failed,
+}
+
+impl TicketStatus {
+    /// Maps the status field of a Redis ticket record.
+    pub fn from_record(s: &str) -> Option<Self> {
+        match s {
+            "pending" | "processing" => Some(Self::Pending),
+            "confirmed" => Some(Self::Confirmed),
+            "failed" => Some(Self::Failed),
+            _ => None,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Confirmed => "confirmed",
+            Self::Failed => "failed",
+        }
+    }
+}
+
+/// The message the gateway puts on Kafka for each reserved unit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OrderMessage {
+    /// Format version. Bump it when a field changes meaning.
+    pub v: u32,
+    pub ticket: Ticket,
+    pub product_id: ProductId,
+    pub user_id: UserId,
+    /// When the unit was reserved in Redis, ms since the epoch.
+    pub reserved_at_ms: i64,
+}
+
+impl OrderMessage {
+    pub const VERSION: u32 = 1;
+
+    pub fn new(ticket: Ticket, user_id: UserId, reserved_at_ms: i64) -> Self {
+        Self {
+            v: Self::VERSION,
+            product_id: ticket.product(),
+            ticket,
+            user_id,
+            reserved_at_ms,
+        }
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("an order message always serialises")
+    }
+
+    /// Decodes and checks a message: a known version, and a ticket that belongs to its product.
+    pub fn decode(bytes: &[u8]) -> Result<Self, String> {
+        let m: OrderMessage = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+        if m.v != Self::VERSION {
+            return Err(format!("unsupported message version {}", m.v));
+        }
+        if m.ticket.product() != m.product_id {
+            return Err("ticket does not belong to product".into());
+        }
+        Ok(m)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_parse_only_positive_in_range_numbers() {
+        assert_eq!(ProductId::parse("42").unwrap().get(), 42);
+        for bad in [
+            "",
+            "0",
+            "-1",
+            "abc",
+            "1.5",
+            " 1",
+            "9223372036854775808",
+            "99999999999999999999",
+        ] {
+            assert!(ProductId::parse(bad).is_err(), "{bad:?} should not parse");
+        }
+        assert_eq!(UserId::parse("9223372036854775807").unwrap().get(), MAX_ID);
+    }
+
+    #[test]
+    fn ids_deserialize_with_range_check() {
+        assert!(serde_json::from_str::<UserId>("0").is_err());
+        assert!(serde_json::from_str::<UserId>("\"1\"").is_err());
+        assert_eq!(serde_json::from_str::<UserId>("7").unwrap().get(), 7);
+    }
+
+    #[test]
+    fn tickets_are_random_and_round_trip() {
+        let p = ProductId::new(9).unwrap();
+        let a = Ticket::generate(p);
+        let b = Ticket::generate(p);
+        assert_ne!(a, b);
+        assert_eq!(Ticket::parse(a.as_str()).unwrap(), a);
+        assert_eq!(a.product(), p);
+        assert_eq!(a.as_str().len(), "9-".len() + 32);
+    }
+
+    #[test]
+    fn malformed_tickets_are_rejected() {
+        for bad in [
+            "",
+            "9",
+            "9-",
+            "x-00000000000000000000000000000000",
+            "9-0000",
+            "9-0000000000000000000000000000000G",
+        ] {
+            assert!(Ticket::parse(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn order_message_round_trips_and_checks_version() {
+        let t = Ticket::generate(ProductId::new(3).unwrap());
+        let m = OrderMessage::new(t, UserId::new(5).unwrap(), 1000);
+        let bytes = m.encode();
+        assert!(String::from_utf8_lossy(&bytes).contains("\"v\":1"));
+        assert_eq!(OrderMessage::decode(&bytes).unwrap(), m);
+        let mut v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        v["v"] = 2.into();
+        assert!(OrderMessage::decode(v.to_string().as_bytes()).is_err());
+        v["v"] = 1.into();
+        v["product_id"] = 4.into();
+        assert!(OrderMessage::decode(v.to_string().as_bytes()).is_err());
+    }
+}

@@ -1,0 +1,31 @@
+//! Everything the gateway and the worker agree on.
+//!
+//! # Layout
+//! - [`config`]: the one typed `Settings`, layered as defaults, an optional TOML file, then
+//!   `SECKILL_*` environment variables.
+//! - [`domain`]: ids that parse once (`ProductId`, `UserId`, `Ticket`), ticket states and the
+//!   Kafka order message.
+//! - [`store`]: the Redis side. Key layout and the atomic Lua scripts that move a ticket through
+//!   its states (reserve, release, claim, confirm, compensate) and load a product for sale.
+//! - [`db`]: the MySQL side. Pool, embedded migrations, products and order look-ups.
+//! - [`settle`]: the batch step that claims, persists and confirms or compensates orders.
+//! - [`kafka`]: producer and consumer settings, topic creation.
+//! - [`zk`]: the ZooKeeper sold-out nodes: paths, connecting, publishing `"false"`.
+//! - [`telemetry`]: `tracing` set-up.
+
+pub mod config;
+pub mod db;
+pub mod domain;
+pub mod kafka;
+pub mod settle;
+pub mod store;
+pub mod telemetry;
+pub mod zk;
+
+pub use config::Settings;
+pub use domain::{OrderMessage, ProductId, Ticket, TicketStatus, UserId};
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}

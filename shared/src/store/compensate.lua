@@ -1,0 +1,15 @@
+-- An order failed for good: give its unit back and free the user, exactly once.
+-- Only a ticket that is still pending or processing is compensated, so a redelivered message
+-- can never restore the stock twice.
+-- KEYS: 1 stock, 2 meta, 3 buyers, 4 pending, 5 ticket record
+-- ARGV: 1 ticket, 2 reason
+-- Returns 1 when compensated, 0 when the ticket had already settled or is gone.
+local status = redis.call('HGET', KEYS[5], 'status')
+if status ~= 'pending' and status ~= 'processing' then return 0 end
+local user = redis.call('HGET', KEYS[5], 'user_id')
+if user and redis.call('HGET', KEYS[3], user) == ARGV[1] then redis.call('HDEL', KEYS[3], user) end
+redis.call('ZREM', KEYS[4], ARGV[1])
+redis.call('HSET', KEYS[5], 'status', 'failed', 'reason', ARGV[2])
+redis.call('HINCRBY', KEYS[2], 'failed', 1)
+redis.call('INCR', KEYS[1])
+return 1

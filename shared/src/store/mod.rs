@@ -1,0 +1,372 @@
+//! The Redis side of a sale: key layout and the scripts that move a ticket through its states.
+//!
+//! All keys of one product share the hash tag `{<namespace>:<product>}`, so they live in one
+//! Redis Cluster slot and every script touches a single slot.
+//!
+//! | key | type | holds |
+//! |---|---|---|
+//! | `sk:{ns:P}:stock` | string | units left to reserve |
+//! | `sk:{ns:P}:meta` | hash | `initial`, `starts_at`, `ends_at` (ms), `confirmed`, `failed` |
+//! | `sk:{ns:P}:buyers` | hash | user id → live ticket |
+//! | `sk:{ns:P}:pending` | sorted set | tickets not yet settled, scored by reservation time |
+//! | `sk:{ns:P}:t:<ticket>` | hash | `status`, `user_id`, `product_id`, `created_at`, `order_id`, `reason` |
+//!
+//! Ticket states: `pending` → `processing` (claimed by a worker) → `confirmed` | `failed`, and
+//! `pending` → released (deleted) when the gateway could not hand the order to Kafka.
+
+use crate::domain::{ProductId, Ticket, TicketStatus, UserId};
+use anyhow::Context;
+use redis::aio::ConnectionManager;
+use redis::{AsyncCommands, Script};
+use std::collections::HashMap;
+use std::sync::LazyLock;
+use std::time::Duration;
+
+static RESERVE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("reserve.lua")));
+static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("release.lua")));
+static CLAIM: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("claim.lua")));
+static CONFIRM: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("confirm.lua")));
+static COMPENSATE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("compensate.lua")));
+static PRELOAD: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("preload.lua")));
+
+/// The keys of one product.
+#[derive(Debug, Clone)]
+pub struct ProductKeys {
+    prefix: String,
+}
+
+impl ProductKeys {
+    pub fn new(namespace: &str, product: ProductId) -> Self {
+        Self {
+            prefix: format!("sk:{{{namespace}:{product}}}:"),
+        }
+    }
+    pub fn stock(&self) -> String {
+        format!("{}stock", self.prefix)
+    }
+    pub fn meta(&self) -> String {
+        format!("{}meta", self.prefix)
+    }
+    pub fn buyers(&self) -> String {
+        format!("{}buyers", self.prefix)
+    }
+    pub fn pending(&self) -> String {
+        format!("{}pending", self.prefix)
+    }
+    pub fn ticket(&self, ticket: &Ticket) -> String {
+        format!("{}t:{ticket}", self.prefix)
+    }
+}
+
+/// What the reservation script decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reservation {
+    Reserved,
+    /// The user already holds this live ticket.
+    AlreadyHolds(Ticket),
+    SoldOut,
+    UnknownProduct,
+    NotStarted,
+    Ended,
+}
+
+/// The Redis copy of a ticket.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TicketRecord {
+    /// Raw status: pending, processing, confirmed or failed.
+    pub raw_status: String,
+    pub status: TicketStatus,
+    pub user_id: u64,
+    pub order_id: Option<u64>,
+    pub reason: Option<String>,
+    pub created_at_ms: i64,
+}
+
+/// Redis view of a product, for the admin API and the auditor.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ProductCounts {
+    pub stock: Option<i64>,
+    pub initial: Option<i64>,
+    pub pending: i64,
+    pub confirmed: i64,
+    pub failed: i64,
+    pub buyers: i64,
+}
+
+/// Handle to the Redis state of one namespace. Cheap to clone: one multiplexed connection
+/// that reconnects on its own.
+#[derive(Clone)]
+pub struct TicketStore {
+    conn: ConnectionManager,
+    namespace: String,
+    ticket_ttl_secs: u64,
+}
+
+impl TicketStore {
+    /// Connects lazily: the first command opens the connection, so a process can start while
+    /// Redis is down and fail only the requests that need it.
+    pub fn new(
+        url: &str,
+        namespace: &str,
+        ticket_ttl_secs: u64,
+        timeout: Duration,
+    ) -> anyhow::Result<Self> {
+        let client = redis::Client::open(url).context("parsing SECKILL_REDIS_URL")?;
+        let config = redis::aio::ConnectionManagerConfig::new()
+            .set_response_timeout(Some(timeout))
+            .set_connection_timeout(Some(timeout))
+            .set_number_of_retries(1)
+            .set_max_delay(Duration::from_millis(500));
+        let conn = ConnectionManager::new_lazy_with_config(client, config)
+            .context("creating the Redis connection manager")?;
+        Ok(Self {
+            conn,
+            namespace: namespace.to_owned(),
+            ticket_ttl_secs,
+        })
+    }
+
+    pub fn keys(&self, product: ProductId) -> ProductKeys {
+        ProductKeys::new(&self.namespace, product)
+    }
+
+    pub fn connection(&self) -> ConnectionManager {
+        self.conn.clone()
+    }
+
+    pub async fn ping(&self) -> anyhow::Result<()> {
+        let mut c = self.conn.clone();
+        let _: String = redis::cmd("PING")
+            .query_async(&mut c)
+            .await
+            .context("redis PING")?;
+        Ok(())
+    }
+
+    /// Runs the reservation script: the whole buy decision in one atomic step.
+    pub async fn reserve(
+        &self,
+        ticket: &Ticket,
+        user: UserId,
+        now_ms: i64,
+    ) -> anyhow::Result<Reservation> {
+        let product = ticket.product();
+        let k = self.keys(product);
+        let mut c = self.conn.clone();
+        let (code, held): (i64, Option<String>) = RESERVE
+            .key(k.stock())
+            .key(k.meta())
+            .key(k.buyers())
+            .key(k.pending())
+            .key(k.ticket(ticket))
+            .arg(user.get())
+            .arg(ticket.as_str())
+            .arg(now_ms)
+            .arg(self.ticket_ttl_secs)
+            .arg(product.get())
+            .invoke_async::<Vec<redis::Value>>(&mut c)
+            .await
+            .context("running the reservation script")
+            .and_then(|v| {
+                let code: i64 = redis::from_redis_value_ref(v.first().context("empty reply")?)?;
+                let held: Option<String> = match v.get(1) {
+                    Some(x) => Some(redis::from_redis_value_ref(x)?),
+                    None => None,
+                };
+                Ok((code, held))
+            })?;
+        Ok(match code {
+            1 => Reservation::Reserved,
+            2 => Reservation::AlreadyHolds(
+                Ticket::parse(held.as_deref().unwrap_or_default())
+                    .context("stored ticket is malformed")?,
+            ),
+            3 => Reservation::SoldOut,
+            4 => Reservation::UnknownProduct,
+            5 => Reservation::NotStarted,
+            6 => Reservation::Ended,
+            other => anyhow::bail!("reservation script returned unknown code {other}"),
+        })
+    }
+
+    /// Gives back a reservation that never reached Kafka. `true` when it was released.
+    pub async fn release(&self, ticket: &Ticket, user: UserId) -> anyhow::Result<bool> {
+        let k = self.keys(ticket.product());
+        let mut c = self.conn.clone();
+        let n: i64 = RELEASE
+            .key(k.stock())
+            .key(k.buyers())
+            .key(k.pending())
+            .key(k.ticket(ticket))
+            .arg(user.get())
+            .arg(ticket.as_str())
+            .invoke_async(&mut c)
+            .await
+            .context("running the release script")?;
+        Ok(n == 1)
+    }
+
+    /// Claims tickets of one product for a worker. Returns the raw status of each, in order:
+    /// `processing` means the caller now owns it.
+    pub async fn claim(
+        &self,
+        product: ProductId,
+        tickets: &[&Ticket],
+    ) -> anyhow::Result<Vec<String>> {
+        if tickets.is_empty() {
+            return Ok(vec![]);
+        }
+        let k = self.keys(product);
+        let mut inv = CLAIM.prepare_invoke();
+        for t in tickets {
+            inv.key(k.ticket(t));
+        }
+        let mut c = self.conn.clone();
+        inv.invoke_async(&mut c)
+            .await
+            .context("running the claim script")
+    }
+
+    /// Confirms claimed tickets of one product with their order ids. Returns how many changed.
+    pub async fn confirm(
+        &self,
+        product: ProductId,
+        orders: &[(&Ticket, u64)],
+    ) -> anyhow::Result<u64> {
+        if orders.is_empty() {
+            return Ok(0);
+        }
+        let k = self.keys(product);
+        let mut inv = CONFIRM.prepare_invoke();
+        inv.key(k.meta()).key(k.pending());
+        for (t, id) in orders {
+            inv.key(k.ticket(t));
+            inv.arg(t.as_str()).arg(*id);
+        }
+        let mut c = self.conn.clone();
+        inv.invoke_async(&mut c)
+            .await
+            .context("running the confirm script")
+    }
+
+    /// Fails a ticket for good and gives its unit back, once. `true` when this call did it.
+    pub async fn compensate(&self, ticket: &Ticket, reason: &str) -> anyhow::Result<bool> {
+        let k = self.keys(ticket.product());
+        let mut c = self.conn.clone();
+        let n: i64 = COMPENSATE
+            .key(k.stock())
+            .key(k.meta())
+            .key(k.buyers())
+            .key(k.pending())
+            .key(k.ticket(ticket))
+            .arg(ticket.as_str())
+            .arg(reason)
+            .invoke_async(&mut c)
+            .await
+            .context("running the compensation script")?;
+        Ok(n == 1)
+    }
+
+    /// Loads a product for sale. Returns the Redis stock it set.
+    pub async fn preload(
+        &self,
+        product: ProductId,
+        mysql_stock: i64,
+        starts_at_ms: Option<i64>,
+        ends_at_ms: Option<i64>,
+    ) -> anyhow::Result<i64> {
+        let k = self.keys(product);
+        let opt = |v: Option<i64>| v.map(|x| x.to_string()).unwrap_or_default();
+        let mut c = self.conn.clone();
+        PRELOAD
+            .key(k.stock())
+            .key(k.meta())
+            .key(k.pending())
+            .arg(mysql_stock)
+            .arg(opt(starts_at_ms))
+            .arg(opt(ends_at_ms))
+            .invoke_async(&mut c)
+            .await
+            .context("running the preload script")
+    }
+
+    /// The Redis copy of a ticket, or `None` when it is unknown or has expired.
+    pub async fn ticket(&self, ticket: &Ticket) -> anyhow::Result<Option<TicketRecord>> {
+        let k = self.keys(ticket.product());
+        let mut c = self.conn.clone();
+        let h: HashMap<String, String> = c
+            .hgetall(k.ticket(ticket))
+            .await
+            .context("reading a ticket")?;
+        let Some(raw_status) = h.get("status").cloned() else {
+            return Ok(None);
+        };
+        let status =
+            TicketStatus::from_record(&raw_status).context("unknown ticket status in Redis")?;
+        let num = |f: &str| h.get(f).and_then(|v| v.parse::<i64>().ok());
+        Ok(Some(TicketRecord {
+            raw_status,
+            status,
+            user_id: num("user_id").unwrap_or_default() as u64,
+            order_id: num("order_id").map(|v| v as u64),
+            reason: h.get("reason").cloned(),
+            created_at_ms: num("created_at").unwrap_or_default(),
+        }))
+    }
+
+    /// Units left in Redis, or `None` for a product that is not loaded.
+    pub async fn stock(&self, product: ProductId) -> anyhow::Result<Option<i64>> {
+        let mut c = self.conn.clone();
+        c.get(self.keys(product).stock())
+            .await
+            .context("reading stock")
+    }
+
+    /// The ticket a user holds for a product, if any.
+    pub async fn buyer(&self, product: ProductId, user: UserId) -> anyhow::Result<Option<String>> {
+        let mut c = self.conn.clone();
+        c.hget(self.keys(product).buyers(), user.get())
+            .await
+            .context("reading buyers")
+    }
+
+    pub async fn counts(&self, product: ProductId) -> anyhow::Result<ProductCounts> {
+        let k = self.keys(product);
+        let mut c = self.conn.clone();
+        let (stock, meta, pending, buyers): (Option<i64>, HashMap<String, i64>, i64, i64) =
+            redis::pipe()
+                .get(k.stock())
+                .hgetall(k.meta())
+                .zcard(k.pending())
+                .hlen(k.buyers())
+                .query_async(&mut c)
+                .await
+                .context("reading product counts")?;
+        Ok(ProductCounts {
+            stock,
+            initial: meta.get("initial").copied(),
+            pending,
+            confirmed: meta.get("confirmed").copied().unwrap_or(0),
+            failed: meta.get("failed").copied().unwrap_or(0),
+            buyers,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn all_keys_of_a_product_share_one_hash_tag() {
+        let p = ProductId::new(42).unwrap();
+        let k = ProductKeys::new("ns1", p);
+        let t = Ticket::generate(p);
+        for key in [k.stock(), k.meta(), k.buyers(), k.pending(), k.ticket(&t)] {
+            let open = key.find('{').unwrap();
+            let close = key[open..].find('}').unwrap() + open;
+            assert_eq!(&key[open + 1..close], "ns1:42", "{key}");
+        }
+        assert_ne!(ProductKeys::new("ns2", p).stock(), k.stock());
+    }
+}

@@ -1,0 +1,162 @@
+//! The consumer loop and the Kafka context that tracks this worker's partitions.
+
+use crate::startup::Worker;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
+use rdkafka::message::{BorrowedMessage, Message};
+use rdkafka::ClientContext;
+use seckill_shared::settle::{BatchReport, Outcome};
+use seckill_shared::OrderMessage;
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+/// Partitions currently assigned to this worker.
+pub type Assignment = Arc<Mutex<BTreeSet<i32>>>;
+
+/// Records rebalances so that health checks and tests can see the assignment.
+pub struct WorkerContext {
+    pub assigned: Assignment,
+}
+
+impl ClientContext for WorkerContext {}
+
+impl ConsumerContext for WorkerContext {
+    fn post_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        let mut set = self.assigned.lock().expect("lock poisoned");
+        match rebalance {
+            Rebalance::Assign(tpl) => {
+                set.extend(tpl.elements().iter().map(|e| e.partition()));
+                tracing::info!(partitions = ?*set, "partitions assigned");
+            }
+            Rebalance::Revoke(tpl) => {
+                for e in tpl.elements() {
+                    set.remove(&e.partition());
+                }
+                tracing::info!(partitions = ?*set, "partitions revoked");
+            }
+            Rebalance::Error(e) => tracing::warn!(error = %e, "rebalance error"),
+        }
+    }
+}
+
+impl Worker {
+    /// Consumes until `shutdown`: gathers a batch, settles it (retrying until it succeeds),
+    /// then stores its offsets. On shutdown the batch in hand is finished and the offsets are
+    /// committed before leaving the group.
+    pub(crate) async fn consume(&self, shutdown: &CancellationToken) {
+        let size = self.settings.worker_batch_size;
+        let linger = Duration::from_millis(self.settings.worker_batch_linger_ms);
+        loop {
+            let first = tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => break,
+                m = self.consumer.recv() => m,
+            };
+            let first = match first {
+                Ok(m) => m,
+                Err(e) => {
+                    tracing::warn!(error = %e, "Kafka receive error");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    continue;
+                }
+            };
+            let mut batch = vec![first];
+            let deadline = tokio::time::Instant::now() + linger;
+            while batch.len() < size {
+                match tokio::time::timeout_at(deadline, self.consumer.recv()).await {
+                    Ok(Ok(m)) => batch.push(m),
+                    Ok(Err(e)) => {
+                        tracing::warn!(error = %e, "Kafka receive error");
+                        break;
+                    }
+                    Err(_) => break,
+                }
+            }
+            if !self.settle_with_retry(&batch, shutdown).await {
+                break; // stopped mid-retry: offsets stay unstored, the batch is redelivered
+            }
+            for m in &batch {
+                if let Err(e) = self
+                    .consumer
+                    .store_offset(m.topic(), m.partition(), m.offset())
+                {
+                    tracing::warn!(error = %e, "could not store an offset");
+                }
+            }
+        }
+        if let Err(e) = self.consumer.commit_consumer_state(CommitMode::Sync) {
+            tracing::debug!(error = %e, "final commit");
+        }
+        self.consumer.unsubscribe();
+    }
+
+    async fn settle_with_retry(
+        &self,
+        batch: &[BorrowedMessage<'_>],
+        shutdown: &CancellationToken,
+    ) -> bool {
+        let orders: Vec<OrderMessage> = batch
+            .iter()
+            .filter_map(|m| match OrderMessage::decode(m.payload().unwrap_or_default()) {
+                Ok(o) => Some(o),
+                Err(e) => {
+                    tracing::error!(error = %e, partition = m.partition(), offset = m.offset(), "skipping an undecodable message");
+                    None
+                }
+            })
+            .collect();
+        let mut backoff = Duration::from_millis(100);
+        loop {
+            let started = Instant::now();
+            match self.process(&orders).await {
+                Ok(_) => {
+                    self.metrics
+                        .commit_seconds
+                        .observe(started.elapsed().as_secs_f64());
+                    return true;
+                }
+                Err(e) => {
+                    self.metrics.retries.inc();
+                    tracing::warn!(
+                        error = format!("{e:#}"),
+                        orders = orders.len(),
+                        "batch failed; retrying"
+                    );
+                    tokio::select! {
+                        _ = tokio::time::sleep(backoff) => {},
+                        _ = shutdown.cancelled() => return false,
+                    }
+                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                }
+            }
+        }
+    }
+
+    /// One step: settle these orders and tell the gateways about units given back. Public so
+    /// that tests can drive the worker without Kafka timing.
+    pub async fn process(&self, orders: &[OrderMessage]) -> anyhow::Result<BatchReport> {
+        if orders.is_empty() {
+            return Ok(BatchReport::default());
+        }
+        let report = self.settler.settle(orders).await?;
+        self.metrics.batch_size.observe(orders.len() as f64);
+        for (ticket, outcome) in &report.outcomes {
+            let label = match outcome {
+                Outcome::Confirmed { .. } => "confirmed",
+                Outcome::Failed { .. } => "failed",
+                Outcome::Skipped { .. } => "skipped",
+            };
+            self.metrics.orders.with_label_values(&[label]).inc();
+            tracing::debug!(%ticket, ?outcome, "settled");
+        }
+        for (product, units) in &report.given_back {
+            self.metrics.compensations.inc_by(*units);
+            if let Err(e) = self.zk.not_sold_out(*product, Duration::from_secs(2)).await {
+                // The units are back in Redis already; gateways' markers expire by TTL.
+                tracing::warn!(error = format!("{e:#}"), %product, "could not publish \"false\"");
+            }
+        }
+        Ok(report)
+    }
+}

@@ -1,0 +1,17 @@
+//! The worker: drains the order topic into MySQL in batches, as one of a Kafka consumer group.
+//!
+//! # Layout
+//! - [`startup`]: `Worker::build` applies migrations, creates the topic when missing, joins the
+//!   group and binds the health listener; `run_until_stopped` consumes until told to stop.
+//! - [`consume`]: the batch loop: gather up to `worker_batch_size` messages or wait
+//!   `worker_batch_linger_ms`, settle them (see `seckill_shared::settle`), retry on error, then
+//!   store the offsets; publish `"false"` for products that got units back.
+//! - [`health`]: `/livez`, `/healthz` (dependencies and assigned partitions) and `/metrics`.
+//! - [`metrics`]: Prometheus counters and histograms of this process.
+
+pub mod consume;
+pub mod health;
+pub mod metrics;
+pub mod startup;
+
+pub use startup::Worker;

@@ -1,0 +1,69 @@
+use clap::{Parser, Subcommand};
+use seckill_shared::{db, telemetry, Settings};
+use seckill_worker::Worker;
+use std::path::PathBuf;
+use tokio_util::sync::CancellationToken;
+
+/// The seckill worker: persists orders from Kafka to MySQL, in batches, as one member of a
+/// consumer group.
+///
+/// Configured by SECKILL_* environment variables, layered over an optional TOML file.
+#[derive(Parser)]
+#[command(version)]
+struct Cli {
+    /// TOML file with settings; environment variables override it.
+    #[arg(long, global = true)]
+    config: Option<PathBuf>,
+    /// Print the effective configuration (secrets redacted) and exit.
+    #[arg(long)]
+    print_config: bool,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Apply the MySQL migrations and exit.
+    Migrate,
+}
+
+#[tokio::main]
+async fn main() {
+    let cli = Cli::parse();
+    if let Err(e) = run(cli).await {
+        eprintln!("worker: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    let settings = Settings::load(cli.config.as_deref())?;
+    if cli.print_config {
+        print!("{}", settings.redacted_toml());
+        return Ok(());
+    }
+    telemetry::init(&settings.log_format);
+    if let Some(Command::Migrate) = cli.command {
+        let pool = db::pool(&settings.mysql_url, 1)?;
+        db::migrate(&pool).await?;
+        println!("migrations applied");
+        return Ok(());
+    }
+    let worker = Worker::build(settings).await?;
+    tracing::info!(port = worker.port(), "worker started");
+    let shutdown = CancellationToken::new();
+    tokio::spawn(stop_on_signal(shutdown.clone()));
+    worker.run_until_stopped(shutdown).await
+}
+
+/// SIGTERM or SIGINT: finish the batch, commit, leave the group.
+async fn stop_on_signal(shutdown: CancellationToken) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("installing the SIGTERM handler");
+    tokio::select! {
+        _ = term.recv() => {},
+        _ = tokio::signal::ctrl_c() => {},
+    }
+    tracing::info!("stopping: finishing the batch in hand");
+    shutdown.cancel();
+}

@@ -1,0 +1,90 @@
+//! Prometheus metrics of one worker.
+
+use prometheus::{
+    Encoder, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
+    TextEncoder,
+};
+
+#[derive(Clone)]
+pub struct Metrics {
+    pub registry: Registry,
+    pub batch_size: Histogram,
+    pub commit_seconds: Histogram,
+    pub orders: IntCounterVec,
+    pub compensations: IntCounter,
+    pub retries: IntCounter,
+    pub assigned_partitions: IntGauge,
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let registry = Registry::new();
+        let batch_size = Histogram::with_opts(
+            HistogramOpts::new("seckill_worker_batch_size", "Orders per batch").buckets(vec![
+                1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 5000.0,
+            ]),
+        )
+        .unwrap();
+        let commit_seconds = Histogram::with_opts(
+            HistogramOpts::new(
+                "seckill_worker_batch_seconds",
+                "Time to settle one batch (claim, MySQL commit, Redis)",
+            )
+            .buckets(vec![
+                0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+            ]),
+        )
+        .unwrap();
+        let orders = IntCounterVec::new(
+            Opts::new("seckill_worker_orders_total", "Orders settled, by outcome"),
+            &["outcome"],
+        )
+        .unwrap();
+        let compensations = IntCounter::new(
+            "seckill_worker_compensations_total",
+            "Units given back to Redis",
+        )
+        .unwrap();
+        let retries = IntCounter::new(
+            "seckill_worker_retries_total",
+            "Batches retried after an error",
+        )
+        .unwrap();
+        let assigned_partitions = IntGauge::new(
+            "seckill_worker_assigned_partitions",
+            "Partitions assigned to this worker",
+        )
+        .unwrap();
+        registry.register(Box::new(batch_size.clone())).unwrap();
+        registry.register(Box::new(commit_seconds.clone())).unwrap();
+        registry.register(Box::new(orders.clone())).unwrap();
+        registry.register(Box::new(compensations.clone())).unwrap();
+        registry.register(Box::new(retries.clone())).unwrap();
+        registry
+            .register(Box::new(assigned_partitions.clone()))
+            .unwrap();
+        Self {
+            registry,
+            batch_size,
+            commit_seconds,
+            orders,
+            compensations,
+            retries,
+            assigned_partitions,
+        }
+    }
+
+    pub fn render(&self) -> String {
+        let mut buf = Vec::new();
+        TextEncoder::new()
+            .encode(&self.registry.gather(), &mut buf)
+            .expect("encoding metrics");
+        String::from_utf8(buf).expect("metrics are UTF-8")
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}

@@ -1,0 +1,157 @@
+//! Building and running a worker.
+
+use crate::consume::{Assignment, WorkerContext};
+use crate::health;
+use crate::metrics::Metrics;
+use actix_web::dev::Server;
+use anyhow::Context;
+use rdkafka::consumer::{Consumer, StreamConsumer};
+use seckill_shared::settle::{Chaos, Settler};
+use seckill_shared::store::TicketStore;
+use seckill_shared::{db, kafka, zk, Settings};
+use std::future::Future;
+use std::net::TcpListener;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+pub struct Worker {
+    pub(crate) settings: Settings,
+    pub(crate) consumer: StreamConsumer<WorkerContext>,
+    pub(crate) settler: Settler,
+    pub(crate) zk: zk::Publisher,
+    pub(crate) metrics: Metrics,
+    assigned: Assignment,
+    http: Option<Server>,
+    port: u16,
+}
+
+/// Retries `op` with backoff until it succeeds or `limit` has passed.
+async fn with_retry<T, F, Fut>(what: &str, limit: Duration, mut op: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = anyhow::Result<T>>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut backoff = Duration::from_millis(200);
+    loop {
+        match op().await {
+            Ok(v) => return Ok(v),
+            Err(e) if tokio::time::Instant::now() + backoff < deadline => {
+                tracing::warn!(error = format!("{e:#}"), "{what} failed; retrying");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(3));
+            }
+            Err(e) => return Err(e).with_context(|| format!("{what} (gave up after {limit:?})")),
+        }
+    }
+}
+
+impl Worker {
+    /// Applies migrations, creates the topic when it is missing, joins the consumer group and
+    /// binds the health listener (port 0 picks a free one). Waits up to a minute for MySQL and
+    /// Kafka to come up.
+    pub async fn build(settings: Settings) -> anyhow::Result<Self> {
+        if settings.chaos_enabled() {
+            tracing::warn!(
+                fail_users = %settings.chaos_fail_users,
+                fail_rate = settings.chaos_fail_rate,
+                delay_ms = settings.chaos_delay_ms,
+                "FAULT INJECTION IS ON: orders will be failed on purpose"
+            );
+        }
+        let pool = db::pool(&settings.mysql_url, 8)?;
+        let startup_limit = Duration::from_secs(60);
+        with_retry("applying migrations", startup_limit, || db::migrate(&pool)).await?;
+        with_retry("creating the Kafka topic", startup_limit, || {
+            kafka::ensure_topic(
+                &settings.kafka_brokers,
+                &settings.kafka_topic,
+                settings.kafka_partitions,
+            )
+        })
+        .await?;
+
+        let store = TicketStore::new(
+            &settings.redis_url,
+            &settings.namespace,
+            settings.ticket_ttl_secs,
+            settings.redis_timeout(),
+        )?;
+        let metrics = Metrics::new();
+        let assigned: Assignment = Arc::default();
+        let consumer: StreamConsumer<WorkerContext> = kafka::consumer_config(&settings)
+            .create_with_context(WorkerContext {
+                assigned: assigned.clone(),
+            })
+            .context("creating the Kafka consumer")?;
+        consumer
+            .subscribe(&[&settings.kafka_topic])
+            .context("subscribing to the order topic")?;
+
+        let listener = TcpListener::bind(&settings.worker_http_addr).with_context(|| {
+            format!(
+                "binding SECKILL_WORKER_HTTP_ADDR={}",
+                settings.worker_http_addr
+            )
+        })?;
+        let port = listener.local_addr()?.port();
+        let http = health::server(
+            listener,
+            store.clone(),
+            pool.clone(),
+            assigned.clone(),
+            metrics.clone(),
+        )?;
+
+        Ok(Self {
+            zk: zk::Publisher::new(&settings.zk_hosts, &settings.namespace),
+            settler: Settler {
+                store,
+                db: pool,
+                chaos: Chaos::from_settings(&settings),
+            },
+            settings,
+            consumer,
+            metrics,
+            assigned,
+            http: Some(http),
+            port,
+        })
+    }
+
+    /// Port of the health listener.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The partitions assigned now; shared, so it stays live after `run_until_stopped` takes
+    /// the worker.
+    pub fn assignment(&self) -> Assignment {
+        self.assigned.clone()
+    }
+
+    /// Consumes until `shutdown` is cancelled: finishes the batch in hand, commits, leaves the
+    /// group and stops the health listener.
+    pub async fn run_until_stopped(mut self, shutdown: CancellationToken) -> anyhow::Result<()> {
+        let http = self.http.take().expect("run once");
+        let http_handle = http.handle();
+        let http_task = tokio::spawn(http);
+        let assigned = self.assigned.clone();
+        let metrics = self.metrics.clone();
+        let gauge = tokio::spawn(async move {
+            loop {
+                let n = assigned.lock().map(|s| s.len()).unwrap_or(0);
+                metrics.assigned_partitions.set(n as i64);
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        });
+        self.consume(&shutdown).await;
+        gauge.abort();
+        drop(self.consumer); // closes the consumer: leaves the group
+        http_handle.stop(true).await;
+        let _ = http_task.await;
+        tracing::info!("worker stopped");
+        Ok(())
+    }
+}
