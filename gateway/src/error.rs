@@ -135,3 +135,56 @@ pub fn path_error(
 ) -> actix_web::Error {
     ApiError::BadRequest(format!("invalid path: {err}")).into()
 }
+
+/// A JSON body that must be an object. serde also accepts a struct written as an array
+/// (`[1]`); a public API should not.
+#[derive(Debug)]
+pub struct Object<T>(pub T);
+
+impl<'de, T: serde::Deserialize<'de>> serde::Deserialize<'de> for Object<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit<T>(std::marker::PhantomData<T>);
+        impl<'de, T: serde::Deserialize<'de>> serde::de::Visitor<'de> for Visit<T> {
+            type Value = Object<T>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<Object<T>, A::Error> {
+                T::deserialize(serde::de::value::MapAccessDeserializer::new(map)).map(Object)
+            }
+        }
+        d.deserialize_map(Visit(std::marker::PhantomData))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Object;
+    use serde::Deserialize;
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Req {
+        user_id: u64,
+    }
+
+    #[test]
+    fn only_objects_are_accepted() {
+        assert_eq!(
+            serde_json::from_str::<Object<Req>>(r#"{"user_id":3}"#)
+                .unwrap()
+                .0
+                .user_id,
+            3
+        );
+        assert!(
+            serde_json::from_str::<Req>("[3]").is_ok(),
+            "plain serde takes arrays"
+        );
+        assert!(serde_json::from_str::<Object<Req>>("[3]").is_err());
+        assert!(serde_json::from_str::<Object<Req>>(r#"{"user_id":3,"x":1}"#).is_err());
+    }
+}

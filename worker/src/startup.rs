@@ -22,7 +22,7 @@ pub struct Worker {
     pub(crate) zk: zk::Publisher,
     pub(crate) metrics: Metrics,
     assigned: Assignment,
-    http: Option<Server>,
+    http: std::sync::Mutex<Option<Server>>,
     port: u16,
 }
 
@@ -115,7 +115,7 @@ impl Worker {
             consumer,
             metrics,
             assigned,
-            http: Some(http),
+            http: std::sync::Mutex::new(Some(http)),
             port,
         })
     }
@@ -133,8 +133,13 @@ impl Worker {
 
     /// Consumes until `shutdown` is cancelled: finishes the batch in hand, commits, leaves the
     /// group and stops the health listener.
-    pub async fn run_until_stopped(mut self, shutdown: CancellationToken) -> anyhow::Result<()> {
-        let http = self.http.take().expect("run once");
+    pub async fn run_until_stopped(self, shutdown: CancellationToken) -> anyhow::Result<()> {
+        let http = self
+            .http
+            .lock()
+            .expect("lock poisoned")
+            .take()
+            .expect("run once");
         let http_handle = http.handle();
         let http_task = tokio::spawn(http);
         let assigned = self.assigned.clone();

@@ -1,6 +1,6 @@
 //! Admin endpoints, behind `Authorization: Bearer <SECKILL_ADMIN_TOKEN>`.
 
-use crate::error::ApiError;
+use crate::error::{ApiError, Object};
 use crate::startup::AppState;
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
@@ -55,10 +55,10 @@ const MAX_STOCK: i64 = 1_000_000_000;
 pub async fn create_product(
     req: HttpRequest,
     state: web::Data<AppState>,
-    body: web::Json<NewProduct>,
+    body: web::Json<Object<NewProduct>>,
 ) -> Result<HttpResponse, ApiError> {
     authorize(&req, &state)?;
-    let p = body.into_inner();
+    let p = body.into_inner().0;
     let name = p.name.trim();
     if name.is_empty() || name.chars().count() > 200 {
         return Err(ApiError::BadRequest(

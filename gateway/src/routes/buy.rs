@@ -1,6 +1,6 @@
 //! `POST /v1/seckill/{product_id}`: buy one unit.
 
-use crate::error::ApiError;
+use crate::error::{ApiError, Object};
 use crate::startup::AppState;
 use actix_web::http::header;
 use actix_web::{web, HttpResponse};
@@ -46,11 +46,11 @@ impl TicketBody {
 pub async fn buy(
     state: web::Data<AppState>,
     path: web::Path<String>,
-    body: web::Json<BuyRequest>,
+    body: web::Json<Object<BuyRequest>>,
 ) -> Result<HttpResponse, ApiError> {
     let started = Instant::now();
     let product = ProductId::parse(&path)?;
-    let user = body.user_id;
+    let user = body.0 .0.user_id;
     tracing::Span::current().record("user_id", user.get());
 
     if state.sold_out.is_sold_out(product) {

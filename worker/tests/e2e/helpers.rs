@@ -1,0 +1,340 @@
+//! `TestEnv`: one test's private slice of the real services, with typed helpers.
+
+use anyhow::Context;
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::util::Timeout;
+use reqwest::StatusCode;
+use seckill_gateway::Application;
+use seckill_shared::store::TicketStore;
+use seckill_shared::{db, kafka, OrderMessage, ProductId, Settings, Ticket};
+use seckill_worker::Worker;
+use serde_json::{json, Value};
+use sqlx::mysql::MySqlPool;
+use sqlx::Row;
+use std::future::Future;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+pub const ADMIN_TOKEN: &str = "test-admin-token";
+
+/// Polls `check` every 50 ms until it returns `Some`, or fails the test after `timeout`.
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+pub struct TestEnv {
+    pub settings: Settings,
+    pub db: MySqlPool,
+    pub store: TicketStore,
+}
+
+impl TestEnv {
+    /// A fresh namespace on the servers named by the `SECKILL_*` environment (or the dev-up
+    /// defaults).
+    pub async fn new() -> Self {
+        if std::env::var("TEST_LOG").is_ok() {
+            seckill_shared::telemetry::init("pretty");
+        }
+        let base = Settings::load(None).expect("loading settings from the environment");
+        let ns = format!("t{:012x}", rand::random::<u64>() >> 16);
+        let server_url = base
+            .mysql_url
+            .rsplit_once('/')
+            .expect("mysql url has a database")
+            .0
+            .to_owned();
+        let root = MySqlPool::connect(&format!("{server_url}/mysql"))
+            .await
+            .expect("connecting to MySQL");
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE `sk_{ns}`")))
+            .execute(&root)
+            .await
+            .unwrap();
+        root.close().await;
+
+        let mut settings = base.clone();
+        settings.namespace = ns.clone();
+        settings.mysql_url = format!("{server_url}/sk_{ns}");
+        settings.kafka_topic = format!("orders-{ns}");
+        settings.worker_group = format!("workers-{ns}");
+        settings.http_addr = "127.0.0.1:0".into();
+        settings.worker_http_addr = "127.0.0.1:0".into();
+        settings.admin_token = ADMIN_TOKEN.into();
+        settings.worker_batch_linger_ms = 5;
+        settings.kafka_partitions = 4;
+        settings.log_format = "pretty".into();
+
+        let db = db::pool(&settings.mysql_url, 4).unwrap();
+        db::migrate(&db).await.expect("migrating the test database");
+        kafka::ensure_topic(
+            &settings.kafka_brokers,
+            &settings.kafka_topic,
+            settings.kafka_partitions,
+        )
+        .await
+        .expect("creating the test topic");
+        let store =
+            TicketStore::new(&settings.redis_url, &ns, 3600, Duration::from_secs(2)).unwrap();
+        Self {
+            settings,
+            db,
+            store,
+        }
+    }
+
+    pub async fn gateway(&self) -> TestGateway {
+        self.gateway_with(|_| {}).await
+    }
+
+    pub async fn gateway_with(&self, tweak: impl FnOnce(&mut Settings)) -> TestGateway {
+        let mut s = self.settings.clone();
+        tweak(&mut s);
+        let app = Application::build(s).await.expect("building the gateway");
+        let gw = TestGateway {
+            base: format!("http://127.0.0.1:{}", app.port()),
+            // Idle connections are dropped before the server's 5 s keep-alive closes them.
+            http: reqwest::Client::builder()
+                .pool_idle_timeout(Duration::from_secs(2))
+                .build()
+                .unwrap(),
+        };
+        tokio::spawn(app.run_until_stopped());
+        gw
+    }
+
+    pub async fn worker(&self) -> TestWorker {
+        self.worker_with(|_| {}).await
+    }
+
+    pub async fn worker_with(&self, tweak: impl FnOnce(&mut Settings)) -> TestWorker {
+        let mut s = self.settings.clone();
+        tweak(&mut s);
+        let worker = Worker::build(s).await.expect("building the worker");
+        let assignment = worker.assignment();
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(worker.run_until_stopped(stop.clone()));
+        TestWorker {
+            stop,
+            task,
+            assignment,
+        }
+    }
+
+    /// The environment a worker process needs to join this test's namespace.
+    pub fn process_env(&self) -> Vec<(String, String)> {
+        let s = &self.settings;
+        [
+            ("SECKILL_REDIS_URL", s.redis_url.as_str()),
+            ("SECKILL_MYSQL_URL", &s.mysql_url),
+            ("SECKILL_KAFKA_BROKERS", &s.kafka_brokers),
+            ("SECKILL_KAFKA_TOPIC", &s.kafka_topic),
+            ("SECKILL_ZK_HOSTS", &s.zk_hosts),
+            ("SECKILL_NAMESPACE", &s.namespace),
+            ("SECKILL_WORKER_GROUP", &s.worker_group),
+            ("SECKILL_WORKER_HTTP_ADDR", "127.0.0.1:0"),
+            ("SECKILL_LOG_FORMAT", "pretty"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+    }
+
+    /// Creates a product through the admin API and loads it for sale.
+    pub async fn product(&self, gw: &TestGateway, stock: i64) -> ProductId {
+        let (status, body) = gw
+            .admin_post(
+                "/admin/products",
+                json!({"name": "test item", "stock": stock}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        let id = ProductId::new(body["id"].as_u64().unwrap()).unwrap();
+        let (status, body) = gw
+            .admin_post(&format!("/admin/products/{id}/preload"), Value::Null)
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        id
+    }
+
+    pub async fn mysql_stock(&self, product: ProductId) -> i64 {
+        sqlx::query("SELECT stock FROM products WHERE id = ?")
+            .bind(product.as_i64())
+            .fetch_one(&self.db)
+            .await
+            .unwrap()
+            .get("stock")
+    }
+
+    /// (ticket, user) of every order row of a product.
+    pub async fn order_rows(&self, product: ProductId) -> Vec<(String, i64)> {
+        sqlx::query("SELECT ticket, user_id FROM orders WHERE product_id = ? ORDER BY id")
+            .bind(product.as_i64())
+            .fetch_all(&self.db)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| (r.get("ticket"), r.get("user_id")))
+            .collect()
+    }
+
+    pub async fn redis_stock(&self, product: ProductId) -> i64 {
+        self.store
+            .stock(product)
+            .await
+            .unwrap()
+            .expect("product is loaded")
+    }
+
+    /// Puts a message on the test topic directly, as a redelivery would.
+    pub async fn publish_raw(&self, order: &OrderMessage) {
+        let producer: FutureProducer = kafka::producer_config(&self.settings).create().unwrap();
+        let payload = order.encode();
+        producer
+            .send(
+                FutureRecord::to(&self.settings.kafka_topic)
+                    .key(order.ticket.as_str())
+                    .payload(&payload),
+                Timeout::After(Duration::from_secs(5)),
+            )
+            .await
+            .map_err(|(e, _)| e)
+            .context("publishing a raw message")
+            .unwrap();
+    }
+}
+
+pub struct TestWorker {
+    pub stop: CancellationToken,
+    pub task: tokio::task::JoinHandle<anyhow::Result<()>>,
+    pub assignment: seckill_worker::consume::Assignment,
+}
+
+impl TestWorker {
+    pub fn partitions(&self) -> Vec<i32> {
+        self.assignment.lock().unwrap().iter().copied().collect()
+    }
+
+    pub async fn shutdown(self) {
+        self.stop.cancel();
+        self.task.await.unwrap().unwrap();
+    }
+}
+
+pub struct TestGateway {
+    pub base: String,
+    pub http: reqwest::Client,
+}
+
+impl TestGateway {
+    pub async fn buy(&self, product: ProductId, user: u64) -> (StatusCode, Value) {
+        let res = self
+            .http
+            .post(format!("{}/v1/seckill/{product}", self.base))
+            .json(&json!({ "user_id": user }))
+            .send()
+            .await
+            .expect("sending a buy");
+        let status = res.status();
+        (status, res.json().await.expect("buy answers JSON"))
+    }
+
+    pub async fn get_json(&self, path: &str) -> (StatusCode, Value) {
+        let res = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .unwrap();
+        let status = res.status();
+        (status, res.json().await.unwrap_or(Value::Null))
+    }
+
+    pub async fn admin_post(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        let mut req = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .bearer_auth(ADMIN_TOKEN);
+        if !body.is_null() {
+            req = req.json(&body);
+        }
+        let res = req.send().await.unwrap();
+        let status = res.status();
+        (status, res.json().await.unwrap_or(Value::Null))
+    }
+
+    pub async fn admin_get(&self, path: &str) -> (StatusCode, Value) {
+        let res = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .bearer_auth(ADMIN_TOKEN)
+            .send()
+            .await
+            .unwrap();
+        let status = res.status();
+        (status, res.json().await.unwrap_or(Value::Null))
+    }
+
+    /// Polls a ticket until it is confirmed or failed.
+    pub async fn settled(&self, ticket: &str, timeout: Duration) -> Value {
+        eventually(&format!("ticket {ticket} to settle"), timeout, || async {
+            let (status, body) = self.get_json(&format!("/v1/orders/{ticket}")).await;
+            assert_eq!(status, StatusCode::OK, "{body}");
+            (body["status"] != "pending").then_some(body)
+        })
+        .await
+    }
+
+    pub async fn metrics(&self) -> String {
+        self.http
+            .get(format!("{}/metrics", self.base))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
+    /// The value of one sample of the Prometheus text, e.g. `name{label="x"}`; 0 when absent.
+    pub async fn metric(&self, sample: &str) -> f64 {
+        self.metrics()
+            .await
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix(sample)
+                    .and_then(|rest| rest.strip_prefix(' '))
+            })
+            .map(|v| v.trim().parse().unwrap())
+            .unwrap_or(0.0)
+    }
+
+    /// Waits until the gateway's ZooKeeper session and watch are up.
+    pub async fn wait_for_zookeeper(&self) {
+        eventually(
+            "the gateway's ZooKeeper session",
+            Duration::from_secs(20),
+            || async {
+                (self.metric("seckill_gateway_zookeeper_connected").await == 1.0).then_some(())
+            },
+        )
+        .await
+    }
+}
+
+pub fn ticket_of(body: &Value) -> Ticket {
+    Ticket::parse(body["ticket"].as_str().expect("body has a ticket")).unwrap()
+}

@@ -1,0 +1,9 @@
+//! End-to-end tests on real Redis, Kafka, ZooKeeper and MySQL (started by `scripts/dev-up.sh`).
+//! Each test gets its own namespace: a MySQL database, a Kafka topic and group, a Redis key
+//! prefix and a ZooKeeper root, so tests run in parallel on the same servers.
+
+mod helpers;
+
+mod bad_input;
+mod pipeline;
+mod workers;
