@@ -453,8 +453,10 @@ mod tests {
 
     #[test]
     fn printed_config_redacts_secrets() {
-        let mut s = Settings::default();
-        s.admin_token = "hunter2".into();
+        let s = Settings {
+            admin_token: "hunter2".into(),
+            ..Settings::default()
+        };
         let out = s.redacted_toml();
         assert!(!out.contains("hunter2"));
         assert!(!out.contains(":seckill@"), "{out}");
@@ -463,8 +465,10 @@ mod tests {
 
     #[test]
     fn chaos_users_parse() {
-        let mut s = Settings::default();
-        s.chaos_fail_users = " 1, 2 ,3".into();
+        let s = Settings {
+            chaos_fail_users: " 1, 2 ,3".into(),
+            ..Settings::default()
+        };
         assert_eq!(s.chaos_fail_users().unwrap(), HashSet::from([1, 2, 3]));
         assert!(s.chaos_enabled());
     }

@@ -13,7 +13,8 @@ async fn malformed_requests_get_4xx_with_a_json_body() {
     let big = format!("{{\"user_id\": 1, \"pad\": \"{}\"}}", "x".repeat(10_000));
 
     // (method, path, content type, body, expected status)
-    let cases: Vec<(Method, String, Option<&str>, Option<String>, u16)> = vec![
+    type Case<'a> = (Method, String, Option<&'a str>, Option<String>, u16);
+    let cases: Vec<Case> = vec![
         (
             Method::POST,
             "/v1/seckill/abc".into(),
