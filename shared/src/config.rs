@@ -473,3 +473,27 @@ mod tests {
         assert!(s.chaos_enabled());
     }
 }
+
+#[cfg(test)]
+mod example_file {
+    use super::*;
+
+    /// `config.example.toml` documents every setting with its default.
+    #[test]
+    fn example_config_lists_every_setting_with_its_default() {
+        let text = include_str!("../../config.example.toml");
+        let table: toml::Table = toml::from_str(text).unwrap();
+        let mut keys: Vec<String> = table
+            .keys()
+            .map(|k| format!("{ENV_PREFIX}{}", k.to_ascii_uppercase()))
+            .collect();
+        let mut names = Settings::env_names();
+        keys.sort();
+        names.sort();
+        assert_eq!(keys, names);
+        assert_eq!(
+            Settings::from_sources(Some(text), Vec::new()).unwrap(),
+            Settings::default()
+        );
+    }
+}
