@@ -4,27 +4,53 @@ use anyhow::{anyhow, Context};
 use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use rdkafka::util::Timeout;
+use rdkafka::ClientConfig;
 use seckill_shared::kafka::{producer_config, TICKET_HEADER};
 use seckill_shared::{OrderMessage, Settings};
+use std::sync::RwLock;
 use std::time::Duration;
 
-#[derive(Clone)]
 pub struct OrderPublisher {
-    producer: FutureProducer,
+    /// The producer and its generation. An idempotent producer that hits a fatal error (say,
+    /// the broker lost its state) refuses every later message, so it is replaced.
+    producer: RwLock<(u64, FutureProducer)>,
+    config: ClientConfig,
     topic: String,
     timeout: Duration,
 }
 
 impl OrderPublisher {
     pub fn new(settings: &Settings) -> anyhow::Result<Self> {
-        let producer = producer_config(settings)
-            .create()
-            .context("creating the Kafka producer")?;
+        let config = producer_config(settings);
+        let producer = config.create().context("creating the Kafka producer")?;
         Ok(Self {
-            producer,
+            producer: RwLock::new((0, producer)),
+            config,
             topic: settings.kafka_topic.clone(),
             timeout: settings.delivery_timeout(),
         })
+    }
+
+    fn current(&self) -> (u64, FutureProducer) {
+        self.producer.read().expect("lock poisoned").clone()
+    }
+
+    /// Replaces producer `generation` after a fatal error, once, however many requests saw it.
+    fn replace_if_fatal(&self, generation: u64, producer: &FutureProducer) {
+        let Some((code, reason)) = producer.client().fatal_error() else {
+            return;
+        };
+        let mut slot = self.producer.write().expect("lock poisoned");
+        if slot.0 != generation {
+            return;
+        }
+        match self.config.create::<FutureProducer>() {
+            Ok(fresh) => {
+                tracing::error!(?code, %reason, "Kafka producer hit a fatal error; replaced it");
+                *slot = (generation + 1, fresh);
+            }
+            Err(e) => tracing::error!(error = %e, "could not replace the failed Kafka producer"),
+        }
     }
 
     /// Sends one order and waits for its delivery report, at most the delivery timeout.
@@ -38,19 +64,23 @@ impl OrderPublisher {
                 key: TICKET_HEADER,
                 value: Some(ticket),
             }));
-        let delivery = self.producer.send(record, Timeout::After(self.timeout));
+        let (generation, producer) = self.current();
+        let delivery = producer.send(record, Timeout::After(self.timeout));
         // librdkafka enforces message.timeout.ms; this outer bound only guards against a stuck
         // report.
-        match tokio::time::timeout(self.timeout + Duration::from_millis(500), delivery).await {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err((e, _))) => Err(anyhow!(e).context("Kafka did not take the order")),
-            Err(_) => Err(anyhow!("Kafka delivery report timed out")),
-        }
+        let result =
+            match tokio::time::timeout(self.timeout + Duration::from_millis(500), delivery).await {
+                Ok(Ok(_)) => return Ok(()),
+                Ok(Err((e, _))) => Err(anyhow!(e).context("Kafka did not take the order")),
+                Err(_) => Err(anyhow!("Kafka delivery report timed out")),
+            };
+        self.replace_if_fatal(generation, &producer);
+        result
     }
 
     /// Can the cluster be reached? Used by health checks.
     pub async fn check(&self) -> anyhow::Result<()> {
-        let producer = self.producer.clone();
+        let producer = self.current().1;
         let topic = self.topic.clone();
         tokio::task::spawn_blocking(move || {
             producer
@@ -65,7 +95,8 @@ impl OrderPublisher {
 
     /// Waits for every queued order to be delivered. Called on shutdown.
     pub fn flush(&self, timeout: Duration) -> anyhow::Result<()> {
-        self.producer
+        self.current()
+            .1
             .flush(Timeout::After(timeout))
             .context("flushing the Kafka producer")
     }

@@ -141,8 +141,8 @@ impl Application {
         let served = self.server.await;
         self.shutdown.cancel();
         let _ = self.zk_task.await;
-        let publisher = self.state.publisher.clone();
-        tokio::task::spawn_blocking(move || publisher.flush(Duration::from_secs(10)))
+        let state = self.state.clone();
+        tokio::task::spawn_blocking(move || state.publisher.flush(Duration::from_secs(10)))
             .await
             .context("joining the producer flush")??;
         tracing::info!("gateway stopped");

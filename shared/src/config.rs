@@ -59,6 +59,9 @@ pub struct Settings {
     pub worker_batch_size: usize,
     /// Worker: how long a batch waits to fill up.
     pub worker_batch_linger_ms: u64,
+    /// Worker: a ticket still `pending` (unclaimed) after this long has lost its message; the
+    /// sweeper fails it and gives its unit back.
+    pub pending_timeout_ms: u64,
 
     /// Fault injection (tests and demos only): comma-separated user ids whose orders fail.
     pub chaos_fail_users: String,
@@ -94,6 +97,7 @@ impl Default for Settings {
             worker_http_addr: "127.0.0.1:9090".into(),
             worker_batch_size: 500,
             worker_batch_linger_ms: 20,
+            pending_timeout_ms: 30_000,
             chaos_fail_users: String::new(),
             chaos_fail_rate: 0.0,
             chaos_delay_ms: 0,
@@ -339,6 +343,9 @@ impl Settings {
     }
     pub fn delivery_timeout(&self) -> Duration {
         Duration::from_millis(self.kafka_delivery_timeout_ms)
+    }
+    pub fn pending_timeout(&self) -> Duration {
+        Duration::from_millis(self.pending_timeout_ms)
     }
     pub fn redis_timeout(&self) -> Duration {
         Duration::from_millis(self.redis_timeout_ms)

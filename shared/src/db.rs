@@ -54,12 +54,15 @@ pub async fn create_product(
     ProductId::new(res.last_insert_id()).context("MySQL returned an id out of range")
 }
 
-pub async fn product(pool: &MySqlPool, id: ProductId) -> anyhow::Result<Option<Product>> {
+pub async fn product<'e>(
+    exec: impl sqlx::Executor<'e, Database = sqlx::MySql>,
+    id: ProductId,
+) -> anyhow::Result<Option<Product>> {
     let row = sqlx::query(
         "SELECT id, name, stock, initial_stock, starts_at_ms, ends_at_ms FROM products WHERE id = ?",
     )
     .bind(id.as_i64())
-    .fetch_optional(pool)
+    .fetch_optional(exec)
     .await
     .context("reading a product")?;
     Ok(row.map(|r| Product {

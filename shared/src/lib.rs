@@ -7,6 +7,7 @@
 //!   Kafka order message.
 //! - [`store`]: the Redis side. Key layout and the atomic Lua scripts that move a ticket through
 //!   its states (reserve, release, claim, confirm, compensate) and load a product for sale.
+//! - [`recovery`]: the stale-reservation sweeper and reconcile after Redis data loss.
 //! - [`db`]: the MySQL side. Pool, embedded migrations, products and order look-ups.
 //! - [`settle`]: the batch step that claims, persists and confirms or compensates orders.
 //! - [`kafka`]: producer and consumer settings, topic creation.
@@ -17,6 +18,7 @@ pub mod config;
 pub mod db;
 pub mod domain;
 pub mod kafka;
+pub mod recovery;
 pub mod settle;
 pub mod store;
 pub mod telemetry;

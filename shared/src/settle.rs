@@ -104,8 +104,7 @@ impl Settler {
         }
         let mut claimed: Vec<&OrderMessage> = Vec::with_capacity(orders.len());
         for (product, msgs) in &by_product {
-            let tickets: Vec<&Ticket> = msgs.iter().map(|m| &m.ticket).collect();
-            let statuses = self.store.claim(*product, &tickets).await?;
+            let statuses = self.store.claim(*product, msgs).await?;
             for (m, status) in msgs.iter().zip(statuses) {
                 if status == "processing" {
                     claimed.push(m);

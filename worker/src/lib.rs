@@ -6,6 +6,8 @@
 //! - [`consume`]: the batch loop: gather up to `worker_batch_size` messages or wait
 //!   `worker_batch_linger_ms`, settle them (see `seckill_shared::settle`), retry on error, then
 //!   store the offsets; publish `"false"` for products that got units back.
+//! - [`sweep`]: every worker runs the stale-reservation sweeper (safe to run concurrently; see
+//!   `seckill_shared::recovery`).
 //! - [`health`]: `/livez`, `/healthz` (dependencies and assigned partitions) and `/metrics`.
 //! - [`metrics`]: Prometheus counters and histograms of this process.
 
@@ -13,5 +15,6 @@ pub mod consume;
 pub mod health;
 pub mod metrics;
 pub mod startup;
+pub mod sweep;
 
 pub use startup::Worker;

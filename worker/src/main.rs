@@ -1,7 +1,9 @@
 use clap::{Parser, Subcommand};
-use seckill_shared::{db, telemetry, Settings};
+use seckill_shared::store::TicketStore;
+use seckill_shared::{db, recovery, telemetry, zk, ProductId, Settings};
 use seckill_worker::Worker;
 use std::path::PathBuf;
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// The seckill worker: persists orders from Kafka to MySQL, in batches, as one member of a
@@ -25,6 +27,12 @@ struct Cli {
 enum Command {
     /// Apply the MySQL migrations and exit.
     Migrate,
+    /// Rebuild a product's Redis state from MySQL (after Redis lost its data), publish
+    /// "false" so every gateway drops its sold-out marker, and exit.
+    Reconcile {
+        /// The product to rebuild.
+        product_id: String,
+    },
 }
 
 #[tokio::main]
@@ -43,10 +51,28 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         return Ok(());
     }
     telemetry::init(&settings.log_format);
-    if let Some(Command::Migrate) = cli.command {
+    if let Some(Command::Migrate) = &cli.command {
         let pool = db::pool(&settings.mysql_url, 1)?;
         db::migrate(&pool).await?;
         println!("migrations applied");
+        return Ok(());
+    }
+    if let Some(Command::Reconcile { product_id }) = cli.command {
+        let product = ProductId::parse(&product_id)?;
+        let pool = db::pool(&settings.mysql_url, 1)?;
+        let store = TicketStore::new(
+            &settings.redis_url,
+            &settings.namespace,
+            settings.ticket_ttl_secs,
+            settings.redis_timeout(),
+        )?;
+        let report = recovery::reconcile(&store, &pool, product)
+            .await?
+            .ok_or_else(|| anyhow::anyhow!("product {product} is not in MySQL"))?;
+        zk::Publisher::new(&settings.zk_hosts, &settings.namespace)
+            .not_sold_out(product, Duration::from_secs(5))
+            .await?;
+        println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }
     let worker = Worker::build(settings).await?;

@@ -13,6 +13,7 @@ pub struct Metrics {
     pub orders: IntCounterVec,
     pub compensations: IntCounter,
     pub retries: IntCounter,
+    pub swept: IntCounter,
     pub assigned_partitions: IntGauge,
 }
 
@@ -50,6 +51,11 @@ impl Metrics {
             "Batches retried after an error",
         )
         .unwrap();
+        let swept = IntCounter::new(
+            "seckill_worker_swept_total",
+            "Stale reservations failed by the sweeper",
+        )
+        .unwrap();
         let assigned_partitions = IntGauge::new(
             "seckill_worker_assigned_partitions",
             "Partitions assigned to this worker",
@@ -60,6 +66,7 @@ impl Metrics {
         registry.register(Box::new(orders.clone())).unwrap();
         registry.register(Box::new(compensations.clone())).unwrap();
         registry.register(Box::new(retries.clone())).unwrap();
+        registry.register(Box::new(swept.clone())).unwrap();
         registry
             .register(Box::new(assigned_partitions.clone()))
             .unwrap();
@@ -70,6 +77,7 @@ impl Metrics {
             orders,
             compensations,
             retries,
+            swept,
             assigned_partitions,
         }
     }

@@ -19,7 +19,7 @@ pub struct Worker {
     pub(crate) settings: Settings,
     pub(crate) consumer: StreamConsumer<WorkerContext>,
     pub(crate) settler: Settler,
-    pub(crate) zk: zk::Publisher,
+    pub(crate) zk: Arc<zk::Publisher>,
     pub(crate) metrics: Metrics,
     assigned: Assignment,
     http: std::sync::Mutex<Option<Server>>,
@@ -105,7 +105,7 @@ impl Worker {
         )?;
 
         Ok(Self {
-            zk: zk::Publisher::new(&settings.zk_hosts, &settings.namespace),
+            zk: Arc::new(zk::Publisher::new(&settings.zk_hosts, &settings.namespace)),
             settler: Settler {
                 store,
                 db: pool,
@@ -151,7 +151,16 @@ impl Worker {
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
         });
+        let sweeper = tokio::spawn(crate::sweep::run(
+            self.settler.store.clone(),
+            self.settler.db.clone(),
+            self.zk.clone(),
+            self.settings.pending_timeout(),
+            self.metrics.clone(),
+            shutdown.clone(),
+        ));
         self.consume(&shutdown).await;
+        let _ = sweeper.await;
         gauge.abort();
         drop(self.consumer); // closes the consumer: leaves the group
         http_handle.stop(true).await;

@@ -121,6 +121,29 @@ pub async fn preload(
     })))
 }
 
+/// `POST /admin/products/{id}/reconcile`: rebuild the product's Redis state from MySQL (after
+/// Redis lost its data) and publish `"false"`.
+pub async fn reconcile(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    authorize(&req, &state)?;
+    let id = product_id(&path)?;
+    let report = seckill_shared::recovery::reconcile(&state.store, &state.db, id)
+        .await
+        .map_err(|e| ApiError::unavailable("Redis or MySQL", e))?
+        .ok_or(ApiError::UnknownProduct)?;
+    state
+        .sold_out
+        .drop_marker(id, crate::sold_out::DropCause::ZkFalse);
+    let published = state.sold_out.publish_not_sold_out(id).await;
+    let mut body = serde_json::to_value(&report).map_err(anyhow::Error::from)?;
+    body["id"] = id.get().into();
+    body["published"] = published.into();
+    Ok(HttpResponse::Ok().json(body))
+}
+
 /// `GET /admin/products/{id}`: MySQL and Redis side by side.
 pub async fn get_product(
     req: HttpRequest,

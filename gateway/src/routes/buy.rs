@@ -187,9 +187,14 @@ async fn settle_now(state: &AppState, order: OrderMessage) -> Result<HttpRespons
     }
 }
 
-/// Kafka did not take the order: give back stock, buyer and ticket, and tell every gateway.
+/// Kafka did not take the order: give back the unit and the user, fail the ticket, and tell
+/// every gateway.
 async fn give_back(state: &AppState, order: &OrderMessage) {
-    match state.store.release(&order.ticket, order.user_id).await {
+    match state
+        .store
+        .release(&order.ticket, order.user_id, "kafka_unavailable")
+        .await
+    {
         Ok(true) => {
             state.sold_out.publish_not_sold_out(order.product_id).await;
         }

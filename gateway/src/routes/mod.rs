@@ -17,6 +17,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(resource("/admin/products").route(web::post().to(admin::create_product)))
         .service(resource("/admin/products/{id}").route(web::get().to(admin::get_product)))
         .service(resource("/admin/products/{id}/preload").route(web::post().to(admin::preload)))
+        .service(resource("/admin/products/{id}/reconcile").route(web::post().to(admin::reconcile)))
         .service(resource("/healthz").route(web::get().to(health::healthz)))
         .service(resource("/readyz").route(web::get().to(health::healthz)))
         .service(resource("/livez").route(web::get().to(health::livez)))

@@ -1,11 +1,18 @@
 -- An order failed for good: give its unit back and free the user, exactly once.
 -- Only a ticket that is still pending or processing is compensated, so a redelivered message
--- can never restore the stock twice.
+-- can never restore the stock twice. With ARGV[3] = 'pending_only' (the sweeper), a ticket a
+-- worker has claimed is left alone, and so is one reserved after ARGV[4] (ms).
 -- KEYS: 1 stock, 2 meta, 3 buyers, 4 pending, 5 ticket record
--- ARGV: 1 ticket, 2 reason
--- Returns 1 when compensated, 0 when the ticket had already settled or is gone.
+-- ARGV: 1 ticket, 2 reason, 3 mode ('any' or 'pending_only'), 4 reserved-before cutoff (ms)
+-- Returns 1 when compensated, 0 when the ticket had already settled, is claimed or is gone.
 local status = redis.call('HGET', KEYS[5], 'status')
-if status ~= 'pending' and status ~= 'processing' then return 0 end
+if ARGV[3] == 'pending_only' then
+  if status ~= 'pending' then return 0 end
+  local created = tonumber(redis.call('HGET', KEYS[5], 'created_at') or '0')
+  if created > tonumber(ARGV[4]) then return 0 end
+elseif status ~= 'pending' and status ~= 'processing' then
+  return 0
+end
 local user = redis.call('HGET', KEYS[5], 'user_id')
 if user and redis.call('HGET', KEYS[3], user) == ARGV[1] then redis.call('HDEL', KEYS[3], user) end
 redis.call('ZREM', KEYS[4], ARGV[1])

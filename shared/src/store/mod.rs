@@ -14,7 +14,7 @@
 //! Ticket states: `pending` → `processing` (claimed by a worker) → `confirmed` | `failed`, and
 //! `pending` → released (deleted) when the gateway could not hand the order to Kafka.
 
-use crate::domain::{ProductId, Ticket, TicketStatus, UserId};
+use crate::domain::{OrderMessage, ProductId, Ticket, TicketStatus, UserId};
 use anyhow::Context;
 use redis::aio::ConnectionManager;
 use redis::{AsyncCommands, Script};
@@ -28,6 +28,8 @@ static CLAIM: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("clai
 static CONFIRM: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("confirm.lua")));
 static COMPENSATE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("compensate.lua")));
 static PRELOAD: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("preload.lua")));
+static RESTORE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("restore.lua")));
+static REBUILD: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("rebuild.lua")));
 
 /// The keys of one product.
 #[derive(Debug, Clone)]
@@ -189,38 +191,52 @@ impl TicketStore {
         })
     }
 
-    /// Gives back a reservation that never reached Kafka. `true` when it was released.
-    pub async fn release(&self, ticket: &Ticket, user: UserId) -> anyhow::Result<bool> {
+    /// Gives back a reservation that never reached Kafka and marks its ticket failed with
+    /// `reason`. `true` when it was released.
+    pub async fn release(
+        &self,
+        ticket: &Ticket,
+        user: UserId,
+        reason: &str,
+    ) -> anyhow::Result<bool> {
         let k = self.keys(ticket.product());
         let mut c = self.conn.clone();
         let n: i64 = RELEASE
             .key(k.stock())
+            .key(k.meta())
             .key(k.buyers())
             .key(k.pending())
             .key(k.ticket(ticket))
             .arg(user.get())
             .arg(ticket.as_str())
+            .arg(reason)
             .invoke_async(&mut c)
             .await
             .context("running the release script")?;
         Ok(n == 1)
     }
 
-    /// Claims tickets of one product for a worker. Returns the raw status of each, in order:
-    /// `processing` means the caller now owns it.
+    /// Claims the orders of one product for a worker. Returns the raw status of each, in
+    /// order: `processing` means the caller now owns it. An order whose ticket record is gone
+    /// (Redis lost it) is adopted; see `claim.lua`.
     pub async fn claim(
         &self,
         product: ProductId,
-        tickets: &[&Ticket],
+        orders: &[&OrderMessage],
     ) -> anyhow::Result<Vec<String>> {
-        if tickets.is_empty() {
+        if orders.is_empty() {
             return Ok(vec![]);
         }
         let k = self.keys(product);
         let mut inv = CLAIM.prepare_invoke();
-        for t in tickets {
-            inv.key(k.ticket(t));
+        inv.key(k.stock()).key(k.buyers()).key(k.pending());
+        for m in orders {
+            inv.key(k.ticket(&m.ticket));
+            inv.arg(m.ticket.as_str())
+                .arg(m.user_id.get())
+                .arg(m.reserved_at_ms);
         }
+        inv.arg(self.ticket_ttl_secs).arg(product.get());
         let mut c = self.conn.clone();
         inv.invoke_async(&mut c)
             .await
@@ -251,6 +267,28 @@ impl TicketStore {
 
     /// Fails a ticket for good and gives its unit back, once. `true` when this call did it.
     pub async fn compensate(&self, ticket: &Ticket, reason: &str) -> anyhow::Result<bool> {
+        self.run_compensate(ticket, reason, "any", 0).await
+    }
+
+    /// The sweeper's variant: fails the ticket only if it is still `pending` (no worker has
+    /// claimed it) and was reserved at or before `cutoff_ms`.
+    pub async fn expire_pending(
+        &self,
+        ticket: &Ticket,
+        reason: &str,
+        cutoff_ms: i64,
+    ) -> anyhow::Result<bool> {
+        self.run_compensate(ticket, reason, "pending_only", cutoff_ms)
+            .await
+    }
+
+    async fn run_compensate(
+        &self,
+        ticket: &Ticket,
+        reason: &str,
+        mode: &str,
+        cutoff_ms: i64,
+    ) -> anyhow::Result<bool> {
         let k = self.keys(ticket.product());
         let mut c = self.conn.clone();
         let n: i64 = COMPENSATE
@@ -261,10 +299,113 @@ impl TicketStore {
             .key(k.ticket(ticket))
             .arg(ticket.as_str())
             .arg(reason)
+            .arg(mode)
+            .arg(cutoff_ms)
             .invoke_async(&mut c)
             .await
             .context("running the compensation script")?;
         Ok(n == 1)
+    }
+
+    /// Tickets of a product still unsettled in Redis and reserved at or before `cutoff_ms`.
+    pub async fn unsettled_before(
+        &self,
+        product: ProductId,
+        cutoff_ms: i64,
+        limit: isize,
+    ) -> anyhow::Result<Vec<Ticket>> {
+        let mut c = self.conn.clone();
+        let raw: Vec<String> = redis::cmd("ZRANGEBYSCORE")
+            .arg(self.keys(product).pending())
+            .arg("-inf")
+            .arg(cutoff_ms)
+            .arg("LIMIT")
+            .arg(0)
+            .arg(limit)
+            .query_async(&mut c)
+            .await
+            .context("reading pending tickets")?;
+        Ok(raw.iter().filter_map(|t| Ticket::parse(t).ok()).collect())
+    }
+
+    /// Reconcile, step one: write settled records for tickets MySQL has settled. `entries`
+    /// are (ticket, user, order id or reason). Returns how many records changed.
+    pub async fn restore_settled(
+        &self,
+        product: ProductId,
+        status: TicketStatus,
+        entries: &[(Ticket, u64, String)],
+    ) -> anyhow::Result<u64> {
+        let k = self.keys(product);
+        let mut changed = 0;
+        for chunk in entries.chunks(500) {
+            let mut inv = RESTORE.prepare_invoke();
+            inv.key(k.buyers()).key(k.pending());
+            inv.arg(status.as_str())
+                .arg(self.ticket_ttl_secs)
+                .arg(product.get());
+            for (t, user, detail) in chunk {
+                inv.key(k.ticket(t));
+                inv.arg(t.as_str()).arg(*user).arg(detail);
+            }
+            let mut c = self.conn.clone();
+            let n: u64 = inv
+                .invoke_async(&mut c)
+                .await
+                .context("running the restore script")?;
+            changed += n;
+        }
+        Ok(changed)
+    }
+
+    /// Reconcile, step two: counters and stock from MySQL. Returns the new stock.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn rebuild(
+        &self,
+        product: ProductId,
+        mysql_stock: i64,
+        initial: i64,
+        confirmed: i64,
+        failed: i64,
+        starts_at_ms: Option<i64>,
+        ends_at_ms: Option<i64>,
+    ) -> anyhow::Result<i64> {
+        let k = self.keys(product);
+        let opt = |v: Option<i64>| v.map(|x| x.to_string()).unwrap_or_default();
+        let mut c = self.conn.clone();
+        REBUILD
+            .key(k.stock())
+            .key(k.meta())
+            .key(k.pending())
+            .arg(mysql_stock)
+            .arg(initial)
+            .arg(confirmed)
+            .arg(failed)
+            .arg(opt(starts_at_ms))
+            .arg(opt(ends_at_ms))
+            .invoke_async(&mut c)
+            .await
+            .context("running the rebuild script")
+    }
+
+    /// Drops `pending` entries whose ticket record is gone (expired).
+    pub async fn prune_pending(&self, product: ProductId) -> anyhow::Result<u64> {
+        let k = self.keys(product);
+        let mut c = self.conn.clone();
+        let members: Vec<String> = c
+            .zrange(k.pending(), 0, -1)
+            .await
+            .context("reading pending")?;
+        let mut pruned = 0;
+        for m in members {
+            let Ok(t) = Ticket::parse(&m) else { continue };
+            let exists: bool = c.exists(k.ticket(&t)).await.context("checking a ticket")?;
+            if !exists {
+                let n: u64 = c.zrem(k.pending(), &m).await.context("pruning pending")?;
+                pruned += n;
+            }
+        }
+        Ok(pruned)
     }
 
     /// Loads a product for sale. Returns the Redis stock it set.

@@ -6,4 +6,5 @@ mod helpers;
 
 mod bad_input;
 mod pipeline;
+mod recovery;
 mod workers;
