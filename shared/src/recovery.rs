@@ -61,22 +61,18 @@ pub async fn sweep(
         for ticket in store.unsettled_before(product, cutoff, 1000).await? {
             let record = store.ticket(&ticket).await?;
             let Some(record) = record else { continue };
-            match record.raw_status.as_str() {
-                "pending" => {
-                    if store.expire_pending(&ticket, "expired", cutoff).await? {
-                        record_failure(db, &ticket, record.user_id, "expired").await?;
-                        *report.given_back.entry(product).or_default() += 1;
-                        tracing::warn!(%ticket, "stale reservation expired");
-                    }
+            let pending = record.raw_status == "pending";
+            let stuck = record.raw_status == "processing" && record.created_at_ms <= stuck_cutoff;
+            if pending && store.expire_pending(&ticket, "expired", cutoff).await? {
+                record_failure(db, &ticket, record.user_id, "expired").await?;
+                *report.given_back.entry(product).or_default() += 1;
+                tracing::warn!(%ticket, "stale reservation expired");
+            } else if stuck {
+                if settle_stuck(store, db, &ticket, record.user_id).await? {
+                    *report.given_back.entry(product).or_default() += 1;
+                } else {
+                    report.confirmed += 1;
                 }
-                "processing" if record.created_at_ms <= stuck_cutoff => {
-                    if settle_stuck(store, db, &ticket, record.user_id).await? {
-                        *report.given_back.entry(product).or_default() += 1;
-                    } else {
-                        report.confirmed += 1;
-                    }
-                }
-                _ => {}
             }
         }
     }
