@@ -30,6 +30,13 @@ pub enum ApiError {
     Unauthorized,
     #[error("wrong bearer token")]
     Forbidden,
+    /// The user is over the per-user rate limit; a token comes back after this many seconds.
+    #[error("too many buys; retry in {retry_after_secs} s")]
+    RateLimited { retry_after_secs: u64 },
+    /// The gateway already handles `SECKILL_MAX_IN_FLIGHT` buys; it refuses more at once rather
+    /// than queue them.
+    #[error("the gateway is at capacity, retry shortly")]
+    Overloaded,
     /// A dependency cannot take the request now. The client may retry.
     #[error("{0}")]
     Unavailable(String),
@@ -58,7 +65,8 @@ impl ApiError {
             ApiError::SaleEnded => "sale_ended",
             ApiError::Unauthorized => "unauthorized",
             ApiError::Forbidden => "forbidden",
-            ApiError::Unavailable(_) => "unavailable",
+            ApiError::RateLimited { .. } => "rate_limited",
+            ApiError::Overloaded | ApiError::Unavailable(_) => "unavailable",
             ApiError::Unexpected(_) => "internal",
         }
     }
@@ -79,7 +87,8 @@ impl ResponseError for ApiError {
                 StatusCode::FORBIDDEN
             }
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
-            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::Overloaded | ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Unexpected(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -100,8 +109,14 @@ impl ResponseError for ApiError {
             }
             _ => json!({"error": self.code(), "message": self.to_string()}),
         };
-        if matches!(self, ApiError::Unavailable(_)) {
-            res.insert_header((header::RETRY_AFTER, "1"));
+        match self {
+            ApiError::Unavailable(_) | ApiError::Overloaded => {
+                res.insert_header((header::RETRY_AFTER, "1"));
+            }
+            ApiError::RateLimited { retry_after_secs } => {
+                res.insert_header((header::RETRY_AFTER, retry_after_secs.to_string()));
+            }
+            _ => {}
         }
         res.json(body)
     }

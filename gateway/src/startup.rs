@@ -1,11 +1,14 @@
 //! Building and running the gateway.
 
+use crate::admission::Admission;
 use crate::error::{json_error, path_error};
-use crate::metrics::Metrics;
+use crate::metrics::{count_requests, Metrics};
 use crate::publish::OrderPublisher;
+use crate::rate_limit::RateLimiter;
 use crate::routes;
 use crate::sold_out::{watch_zookeeper, SoldOutMarkers};
 use actix_web::dev::{Server, ServerHandle};
+use actix_web::middleware::from_fn;
 use actix_web::{web, App, HttpServer};
 use anyhow::Context;
 use seckill_shared::settle::{Chaos, Settler};
@@ -30,6 +33,10 @@ pub struct AppState {
     pub admin_token: String,
     pub sync_mode: bool,
     pub settler: Settler,
+    /// Caps the buys in flight (`SECKILL_MAX_IN_FLIGHT`).
+    pub admission: Admission,
+    /// The per-user rate limit; `None` when it is off.
+    pub rate_limiter: Option<RateLimiter>,
 }
 
 impl AppState {
@@ -58,6 +65,7 @@ impl Application {
         let port = listener.local_addr()?.port();
 
         let metrics = Metrics::new();
+        metrics.max_in_flight.set(settings.max_in_flight as i64);
         let store = TicketStore::new(
             &settings.redis_url,
             &settings.namespace,
@@ -78,7 +86,10 @@ impl Application {
             shutdown.clone(),
         ));
 
+        let rate_limiter = RateLimiter::new(store.connection(), &settings);
         let state = web::Data::new(AppState {
+            admission: Admission::new(settings.max_in_flight),
+            rate_limiter,
             settler: Settler {
                 store: store.clone(),
                 db: pool.clone(),
@@ -95,6 +106,7 @@ impl Application {
         let data = state.clone();
         let mut server = HttpServer::new(move || {
             App::new()
+                .wrap(from_fn(count_requests))
                 .app_data(data.clone())
                 .app_data(
                     web::JsonConfig::default()

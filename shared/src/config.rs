@@ -50,6 +50,14 @@ pub struct Settings {
     pub redis_timeout_ms: u64,
     /// How long the fast Redis copy of a ticket lives; after that, reads fall back to MySQL.
     pub ticket_ttl_secs: u64,
+    /// Gateway: buys each user may make per second, refilling a token bucket shared by every
+    /// gateway through Redis; 0 turns the limit off. Over the limit a buy gets `429`.
+    pub rate_limit_per_user_per_sec: f64,
+    /// Gateway: the size of each user's bucket: buys a user may make at once.
+    pub rate_limit_burst: u64,
+    /// Gateway: buys one gateway process handles at once (reservation to Kafka ack). Beyond
+    /// this a buy gets `503` at once instead of queueing.
+    pub max_in_flight: usize,
 
     /// Worker: the Kafka consumer group.
     pub worker_group: String,
@@ -62,6 +70,8 @@ pub struct Settings {
     /// Worker: a ticket still `pending` (unclaimed) after this long has lost its message; the
     /// sweeper fails it and gives its unit back.
     pub pending_timeout_ms: u64,
+    /// Worker: how often librdkafka reports statistics (consumer lag); 0 turns them off.
+    pub worker_stats_interval_ms: u64,
 
     /// Fault injection (tests and demos only): comma-separated user ids whose orders fail.
     pub chaos_fail_users: String,
@@ -93,11 +103,15 @@ impl Default for Settings {
             sold_out_ttl_ms: 5000,
             redis_timeout_ms: 1000,
             ticket_ttl_secs: 86_400,
+            rate_limit_per_user_per_sec: 5.0,
+            rate_limit_burst: 10,
+            max_in_flight: 2048,
             worker_group: "seckill-workers".into(),
             worker_http_addr: "127.0.0.1:9090".into(),
             worker_batch_size: 500,
             worker_batch_linger_ms: 20,
             pending_timeout_ms: 30_000,
+            worker_stats_interval_ms: 5000,
             chaos_fail_users: String::new(),
             chaos_fail_rate: 0.0,
             chaos_delay_ms: 0,
@@ -267,6 +281,22 @@ impl Settings {
             "must be at least 60",
         )?;
         check(
+            self.rate_limit_per_user_per_sec.is_finite()
+                && (0.0..=1_000_000.0).contains(&self.rate_limit_per_user_per_sec),
+            "rate_limit_per_user_per_sec",
+            "must be between 0 (off) and 1000000",
+        )?;
+        check(
+            (1..=1_000_000).contains(&self.rate_limit_burst),
+            "rate_limit_burst",
+            "must be 1..=1000000",
+        )?;
+        check(
+            (1..=1_000_000).contains(&self.max_in_flight),
+            "max_in_flight",
+            "must be 1..=1000000",
+        )?;
+        check(
             !self.worker_group.is_empty(),
             "worker_group",
             "must not be empty",
@@ -280,6 +310,12 @@ impl Settings {
             self.worker_batch_linger_ms <= 10_000,
             "worker_batch_linger_ms",
             "must be at most 10000",
+        )?;
+        check(
+            self.worker_stats_interval_ms == 0
+                || (100..=600_000).contains(&self.worker_stats_interval_ms),
+            "worker_stats_interval_ms",
+            "must be 0 (off) or 100..=600000",
         )?;
         check(
             (0.0..=1.0).contains(&self.chaos_fail_rate),
@@ -350,6 +386,10 @@ impl Settings {
     pub fn redis_timeout(&self) -> Duration {
         Duration::from_millis(self.redis_timeout_ms)
     }
+    /// Whether the per-user rate limit is on.
+    pub fn rate_limit_enabled(&self) -> bool {
+        self.rate_limit_per_user_per_sec > 0.0
+    }
 }
 
 fn redact_url_password(url: &str) -> String {
@@ -375,7 +415,11 @@ fn env_value(default: &Value, raw: &str) -> anyhow::Result<Value> {
             _ => bail!("expected true or false"),
         }),
         Value::Number(n) if n.is_f64() => {
-            let f: f64 = raw.parse().map_err(|_| anyhow!("expected a number"))?;
+            let f: f64 = raw
+                .parse()
+                .ok()
+                .filter(|f: &f64| f.is_finite())
+                .ok_or_else(|| anyhow!("expected a number"))?;
             Value::from(f)
         }
         Value::Number(n) if n.is_i64() && n.as_i64().unwrap() < 0 => Value::from(
@@ -448,6 +492,42 @@ mod tests {
         );
         let err = Settings::from_sources(Some("nope = 1"), env(&[])).unwrap_err();
         assert!(err.to_string().contains("nope"), "{err}");
+    }
+
+    #[test]
+    fn limits_are_validated() {
+        let s = Settings::from_sources(
+            None,
+            env(&[
+                ("SECKILL_RATE_LIMIT_PER_USER_PER_SEC", "0.5"),
+                ("SECKILL_RATE_LIMIT_BURST", "3"),
+                ("SECKILL_MAX_IN_FLIGHT", "1"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(
+            (
+                s.rate_limit_per_user_per_sec,
+                s.rate_limit_burst,
+                s.max_in_flight
+            ),
+            (0.5, 3, 1)
+        );
+        assert!(s.rate_limit_enabled());
+        let off =
+            Settings::from_sources(None, env(&[("SECKILL_RATE_LIMIT_PER_USER_PER_SEC", "0")]))
+                .unwrap();
+        assert!(!off.rate_limit_enabled());
+        for (name, bad) in [
+            ("SECKILL_MAX_IN_FLIGHT", "0"),
+            ("SECKILL_RATE_LIMIT_BURST", "0"),
+            ("SECKILL_RATE_LIMIT_PER_USER_PER_SEC", "-1"),
+            ("SECKILL_RATE_LIMIT_PER_USER_PER_SEC", "NaN"),
+            ("SECKILL_WORKER_STATS_INTERVAL_MS", "5"),
+        ] {
+            let err = Settings::from_sources(None, env(&[(name, bad)])).unwrap_err();
+            assert!(format!("{err:#}").contains(name), "{name}={bad}: {err:#}");
+        }
     }
 
     #[test]

@@ -42,6 +42,13 @@ pub fn consumer_config(s: &Settings) -> ClientConfig {
         .set("session.timeout.ms", "6000")
         .set("heartbeat.interval.ms", "1000")
         .set("client.id", "seckill-worker");
+    if s.worker_stats_interval_ms > 0 {
+        // Feeds the worker's consumer-lag gauge (`ClientContext::stats`).
+        c.set(
+            "statistics.interval.ms",
+            s.worker_stats_interval_ms.to_string(),
+        );
+    }
     c
 }
 

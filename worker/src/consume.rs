@@ -1,9 +1,10 @@
 //! The consumer loop and the Kafka context that tracks this worker's partitions.
 
+use crate::metrics::Metrics;
 use crate::startup::Worker;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
 use rdkafka::message::{BorrowedMessage, Message};
-use rdkafka::ClientContext;
+use rdkafka::{ClientContext, Statistics};
 use seckill_shared::settle::{BatchReport, Outcome};
 use seckill_shared::OrderMessage;
 use std::collections::BTreeSet;
@@ -14,12 +15,34 @@ use tokio_util::sync::CancellationToken;
 /// Partitions currently assigned to this worker.
 pub type Assignment = Arc<Mutex<BTreeSet<i32>>>;
 
-/// Records rebalances so that health checks and tests can see the assignment.
+/// Records rebalances so that health checks and tests can see the assignment, and turns
+/// librdkafka's statistics into the consumer-lag gauge.
 pub struct WorkerContext {
     pub assigned: Assignment,
+    pub metrics: Metrics,
 }
 
-impl ClientContext for WorkerContext {}
+impl ClientContext for WorkerContext {
+    /// Called every `statistics.interval.ms` (`SECKILL_WORKER_STATS_INTERVAL_MS`), from the
+    /// consumer's poll: while a batch is being settled the reports wait, so the gauge lags by
+    /// up to one batch.
+    fn stats(&self, statistics: Statistics) {
+        self.metrics.consumer_lag.set(consumer_lag(&statistics));
+    }
+}
+
+/// The sum of `consumer_lag` (high watermark less committed offset) over the partitions this
+/// consumer has; librdkafka reports -1 for a partition whose lag it does not know, and uses
+/// partition -1 for internal bookkeeping, so both are left out.
+pub fn consumer_lag(statistics: &Statistics) -> i64 {
+    statistics
+        .topics
+        .values()
+        .flat_map(|t| t.partitions.values())
+        .filter(|p| p.partition >= 0 && p.consumer_lag >= 0)
+        .map(|p| p.consumer_lag)
+        .sum()
+}
 
 impl ConsumerContext for WorkerContext {
     fn post_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
@@ -139,6 +162,8 @@ impl Worker {
         if orders.is_empty() {
             return Ok(BatchReport::default());
         }
+        self.metrics
+            .saw_products(orders.iter().map(|o| o.product_id));
         let report = self.settler.settle(orders).await?;
         self.metrics.batch_size.observe(orders.len() as f64);
         for (ticket, outcome) in &report.outcomes {
@@ -158,5 +183,44 @@ impl Worker {
             }
         }
         Ok(report)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::consumer_lag;
+    use rdkafka::statistics::{Partition, Topic};
+    use rdkafka::Statistics;
+
+    #[test]
+    fn lag_sums_known_partitions_only() {
+        let partition = |partition, consumer_lag| {
+            (
+                partition,
+                Partition {
+                    partition,
+                    consumer_lag,
+                    ..Partition::default()
+                },
+            )
+        };
+        let mut stats = Statistics::default();
+        assert_eq!(consumer_lag(&stats), 0);
+        stats.topics.insert(
+            "orders".into(),
+            Topic {
+                topic: "orders".into(),
+                partitions: [
+                    partition(0, 3),
+                    partition(1, 4),
+                    partition(2, -1),
+                    partition(-1, 100),
+                ]
+                .into_iter()
+                .collect(),
+                ..Topic::default()
+            },
+        );
+        assert_eq!(consumer_lag(&stats), 7);
     }
 }

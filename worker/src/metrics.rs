@@ -1,9 +1,15 @@
 //! Prometheus metrics of one worker.
 
 use prometheus::{
-    Encoder, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
-    TextEncoder,
+    Encoder, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder,
 };
+use seckill_shared::ProductId;
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+
+/// Most products whose pending tickets one worker reports.
+const MAX_TRACKED_PRODUCTS: usize = 10_000;
 
 #[derive(Clone)]
 pub struct Metrics {
@@ -15,6 +21,13 @@ pub struct Metrics {
     pub retries: IntCounter,
     pub swept: IntCounter,
     pub assigned_partitions: IntGauge,
+    /// Sum of `consumer_lag` over this worker's partitions, from librdkafka's statistics.
+    pub consumer_lag: IntGauge,
+    /// Unsettled tickets (`ZCARD` of the pending set) of each product this worker has seen,
+    /// read when `/metrics` is scraped.
+    pub pending_tickets: IntGaugeVec,
+    /// Products seen in a batch: the ones `pending_tickets` reports.
+    seen_products: Arc<Mutex<BTreeSet<ProductId>>>,
 }
 
 impl Metrics {
@@ -61,6 +74,23 @@ impl Metrics {
             "Partitions assigned to this worker",
         )
         .unwrap();
+        let consumer_lag = IntGauge::new(
+            "seckill_worker_consumer_lag",
+            "Messages not yet committed on this worker's partitions (librdkafka statistics)",
+        )
+        .unwrap();
+        let pending_tickets = IntGaugeVec::new(
+            Opts::new(
+                "seckill_worker_pending_tickets",
+                "Unsettled tickets of each product this worker has seen",
+            ),
+            &["product"],
+        )
+        .unwrap();
+        registry.register(Box::new(consumer_lag.clone())).unwrap();
+        registry
+            .register(Box::new(pending_tickets.clone()))
+            .unwrap();
         registry.register(Box::new(batch_size.clone())).unwrap();
         registry.register(Box::new(commit_seconds.clone())).unwrap();
         registry.register(Box::new(orders.clone())).unwrap();
@@ -79,7 +109,30 @@ impl Metrics {
             retries,
             swept,
             assigned_partitions,
+            consumer_lag,
+            pending_tickets,
+            seen_products: Arc::default(),
         }
+    }
+
+    /// Remembers products that had orders in a batch (up to a bound).
+    pub fn saw_products(&self, products: impl IntoIterator<Item = ProductId>) {
+        let mut seen = self.seen_products.lock().expect("lock poisoned");
+        for p in products {
+            if seen.len() >= MAX_TRACKED_PRODUCTS {
+                break;
+            }
+            seen.insert(p);
+        }
+    }
+
+    pub fn seen_products(&self) -> Vec<ProductId> {
+        self.seen_products
+            .lock()
+            .expect("lock poisoned")
+            .iter()
+            .copied()
+            .collect()
     }
 
     pub fn render(&self) -> String {

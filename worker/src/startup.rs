@@ -83,6 +83,7 @@ impl Worker {
         let consumer: StreamConsumer<WorkerContext> = kafka::consumer_config(&settings)
             .create_with_context(WorkerContext {
                 assigned: assigned.clone(),
+                metrics: metrics.clone(),
             })
             .context("creating the Kafka consumer")?;
         consumer

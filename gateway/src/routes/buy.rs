@@ -1,9 +1,11 @@
 //! `POST /v1/seckill/{product_id}`: buy one unit.
 
 use crate::error::{ApiError, Object};
+use crate::metrics::Outcome as OutcomeLabel;
+use crate::rate_limit::Decision;
 use crate::startup::AppState;
 use actix_web::http::header;
-use actix_web::{web, HttpResponse};
+use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
 use seckill_shared::settle::Outcome;
 use seckill_shared::store::Reservation;
 use seckill_shared::{db, now_ms, OrderMessage, ProductId, Ticket, TicketStatus, UserId};
@@ -42,8 +44,15 @@ impl TicketBody {
     }
 }
 
+/// The buy path, cheapest check first:
+/// 1. the path and the body (extractors: `400`, `413`, `415`);
+/// 2. the local sold-out marker: `409` with no network call, and not counted as in flight;
+/// 3. admission: at most `SECKILL_MAX_IN_FLIGHT` buys in flight, else `503` at once;
+/// 4. the per-user rate limit, one script call to Redis: `429` with `Retry-After`;
+/// 5. the reservation and the hand-off, in their own task.
 #[tracing::instrument(name = "buy", skip_all, fields(product_id = %path, user_id, ticket))]
 pub async fn buy(
+    req: HttpRequest,
     state: web::Data<AppState>,
     path: web::Path<String>,
     body: web::Json<Object<BuyRequest>>,
@@ -54,27 +63,46 @@ pub async fn buy(
     tracing::Span::current().record("user_id", user.get());
 
     if state.sold_out.is_sold_out(product) {
-        state.count("buy", "sold_out_marker");
+        req.extensions_mut().insert(OutcomeLabel("sold_out_marker"));
         return Err(ApiError::SoldOut);
+    }
+    let Some(permit) = state.admission.try_admit() else {
+        req.extensions_mut().insert(OutcomeLabel("overloaded"));
+        return Err(ApiError::Overloaded);
+    };
+    if let Some(limiter) = &state.rate_limiter {
+        let t0 = Instant::now();
+        let decision = limiter
+            .check(user)
+            .await
+            .map_err(|e| ApiError::unavailable("Redis", e))?;
+        state
+            .metrics
+            .latency
+            .with_label_values(&["rate_limit"])
+            .observe(t0.elapsed().as_secs_f64());
+        if let Decision::Limited { retry_after } = decision {
+            return Err(ApiError::RateLimited {
+                retry_after_secs: Decision::retry_after_secs(retry_after),
+            });
+        }
     }
 
     // Reservation and hand-off run in their own task: if the client goes away mid-request,
-    // the task still finishes, so no reservation is left half done.
+    // the task still finishes, so no reservation is left half done. The task holds the
+    // admission permit until it ends.
     let task_state = state.clone();
-    let result =
-        actix_web::rt::spawn(async move { reserve_and_hand_off(task_state, product, user).await })
-            .await
-            .map_err(|e| ApiError::Unexpected(anyhow::anyhow!("buy task failed: {e}")))?;
+    let result = actix_web::rt::spawn(async move {
+        let _permit = permit;
+        reserve_and_hand_off(task_state, product, user).await
+    })
+    .await
+    .map_err(|e| ApiError::Unexpected(anyhow::anyhow!("buy task failed: {e}")))?;
     state
         .metrics
         .latency
         .with_label_values(&["request"])
         .observe(started.elapsed().as_secs_f64());
-    let outcome = match &result {
-        Ok(r) => r.status().as_str().to_owned(),
-        Err(e) => actix_web::ResponseError::status_code(e).as_str().to_owned(),
-    };
-    state.count("buy", &outcome);
     result
 }
 

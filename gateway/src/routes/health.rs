@@ -53,6 +53,10 @@ pub async fn healthz(state: web::Data<AppState>) -> HttpResponse {
 
 /// `GET /metrics`: Prometheus text format.
 pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
+    state
+        .metrics
+        .in_flight
+        .set(state.admission.in_flight() as i64);
     HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4")
         .body(state.metrics.render())

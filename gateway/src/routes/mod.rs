@@ -1,9 +1,10 @@
 //! HTTP routes. Each resource answers unknown methods with a JSON `405`, and unknown paths get
-//! a JSON `404`.
+//! a JSON `404`. Every route is described in `GET /openapi.json` (see [`openapi`]).
 
 mod admin;
 mod buy;
 mod health;
+pub mod openapi;
 mod orders;
 
 use crate::error::ApiError;
@@ -11,24 +12,94 @@ use actix_web::{web, HttpResponse};
 
 pub use buy::TicketBody;
 
+/// Every route: (name, method, path). The name is the `route` label of
+/// `seckill_gateway_requests_total`; requests that match no route count as `unmatched`.
+pub const ROUTES: &[(&str, &str, &str)] = &[
+    ("buy", "POST", "/v1/seckill/{product_id}"),
+    ("order", "GET", "/v1/orders/{ticket}"),
+    ("admin_create_product", "POST", "/admin/products"),
+    ("admin_product", "GET", "/admin/products/{id}"),
+    ("admin_preload", "POST", "/admin/products/{id}/preload"),
+    ("admin_reconcile", "POST", "/admin/products/{id}/reconcile"),
+    ("healthz", "GET", "/healthz"),
+    ("readyz", "GET", "/readyz"),
+    ("livez", "GET", "/livez"),
+    ("metrics", "GET", "/metrics"),
+    ("openapi", "GET", "/openapi.json"),
+];
+
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(resource("/v1/seckill/{product_id}").route(web::post().to(buy::buy)))
-        .service(resource("/v1/orders/{ticket}").route(web::get().to(orders::get_order)))
-        .service(resource("/admin/products").route(web::post().to(admin::create_product)))
-        .service(resource("/admin/products/{id}").route(web::get().to(admin::get_product)))
-        .service(resource("/admin/products/{id}/preload").route(web::post().to(admin::preload)))
-        .service(resource("/admin/products/{id}/reconcile").route(web::post().to(admin::reconcile)))
-        .service(resource("/healthz").route(web::get().to(health::healthz)))
-        .service(resource("/readyz").route(web::get().to(health::healthz)))
-        .service(resource("/livez").route(web::get().to(health::livez)))
-        .service(resource("/metrics").route(web::get().to(health::metrics)))
+    cfg.service(resource("buy").route(web::post().to(buy::buy)))
+        .service(resource("order").route(web::get().to(orders::get_order)))
+        .service(resource("admin_create_product").route(web::post().to(admin::create_product)))
+        .service(resource("admin_product").route(web::get().to(admin::get_product)))
+        .service(resource("admin_preload").route(web::post().to(admin::preload)))
+        .service(resource("admin_reconcile").route(web::post().to(admin::reconcile)))
+        .service(resource("healthz").route(web::get().to(health::healthz)))
+        .service(resource("readyz").route(web::get().to(health::healthz)))
+        .service(resource("livez").route(web::get().to(health::livez)))
+        .service(resource("metrics").route(web::get().to(health::metrics)))
+        .service(resource("openapi").route(web::get().to(openapi::document)))
         .default_service(web::to(|| async {
             Err::<HttpResponse, _>(ApiError::NotFound)
         }));
 }
 
-fn resource(path: &str) -> actix_web::Resource {
-    web::resource(path).default_service(web::to(|| async {
-        Err::<HttpResponse, _>(ApiError::MethodNotAllowed)
-    }))
+/// The resource of route `name` in [`ROUTES`], named so that metrics can label it.
+fn resource(name: &'static str) -> actix_web::Resource {
+    let (_, _, path) = ROUTES
+        .iter()
+        .find(|r| r.0 == name)
+        .expect("every resource is listed in ROUTES");
+    web::resource(*path)
+        .name(name)
+        .default_service(web::to(|| async {
+            Err::<HttpResponse, _>(ApiError::MethodNotAllowed)
+        }))
+}
+
+/// The `route` label of a request: its route's name, or `unmatched`.
+pub fn route_label(name: Option<&str>) -> &'static str {
+    name.and_then(|n| ROUTES.iter().find(|r| r.0 == n))
+        .map_or("unmatched", |r| r.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use actix_web::{test, App};
+
+    /// The methods in ROUTES are the ones `configure` registers: the listed method reaches the
+    /// handler (anything but 405), and another method gets 405.
+    #[actix_web::test]
+    async fn routes_table_matches_what_configure_registers() {
+        let app = test::init_service(App::new().configure(configure)).await;
+        for (name, method, path) in ROUTES {
+            let concrete = path
+                .replace("{product_id}", "1")
+                .replace("{id}", "1")
+                .replace("{ticket}", &format!("1-{}", "0".repeat(32)));
+            let req = test::TestRequest::default()
+                .method(method.parse().unwrap())
+                .uri(&concrete)
+                .to_request();
+            let res = test::call_service(&app, req).await;
+            assert!(
+                ![404, 405].contains(&res.status().as_u16()),
+                "{method} {path} reaches a handler"
+            );
+            let other = if *method == "GET" { "DELETE" } else { "GET" };
+            let req = test::TestRequest::default()
+                .method(other.parse().unwrap())
+                .uri(&concrete)
+                .to_request();
+            let res = test::call_service(&app, req).await;
+            assert_eq!(res.status(), 405, "{other} {path}");
+            assert_eq!(route_label(res.request().match_name()), *name);
+        }
+        let req = test::TestRequest::get().uri("/nowhere").to_request();
+        let res = test::call_service(&app, req).await;
+        assert_eq!(res.status(), 404);
+        assert_eq!(route_label(res.request().match_name()), "unmatched");
+    }
 }

@@ -9,7 +9,7 @@
 //! | `sk:{ns:P}:meta` | hash | `initial`, `starts_at`, `ends_at` (ms), `confirmed`, `failed` |
 //! | `sk:{ns:P}:buyers` | hash | user id → live ticket |
 //! | `sk:{ns:P}:pending` | sorted set | tickets not yet settled, scored by reservation time |
-//! | `sk:{ns:P}:t:<ticket>` | hash | `status`, `user_id`, `product_id`, `created_at`, `order_id`, `reason` |
+//! | `sk:{ns:P}:t:<ticket>` | hash | `status`, `user_id`, `product_id`, `created_at`, `order_id`, `confirmed_at`, `reason` |
 //!
 //! Ticket states: `pending` → `processing` (claimed by a worker) → `confirmed` | `failed`, and
 //! `pending` → released (deleted) when the gateway could not hand the order to Kafka.
@@ -82,6 +82,7 @@ pub struct TicketRecord {
     pub order_id: Option<u64>,
     pub reason: Option<String>,
     pub created_at_ms: i64,
+    pub confirmed_at_ms: Option<i64>,
 }
 
 /// Redis view of a product, for the admin API and the auditor.
@@ -259,6 +260,7 @@ impl TicketStore {
             inv.key(k.ticket(t));
             inv.arg(t.as_str()).arg(*id);
         }
+        inv.arg(crate::now_ms());
         let mut c = self.conn.clone();
         inv.invoke_async(&mut c)
             .await
@@ -452,6 +454,7 @@ impl TicketStore {
             order_id: num("order_id").map(|v| v as u64),
             reason: h.get("reason").cloned(),
             created_at_ms: num("created_at").unwrap_or_default(),
+            confirmed_at_ms: num("confirmed_at"),
         }))
     }
 

@@ -5,6 +5,11 @@
 mod helpers;
 
 mod bad_input;
+mod fuzz;
+mod lifecycle;
+mod limits;
+mod observability;
+mod openapi;
 mod pipeline;
 mod recovery;
 mod workers;

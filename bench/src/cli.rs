@@ -1,0 +1,232 @@
+//! The command line: `seckill-bench load …` and `seckill-bench audit …`.
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "seckill-bench",
+    version,
+    about = "Load generator and invariant auditor for the seckill pipeline"
+)]
+pub struct Cli {
+    /// Tokio worker threads (default: one per CPU).
+    #[arg(long, global = true)]
+    pub threads: Option<usize>,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+impl Cli {
+    /// The multi-thread runtime the command runs on.
+    pub fn runtime(&self) -> anyhow::Result<tokio::runtime::Runtime> {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        b.enable_all();
+        if let Some(n) = self.threads {
+            anyhow::ensure!(n > 0, "--threads must be at least 1");
+            b.worker_threads(n);
+        }
+        Ok(b.build()?)
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Drive the gateways: buy requests for one product (or GETs of one path with
+    /// --path-get), then poll every ticket until it settles.
+    Load(LoadArgs),
+    /// Check the sale's invariants against a history file, Redis and MySQL.
+    Audit(AuditArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct LoadArgs {
+    /// Gateway base URL; repeat for several (requests go round-robin).
+    #[arg(long = "gateway", required = true, value_name = "URL")]
+    pub gateways: Vec<String>,
+
+    /// Product to buy: `POST {gateway}/v1/seckill/{product}`.
+    #[arg(long, value_name = "ID", required_unless_present = "path_get")]
+    pub product: Option<u64>,
+
+    /// Measure a ceiling instead: `GET {gateway}{PATH}` (e.g. /livez) with the same machinery.
+    /// Needs --duration or --total.
+    #[arg(
+        long,
+        value_name = "PATH",
+        conflicts_with_all = ["product", "until_sold_out"],
+        requires = "stop"
+    )]
+    pub path_get: Option<String>,
+
+    /// Distinct user ids, starting at --first-user.
+    #[arg(long, default_value_t = 1000, value_name = "N")]
+    pub users: u64,
+
+    #[arg(long, default_value_t = 1, value_name = "ID")]
+    pub first_user: u64,
+
+    /// Requests in flight (worker tasks, and the connection pool size).
+    #[arg(long, short = 'c', default_value_t = 64, value_name = "C")]
+    pub concurrency: usize,
+
+    /// Requests each user makes (in rounds: every user's first, then every user's second…).
+    #[arg(long, default_value_t = 1, value_name = "R")]
+    pub requests_per_user: u64,
+
+    /// Stop after this long (users are cycled).
+    #[arg(long, value_name = "SECS", group = "stop")]
+    pub duration: Option<f64>,
+
+    /// Stop after this many requests (users are cycled).
+    #[arg(long, value_name = "N", group = "stop")]
+    pub total: Option<u64>,
+
+    /// After the planned users, bring fresh user ids until every gateway has answered 409
+    /// after its last 202.
+    #[arg(long, conflicts_with = "stop")]
+    pub until_sold_out: bool,
+
+    /// --until-sold-out: at most this many distinct users in all.
+    #[arg(long, default_value_t = 1_000_000, value_name = "N")]
+    pub max_users: u64,
+
+    /// --until-sold-out: stop bringing fresh users this long after the start.
+    #[arg(long, default_value_t = 120.0, value_name = "SECS")]
+    pub sold_out_timeout: f64,
+
+    /// --until-sold-out: how many 409s in a row after its last 202 make a gateway sold out.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub sold_out_streak: u64,
+
+    /// HTTP client: `reqwest` (one pooled client) or `hyper` (each worker owns its
+    /// connections; less client CPU per request).
+    #[arg(long, value_enum, default_value_t = crate::load::engine::EngineKind::Reqwest)]
+    pub engine: crate::load::engine::EngineKind,
+
+    /// Per-request timeout; a request that takes longer is recorded as `error`. 0: none.
+    #[arg(long, default_value_t = 30.0, value_name = "SECS")]
+    pub timeout: f64,
+
+    /// History file: one JSON line per request, per settled ticket, and a summary.
+    #[arg(long, default_value = "history.jsonl", value_name = "PATH")]
+    pub history: PathBuf,
+
+    /// Do not write a history file.
+    #[arg(long, conflicts_with = "history")]
+    pub no_history: bool,
+
+    /// How long to poll tickets after the load; 0 skips polling.
+    #[arg(long, default_value_t = 60.0, value_name = "SECS")]
+    pub settle_timeout: f64,
+
+    /// Ticket polls in flight.
+    #[arg(long, default_value_t = 32, value_name = "N")]
+    pub settle_concurrency: usize,
+
+    /// No progress bar.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+
+    /// Print the summary as one JSON object on stdout instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct AuditArgs {
+    /// History file written by `load`.
+    #[arg(long, default_value = "history.jsonl", value_name = "PATH")]
+    pub history: PathBuf,
+
+    /// Product the history's run bought.
+    #[arg(long, value_name = "ID")]
+    pub product: u64,
+
+    /// Namespace of the Redis keys (default: SECKILL_NAMESPACE, else `seckill`).
+    #[arg(long, value_name = "NS")]
+    pub namespace: Option<String>,
+
+    /// Default: SECKILL_REDIS_URL.
+    #[arg(long, value_name = "URL")]
+    pub redis_url: Option<String>,
+
+    /// Default: SECKILL_MYSQL_URL.
+    #[arg(long, value_name = "URL")]
+    pub mysql_url: Option<String>,
+
+    /// Units the sale started with (default: MySQL `products.initial_stock`).
+    #[arg(long, value_name = "N")]
+    pub initial_stock: Option<i64>,
+
+    /// Ticket look-ups in flight.
+    #[arg(long, default_value_t = 32, value_name = "N")]
+    pub concurrency: usize,
+
+    /// Print the result as one JSON object on stdout instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn load_needs_a_product_unless_it_measures_a_path() {
+        assert!(Cli::try_parse_from(["b", "load", "--gateway", "http://x"]).is_err());
+        assert!(Cli::try_parse_from([
+            "b",
+            "load",
+            "--gateway",
+            "http://x",
+            "--path-get",
+            "/livez",
+            "--duration",
+            "1"
+        ])
+        .is_ok());
+        // A ceiling run needs a stop condition.
+        assert!(
+            Cli::try_parse_from(["b", "load", "--gateway", "http://x", "--path-get", "/l"])
+                .is_err()
+        );
+        assert!(Cli::try_parse_from([
+            "b",
+            "load",
+            "--gateway",
+            "http://x",
+            "--product",
+            "1",
+            "--until-sold-out",
+            "--duration",
+            "3"
+        ])
+        .is_err());
+        let cli = Cli::try_parse_from([
+            "b",
+            "load",
+            "--gateway",
+            "http://a",
+            "--gateway",
+            "http://b",
+            "--product",
+            "7",
+            "--until-sold-out",
+        ])
+        .unwrap();
+        let Command::Load(a) = cli.command else {
+            panic!("not load")
+        };
+        assert_eq!(a.gateways.len(), 2);
+        assert_eq!(a.concurrency, 64);
+        assert!(a.until_sold_out);
+    }
+}

@@ -1,0 +1,44 @@
+//! `seckill-bench`: drives the gateways with load and audits the pipeline's invariants.
+//!
+//! - [`load`]: `seckill-bench load`, a closed-loop HTTP load generator. A fixed set of worker
+//!   tasks pulls request numbers from one atomic counter; each records its own latency
+//!   histograms and hands history lines in batches to a writer thread.
+//! - [`audit`]: `seckill-bench audit`, reads the history file, Redis and MySQL and checks the
+//!   sale's invariants (no oversell, no duplicate, nothing lost, conservation, no undersell).
+//! - [`history`]: the JSON-lines history file both share.
+
+pub mod audit;
+pub mod cli;
+pub mod history;
+pub mod load;
+
+use std::process::ExitCode;
+
+/// Runs a parsed command line. `Ok(false)` means the command ran but found a problem (an audit
+/// violation), which the binary turns into a non-zero exit status.
+pub async fn run(cli: cli::Cli) -> anyhow::Result<bool> {
+    match cli.command {
+        cli::Command::Load(args) => load::run(args).await.map(|_| true),
+        cli::Command::Audit(args) => audit::run(args).await,
+    }
+}
+
+/// Exit status: 0 all good, 1 an audit found a violation, 2 the command failed.
+pub fn exit_code(result: anyhow::Result<bool>) -> ExitCode {
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Microseconds since the Unix epoch.
+pub fn now_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or_default()
+}

@@ -1,0 +1,558 @@
+//! `seckill-bench load`: a closed-loop load generator.
+//!
+//! `C` worker tasks (C = `--concurrency`) loop: take the next request number from an atomic
+//! counter, map it to a user ([`plan::Plan`]), send it over keep-alive connections
+//! ([`engine`]), classify the answer, record it. Nothing is spawned per request; latencies go
+//! into a few sharded histograms, history records into a per-worker batch that is handed to
+//! the writer thread every [`HISTORY_BATCH`] requests. After the load, every ticket is polled
+//! until it settles ([`settle`]).
+
+pub mod engine;
+pub mod plan;
+pub mod settle;
+pub mod stats;
+
+use crate::cli::LoadArgs;
+use crate::history::{HistorySink, HistoryWriter, RequestRecord};
+use crate::now_us;
+use anyhow::Context;
+use bytes::BytesMut;
+use engine::{Conns, EngineKind, Target};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use plan::{Outcome, Plan, SoldOutTracker, StopRule};
+use serde::Deserialize;
+use settle::IssuedTicket;
+use stats::{OutcomeStats, ShardedHistograms, Summary, TicketTotals};
+use std::collections::{HashMap, HashSet};
+use std::fmt::Write as _;
+use std::io::IsTerminal;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Request records a worker collects before handing them to the history writer.
+const HISTORY_BATCH: usize = 256;
+
+/// The server closes idle keep-alive connections after 5 s; drop ours well before.
+const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(3);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Buy,
+    Get,
+}
+
+/// State every worker shares.
+struct Shared {
+    client: reqwest::Client,
+    mode: Mode,
+    engine: EngineKind,
+    /// Per-request timeout of the `hyper` engine (`reqwest` has it in the client).
+    timeout: Option<Duration>,
+    /// Per gateway: the URL every request of this run goes to.
+    targets: Vec<Target>,
+    plan: Plan,
+    next: AtomicU64,
+    stop: AtomicBool,
+    counts: [AtomicU64; Outcome::COUNT],
+    sold_out: SoldOutTracker,
+    sold_out_streak: u64,
+    sold_out_reached: AtomicBool,
+    /// `--until-sold-out`: no fresh users after this.
+    fresh_deadline: Option<Instant>,
+    histograms: ShardedHistograms,
+    history: HistorySink,
+}
+
+/// What one worker hands back when it stops.
+#[derive(Default)]
+struct WorkerResult {
+    tickets: Vec<IssuedTicket>,
+    sold_out_users: Vec<u64>,
+}
+
+/// A buy answer's ticket, if the body has one.
+fn ticket_of(body: &[u8]) -> Option<Box<str>> {
+    #[derive(Deserialize)]
+    struct TicketBody<'a> {
+        #[serde(borrow)]
+        ticket: Option<std::borrow::Cow<'a, str>>,
+    }
+    serde_json::from_slice::<TicketBody>(body)
+        .ok()
+        .and_then(|b| b.ticket)
+        .map(|t| t.into())
+}
+
+/// An error with its sources, which is where reqwest keeps the useful part.
+pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let part = c.to_string();
+        if !s.contains(&part) {
+            s.push_str(": ");
+            s.push_str(&part);
+        }
+        cur = c.source();
+    }
+    s
+}
+
+async fn worker(shared: Arc<Shared>, id: usize) -> WorkerResult {
+    let mut out = WorkerResult::default();
+    let mut batch: Vec<RequestRecord> = if shared.history.enabled() {
+        Vec::with_capacity(HISTORY_BATCH)
+    } else {
+        Vec::new()
+    };
+    let mut conns = Conns::new(shared.engine, &shared.client, shared.targets.len());
+    // Request bodies are cut from one buffer: no allocation per request.
+    let mut bodies = BytesMut::new();
+    let gateways = shared.targets.len() as u64;
+    loop {
+        if shared.stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let i = shared.next.fetch_add(1, Ordering::Relaxed);
+        let Some(slot) = shared.plan.slot(i) else {
+            break;
+        };
+        if slot.fresh {
+            if shared.sold_out.all_sold_out(shared.sold_out_streak) {
+                shared.sold_out_reached.store(true, Ordering::Relaxed);
+                shared.stop.store(true, Ordering::Relaxed);
+                break;
+            }
+            if shared.fresh_deadline.is_some_and(|d| Instant::now() >= d) {
+                shared.stop.store(true, Ordering::Relaxed);
+                break;
+            }
+        }
+        let gw = (i % gateways) as usize;
+        let body = match shared.mode {
+            Mode::Buy => {
+                if bodies.capacity() < 64 {
+                    bodies.reserve(8192);
+                }
+                let _ = write!(bodies, "{{\"user_id\":{}}}", slot.user);
+                Some(bodies.split().freeze())
+            }
+            Mode::Get => None,
+        };
+
+        let sent_at_us = now_us();
+        let t0 = Instant::now();
+        let engine::Exchange {
+            status,
+            body,
+            error,
+        } = conns
+            .exchange(&shared.targets[gw], gw, body, shared.timeout)
+            .await;
+        let latency_us = t0.elapsed().as_micros() as u64;
+
+        let outcome = if error.is_some() {
+            Outcome::Error
+        } else {
+            Outcome::classify(status)
+        };
+        shared.counts[outcome.index()].fetch_add(1, Ordering::Relaxed);
+        shared.histograms.record(id, outcome, latency_us);
+        let mut ticket = None;
+        if shared.mode == Mode::Buy {
+            shared.sold_out.record(gw, outcome);
+            if outcome.has_ticket() {
+                ticket = body.as_deref().and_then(ticket_of);
+                if let Some(t) = &ticket {
+                    out.tickets.push(IssuedTicket {
+                        ticket: t.to_string(),
+                        user_id: slot.user,
+                        gateway: gw,
+                    });
+                }
+            } else if outcome == Outcome::SoldOut {
+                out.sold_out_users.push(slot.user);
+            }
+        }
+        if shared.history.enabled() {
+            batch.push(RequestRecord {
+                sent_at_us,
+                recv_at_us: sent_at_us + latency_us,
+                gateway: gw as u16,
+                user_id: (shared.mode == Mode::Buy).then_some(slot.user),
+                status,
+                ticket,
+                error: error.map(Into::into),
+            });
+            if batch.len() >= HISTORY_BATCH {
+                shared.history.send(std::mem::replace(
+                    &mut batch,
+                    Vec::with_capacity(HISTORY_BATCH),
+                ));
+            }
+        }
+    }
+    if !batch.is_empty() {
+        shared.history.send(batch);
+    }
+    out
+}
+
+fn progress_bar(hidden: bool, len: Option<u64>) -> ProgressBar {
+    if hidden {
+        return ProgressBar::hidden();
+    }
+    let pb = ProgressBar::with_draw_target(len, ProgressDrawTarget::stderr_with_hz(10));
+    let template = if len.is_some() {
+        "{spinner} {elapsed_precise} [{bar:30}] {pos}/{len} {msg}"
+    } else {
+        "{spinner} {elapsed_precise} {pos} requests {msg}"
+    };
+    pb.set_style(
+        ProgressStyle::with_template(template)
+            .expect("valid progress template")
+            .progress_chars("=> "),
+    );
+    pb
+}
+
+fn counts_message(shared: &Shared, until_sold_out: bool, elapsed: Duration) -> String {
+    let done: u64 = shared
+        .counts
+        .iter()
+        .map(|c| c.load(Ordering::Relaxed))
+        .sum();
+    let mut msg = format!(
+        "{:.0} req/s | ",
+        done as f64 / elapsed.as_secs_f64().max(1e-3)
+    );
+    let mut first = true;
+    for o in Outcome::ALL {
+        let n = shared.counts[o.index()].load(Ordering::Relaxed);
+        if n > 0 || o == Outcome::Error {
+            if !first {
+                msg.push_str(" | ");
+            }
+            first = false;
+            msg.push_str(&format!("{} {n}", o.label()));
+        }
+    }
+    if until_sold_out {
+        msg.push_str(&format!(
+            " | sold out at {}/{} gateways",
+            shared.sold_out.sold_out_gateways(shared.sold_out_streak),
+            shared.targets.len()
+        ));
+    }
+    msg
+}
+
+fn validate(args: &LoadArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(args.concurrency >= 1, "--concurrency must be at least 1");
+    anyhow::ensure!(
+        args.gateways.len() <= u16::MAX as usize,
+        "too many gateways"
+    );
+    for (name, v) in [
+        ("--timeout", args.timeout),
+        ("--settle-timeout", args.settle_timeout),
+        ("--sold-out-timeout", args.sold_out_timeout),
+        ("--duration", args.duration.unwrap_or(1.0)),
+    ] {
+        anyhow::ensure!(
+            v.is_finite() && v >= 0.0,
+            "{name} must be a non-negative number"
+        );
+    }
+    anyhow::ensure!(
+        args.sold_out_streak >= 1,
+        "--sold-out-streak must be at least 1"
+    );
+    if let Some(p) = &args.path_get {
+        anyhow::ensure!(p.starts_with('/'), "--path-get must start with '/'");
+    }
+    Ok(())
+}
+
+/// Runs the load, the polling, writes the history and prints the summary.
+pub async fn run(args: LoadArgs) -> anyhow::Result<Summary> {
+    validate(&args)?;
+    let gateways: Vec<String> = args
+        .gateways
+        .iter()
+        .map(|g| g.trim_end_matches('/').to_owned())
+        .collect();
+    let mode = if args.path_get.is_some() {
+        Mode::Get
+    } else {
+        Mode::Buy
+    };
+    let product = args.product;
+    if let Some(p) = product {
+        seckill_shared::ProductId::new(p).context("--product")?;
+    }
+    let targets = gateways
+        .iter()
+        .map(|g| {
+            let u = match (&args.path_get, product) {
+                (Some(path), _) => format!("{g}{path}"),
+                (None, Some(p)) => format!("{g}/v1/seckill/{p}"),
+                (None, None) => unreachable!("clap requires --product or --path-get"),
+            };
+            Target::parse(&u).with_context(|| format!("bad gateway URL {u:?}"))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+
+    let stop_rule = match (args.until_sold_out, args.total, args.duration) {
+        (true, _, _) => StopRule::UntilSoldOut {
+            max_users: args.max_users,
+        },
+        (false, Some(n), _) => StopRule::Total(n),
+        (false, None, Some(_)) => StopRule::Duration,
+        (false, None, None) => StopRule::Planned,
+    };
+    let plan = Plan::new(
+        args.first_user,
+        args.users,
+        args.requests_per_user,
+        stop_rule,
+    )?;
+
+    let mut builder = reqwest::Client::builder()
+        .pool_max_idle_per_host(args.concurrency)
+        .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+        .tcp_nodelay(true)
+        .connect_timeout(Duration::from_secs(5))
+        .no_proxy();
+    if args.timeout > 0.0 {
+        builder = builder.timeout(Duration::from_secs_f64(args.timeout));
+    }
+    let client = builder.build().context("building the HTTP client")?;
+
+    let gateway_names = Arc::new(gateways.clone());
+    let history_path = (!args.no_history).then_some(args.history.as_path());
+    let writer = HistoryWriter::create(history_path, gateway_names)?;
+
+    let threads = tokio::runtime::Handle::current().metrics().num_workers();
+    let started = Instant::now();
+    let started_at_us = now_us();
+    let shared = Arc::new(Shared {
+        client: client.clone(),
+        mode,
+        engine: args.engine,
+        timeout: (args.timeout > 0.0).then(|| Duration::from_secs_f64(args.timeout)),
+        targets,
+        plan,
+        next: AtomicU64::new(0),
+        stop: AtomicBool::new(false),
+        counts: Default::default(),
+        sold_out: SoldOutTracker::new(gateways.len()),
+        sold_out_streak: args.sold_out_streak,
+        sold_out_reached: AtomicBool::new(false),
+        fresh_deadline: args
+            .until_sold_out
+            .then(|| started + Duration::from_secs_f64(args.sold_out_timeout)),
+        histograms: ShardedHistograms::new((threads * 4).min(args.concurrency)),
+        history: writer.sink(),
+    });
+
+    let hidden = args.quiet || !std::io::stderr().is_terminal();
+    let pb = progress_bar(hidden, plan.known_length());
+    let ticker = (!hidden).then(|| {
+        let (shared, pb) = (shared.clone(), pb.clone());
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(Duration::from_millis(100));
+            loop {
+                every.tick().await;
+                let done: u64 = shared
+                    .counts
+                    .iter()
+                    .map(|c| c.load(Ordering::Relaxed))
+                    .sum();
+                pb.set_position(done);
+                pb.set_message(counts_message(
+                    &shared,
+                    args.until_sold_out,
+                    started.elapsed(),
+                ));
+            }
+        })
+    });
+    let timer = args.duration.map(|d| {
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs_f64(d)).await;
+            shared.stop.store(true, Ordering::Relaxed);
+        })
+    });
+
+    let workers: Vec<_> = (0..args.concurrency)
+        .map(|id| tokio::spawn(worker(shared.clone(), id)))
+        .collect();
+    let mut tickets: Vec<IssuedTicket> = Vec::new();
+    let mut sold_out_users: HashSet<u64> = HashSet::new();
+    for w in workers {
+        let r = w.await.context("a load worker panicked")?;
+        tickets.extend(r.tickets);
+        sold_out_users.extend(r.sold_out_users);
+    }
+    let duration = started.elapsed();
+    // Await the aborted helpers so that their handles on `shared` (and its history sink)
+    // are gone before the writer is finished.
+    if let Some(t) = timer {
+        t.abort();
+        let _ = t.await;
+    }
+    if let Some(t) = ticker {
+        t.abort();
+        let _ = t.await;
+        let done: u64 = shared
+            .counts
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .sum();
+        pb.set_position(done);
+        pb.set_message(counts_message(&shared, args.until_sold_out, duration));
+    }
+    pb.finish_and_clear();
+
+    // One line per distinct ticket: a 200 repeats the ticket of an earlier 202.
+    let mut seen: HashMap<&str, ()> = HashMap::new();
+    let mut distinct: Vec<IssuedTicket> = Vec::new();
+    for t in &tickets {
+        if seen.insert(t.ticket.as_str(), ()).is_none() {
+            distinct.push(t.clone());
+        }
+    }
+    drop(seen);
+    let accepted_users: HashSet<u64> = distinct.iter().map(|t| t.user_id).collect();
+
+    let settle_started = Instant::now();
+    let settled = if mode == Mode::Buy {
+        let spb = if hidden || distinct.is_empty() || args.settle_timeout == 0.0 {
+            ProgressBar::hidden()
+        } else {
+            let spb = ProgressBar::with_draw_target(
+                Some(distinct.len() as u64),
+                ProgressDrawTarget::stderr_with_hz(10),
+            );
+            spb.set_style(
+                ProgressStyle::with_template(
+                    "{spinner} {elapsed_precise} settling [{bar:30}] {pos}/{len} tickets",
+                )
+                .expect("valid progress template")
+                .progress_chars("=> "),
+            );
+            spb.enable_steady_tick(Duration::from_millis(100));
+            spb
+        };
+        let lines = settle::poll_tickets(
+            &client,
+            &gateways,
+            &distinct,
+            Duration::from_secs_f64(args.settle_timeout),
+            args.settle_concurrency,
+            &spb,
+        )
+        .await;
+        spb.finish_and_clear();
+        lines
+    } else {
+        Vec::new()
+    };
+    let settle_s = settle_started.elapsed().as_secs_f64();
+    for line in &settled {
+        writer.line(&SettledOut {
+            kind: "settled",
+            line,
+        })?;
+    }
+
+    let duration_s = duration.as_secs_f64();
+    let merged = shared.histograms.merged();
+    let outcomes: Vec<OutcomeStats> = Outcome::ALL
+        .iter()
+        .filter_map(|o| {
+            merged
+                .get(*o)
+                .filter(|h| !h.is_empty())
+                .map(|h| OutcomeStats::from_histogram(o.label(), h, duration_s))
+        })
+        .collect();
+    let all = OutcomeStats::from_histogram("all", &merged.total(), duration_s);
+    let count = |s: &str| settled.iter().filter(|l| l.status == s).count() as u64;
+    let summary = Summary {
+        kind: "summary",
+        engine: match args.engine {
+            EngineKind::Reqwest => "reqwest",
+            EngineKind::Hyper => "hyper",
+        },
+        mode: match mode {
+            Mode::Buy => "buy",
+            Mode::Get => "get",
+        },
+        gateways: gateways.clone(),
+        product,
+        path: args.path_get.clone(),
+        concurrency: args.concurrency,
+        started_at_us,
+        duration_s,
+        requests: all.count,
+        req_per_s: all.per_sec,
+        until_sold_out: args.until_sold_out,
+        sold_out_reached: args
+            .until_sold_out
+            .then(|| shared.sold_out_reached.load(Ordering::Relaxed)),
+        first_user: args.first_user,
+        users_used: if mode == Mode::Buy {
+            plan.users_used(all.count)
+        } else {
+            0
+        },
+        distinct_users_accepted: accepted_users.len() as u64,
+        distinct_users_sold_out: sold_out_users.len() as u64,
+        outcomes,
+        all,
+        tickets: TicketTotals {
+            issued: distinct.len() as u64,
+            confirmed: count("confirmed"),
+            failed: count("failed"),
+            unsettled: count("pending"),
+        },
+        settle_s,
+        history: history_path.map(|p| p.display().to_string()),
+    };
+    writer.line(&summary)?;
+    drop(shared);
+    tokio::task::spawn_blocking(move || writer.finish())
+        .await
+        .context("the history writer task failed")??;
+
+    if args.json {
+        println!("{}", serde_json::to_string(&summary)?);
+    } else {
+        print!("{}", summary.table());
+    }
+    Ok(summary)
+}
+
+#[derive(serde::Serialize)]
+struct SettledOut<'a> {
+    kind: &'static str,
+    #[serde(flatten)]
+    line: &'a crate::history::SettledLine,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tickets_are_read_from_buy_answers() {
+        let t = ticket_of(br#"{"ticket":"3-00ff","status":"pending","user_id":1}"#);
+        assert_eq!(t.as_deref(), Some("3-00ff"));
+        assert_eq!(ticket_of(br#"{"error":"sold_out"}"#), None);
+        assert_eq!(ticket_of(b"not json"), None);
+    }
+}

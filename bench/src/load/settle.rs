@@ -1,0 +1,134 @@
+//! After the load: poll each ticket with `GET /v1/orders/{ticket}` until it is confirmed or
+//! failed, in rounds, with a bounded number of polls in flight.
+
+use crate::history::SettledLine;
+use futures::stream::{self, StreamExt};
+use indicatif::ProgressBar;
+use serde::Deserialize;
+use std::time::{Duration, Instant};
+
+/// A ticket some gateway handed out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IssuedTicket {
+    pub ticket: String,
+    pub user_id: u64,
+    /// Index of the gateway that answered.
+    pub gateway: usize,
+}
+
+#[derive(Deserialize)]
+struct OrderBody {
+    status: String,
+    #[serde(default)]
+    order_id: Option<u64>,
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+enum Poll {
+    Settled(SettledLine),
+    /// Not settled yet; what we saw.
+    NotYet(Option<String>),
+}
+
+async fn poll_once(
+    client: &reqwest::Client,
+    base: &str,
+    t: &IssuedTicket,
+) -> Result<Option<OrderBody>, String> {
+    let res = client
+        .get(format!("{base}/v1/orders/{}", t.ticket))
+        .send()
+        .await
+        .map_err(|e| super::error_chain(&e))?;
+    let status = res.status();
+    let bytes = res.bytes().await.map_err(|e| super::error_chain(&e))?;
+    if !status.is_success() {
+        return Err(format!(
+            "HTTP {}: {}",
+            status.as_u16(),
+            String::from_utf8_lossy(&bytes[..bytes.len().min(200)])
+        ));
+    }
+    let body: OrderBody =
+        serde_json::from_slice(&bytes).map_err(|e| format!("bad order body: {e}"))?;
+    Ok(matches!(body.status.as_str(), "confirmed" | "failed").then_some(body))
+}
+
+/// Polls every ticket until it settles or `timeout` has passed. Returns one line per ticket,
+/// in the order given; tickets that never settled are `pending` (with the last error seen, if
+/// any, as the reason).
+pub async fn poll_tickets(
+    client: &reqwest::Client,
+    gateways: &[String],
+    tickets: &[IssuedTicket],
+    timeout: Duration,
+    concurrency: usize,
+    progress: &ProgressBar,
+) -> Vec<SettledLine> {
+    let deadline = Instant::now() + timeout;
+    let mut results: Vec<Option<SettledLine>> = vec![None; tickets.len()];
+    let mut last_seen: Vec<Option<String>> = vec![None; tickets.len()];
+    let mut todo: Vec<usize> = (0..tickets.len()).collect();
+    let mut round = 0usize;
+    while !todo.is_empty() && !timeout.is_zero() {
+        let polled: Vec<(usize, Poll)> = stream::iter(todo.iter().copied())
+            .map(|i| {
+                let t = &tickets[i];
+                // Start with the gateway that issued the ticket, then move on to the next one
+                // each round, so that one gateway going away does not stall the polling.
+                let base = &gateways[(t.gateway + round) % gateways.len()];
+                async move {
+                    let poll = match poll_once(client, base, t).await {
+                        Ok(Some(body)) => Poll::Settled(SettledLine {
+                            ticket: t.ticket.clone(),
+                            user_id: t.user_id,
+                            status: body.status,
+                            order_id: body.order_id,
+                            reason: body.reason,
+                        }),
+                        Ok(None) => Poll::NotYet(None),
+                        Err(e) => Poll::NotYet(Some(e)),
+                    };
+                    (i, poll)
+                }
+            })
+            .buffer_unordered(concurrency.max(1))
+            .collect()
+            .await;
+        todo.clear();
+        for (i, poll) in polled {
+            match poll {
+                Poll::Settled(line) => {
+                    results[i] = Some(line);
+                    progress.inc(1);
+                }
+                Poll::NotYet(seen) => {
+                    last_seen[i] = seen;
+                    todo.push(i);
+                }
+            }
+        }
+        let now = Instant::now();
+        if todo.is_empty() || now >= deadline {
+            break;
+        }
+        todo.sort_unstable();
+        round += 1;
+        tokio::time::sleep((deadline - now).min(Duration::from_millis(200))).await;
+    }
+    results
+        .into_iter()
+        .zip(last_seen)
+        .zip(tickets)
+        .map(|((line, seen), t)| {
+            line.unwrap_or_else(|| SettledLine {
+                ticket: t.ticket.clone(),
+                user_id: t.user_id,
+                status: "pending".into(),
+                order_id: None,
+                reason: seen,
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,97 @@
+//! Per-user rate limit of the buy path: a token bucket per user in Redis, so that every
+//! gateway draws from the same bucket. One script call (`EVALSHA`) per buy.
+//!
+//! The bucket of user `U` in namespace `NS` is the hash `sk:{NS:rl:U}` (its own Cluster slot),
+//! holding `tokens` and `ts` (the Redis server's clock, ms). It refills at
+//! `SECKILL_RATE_LIMIT_PER_USER_PER_SEC` tokens a second up to `SECKILL_RATE_LIMIT_BURST`, and
+//! expires once it would be full again.
+
+use anyhow::Context;
+use redis::aio::ConnectionManager;
+use redis::Script;
+use seckill_shared::{Settings, UserId};
+use std::sync::LazyLock;
+use std::time::Duration;
+
+static TOKEN_BUCKET: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("rate_limit.lua")));
+
+/// What the bucket said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    Allowed,
+    /// No token now; the next one comes after this long.
+    Limited {
+        retry_after: Duration,
+    },
+}
+
+impl Decision {
+    /// `Retry-After` in whole seconds, rounded up, at least 1.
+    pub fn retry_after_secs(retry_after: Duration) -> u64 {
+        retry_after.as_millis().div_ceil(1000).max(1) as u64
+    }
+}
+
+pub struct RateLimiter {
+    conn: ConnectionManager,
+    namespace: String,
+    rate: f64,
+    burst: u64,
+}
+
+impl RateLimiter {
+    /// `None` when the limit is off (`SECKILL_RATE_LIMIT_PER_USER_PER_SEC=0`).
+    pub fn new(conn: ConnectionManager, settings: &Settings) -> Option<Self> {
+        settings.rate_limit_enabled().then(|| Self {
+            conn,
+            namespace: settings.namespace.clone(),
+            rate: settings.rate_limit_per_user_per_sec,
+            burst: settings.rate_limit_burst,
+        })
+    }
+
+    /// The Redis key of a user's bucket.
+    pub fn key(namespace: &str, user: UserId) -> String {
+        format!("sk:{{{namespace}:rl:{user}}}")
+    }
+
+    /// Takes one token from the user's bucket, if there is one.
+    pub async fn check(&self, user: UserId) -> anyhow::Result<Decision> {
+        let mut conn = self.conn.clone();
+        let (allowed, wait_ms): (i64, i64) = TOKEN_BUCKET
+            .key(Self::key(&self.namespace, user))
+            .arg(self.rate)
+            .arg(self.burst)
+            .invoke_async(&mut conn)
+            .await
+            .context("running the rate-limit script")?;
+        Ok(if allowed == 1 {
+            Decision::Allowed
+        } else {
+            Decision::Limited {
+                retry_after: Duration::from_millis(wait_ms.max(1) as u64),
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_rounds_up_to_whole_seconds() {
+        let secs = |ms| Decision::retry_after_secs(Duration::from_millis(ms));
+        assert_eq!(secs(1), 1);
+        assert_eq!(secs(1000), 1);
+        assert_eq!(secs(1001), 2);
+        assert_eq!(secs(2500), 3);
+    }
+
+    #[test]
+    fn keys_are_per_namespace_and_user_in_their_own_slot() {
+        let user = UserId::new(42).unwrap();
+        assert_eq!(RateLimiter::key("ns", user), "sk:{ns:rl:42}");
+    }
+}

@@ -1,0 +1,179 @@
+//! Rate limiting and admission on the buy path.
+
+use crate::helpers::*;
+use reqwest::StatusCode;
+use seckill_gateway::rate_limit::RateLimiter;
+use seckill_shared::UserId;
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+async fn buy_raw(
+    gw: &TestGateway,
+    product: impl std::fmt::Display,
+    user: u64,
+) -> reqwest::Response {
+    gw.http
+        .post(format!("{}/v1/seckill/{product}", gw.base))
+        .json(&json!({ "user_id": user }))
+        .send()
+        .await
+        .unwrap()
+}
+
+/// The bucket is in Redis: what a user spends on one gateway is gone on the other.
+#[tokio::test]
+async fn a_user_over_the_burst_gets_429_with_retry_after_on_every_gateway() {
+    let env = TestEnv::new().await;
+    // Three buys at once, then one every two seconds.
+    let limits = |s: &mut seckill_shared::Settings| {
+        s.rate_limit_per_user_per_sec = 0.5;
+        s.rate_limit_burst = 3;
+    };
+    let a = env.gateway_with(limits).await;
+    let b = env.gateway_with(limits).await;
+    let product = env.product(&a, 10).await;
+    let other = env.product(&a, 10).await;
+
+    assert_eq!(a.buy(product, 7).await.0, StatusCode::ACCEPTED);
+    assert_eq!(a.buy(product, 7).await.0, StatusCode::OK);
+    assert_eq!(b.buy(product, 7).await.0, StatusCode::OK);
+    // A gateway with a bucket of its own would still let these through.
+    for gw in [&b, &a] {
+        let res = buy_raw(gw, other, 7).await;
+        assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
+        let retry: u64 = res.headers()["retry-after"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!((1..=2).contains(&retry), "Retry-After {retry}");
+        let body: serde_json::Value = res.json().await.unwrap();
+        assert_eq!(body["error"], "rate_limited", "{body}");
+        assert!(body["message"].is_string());
+    }
+    // The limit runs before the reservation: nothing was reserved on the other product.
+    let counts = env.store.counts(other).await.unwrap();
+    assert_eq!((counts.stock, counts.buyers), (Some(10), 0), "{counts:?}");
+    // Per user: another user is not limited.
+    assert_eq!(b.buy(product, 8).await.0, StatusCode::ACCEPTED);
+    assert_eq!(
+        b.metric("seckill_gateway_requests_total{outcome=\"429\",route=\"buy\"}")
+            .await,
+        1.0
+    );
+
+    // The bucket expires once it would be full again: burst / rate + 1 s.
+    let key = RateLimiter::key(&env.settings.namespace, UserId::new(7).unwrap());
+    let mut conn = env.store.connection();
+    let ttl: i64 = redis::cmd("PTTL")
+        .arg(&key)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!((1..=7000).contains(&ttl), "PTTL {key} = {ttl}");
+
+    // A token comes back after Retry-After.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(b.buy(other, 7).await.0, StatusCode::ACCEPTED);
+}
+
+#[tokio::test]
+async fn rate_limit_zero_turns_it_off() {
+    let env = TestEnv::new().await;
+    let gw = env
+        .gateway_with(|s| {
+            s.rate_limit_per_user_per_sec = 0.0;
+            s.rate_limit_burst = 1;
+        })
+        .await;
+    let product = env.product(&gw, 1).await;
+    for _ in 0..5 {
+        assert!(gw.buy(product, 3).await.0.is_success());
+    }
+}
+
+/// Past `max_in_flight`, a buy is refused at once with 503 instead of waiting; the local
+/// sold-out marker still answers 409 without taking a place.
+#[tokio::test]
+async fn past_max_in_flight_a_buy_is_refused_at_once() {
+    let env = TestEnv::new().await;
+    // Kafka never answers, so a buy holds its place for the whole delivery timeout.
+    let gw = env
+        .gateway_with(|s| {
+            s.max_in_flight = 1;
+            s.kafka_brokers = "127.0.0.1:1".into();
+            s.kafka_delivery_timeout_ms = 1500;
+            s.sold_out_ttl_ms = 60_000;
+        })
+        .await;
+    gw.wait_for_zookeeper().await;
+    let product = env.product(&gw, 5).await;
+    let gone = env.product(&gw, 0).await;
+    assert_eq!(
+        gw.buy(gone, 5).await.0,
+        StatusCode::CONFLICT,
+        "sets the marker"
+    );
+    assert_eq!(gw.metric("seckill_gateway_sold_out_markers").await, 1.0);
+    assert_eq!(gw.metric("seckill_gateway_max_in_flight").await, 1.0);
+
+    let slow = tokio::spawn({
+        let url = format!("{}/v1/seckill/{product}", gw.base);
+        let http = gw.http.clone();
+        async move {
+            let res = http
+                .post(url)
+                .json(&json!({"user_id": 1}))
+                .send()
+                .await
+                .unwrap();
+            (res.status(), res.json::<serde_json::Value>().await.unwrap())
+        }
+    });
+    eventually(
+        "the slow buy to take the place",
+        Duration::from_secs(5),
+        || async { (gw.metric("seckill_gateway_in_flight").await == 1.0).then_some(()) },
+    )
+    .await;
+
+    let t0 = Instant::now();
+    let res = buy_raw(&gw, product, 2).await;
+    assert!(t0.elapsed() < Duration::from_millis(500), "refused at once");
+    assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(res.headers()["retry-after"], "1");
+    let body: serde_json::Value = res.json().await.unwrap();
+    assert_eq!(body["error"], "unavailable", "{body}");
+    assert!(
+        body["message"].as_str().unwrap().contains("capacity"),
+        "{body}"
+    );
+    // The marker comes first and needs no place.
+    assert_eq!(gw.buy(gone, 6).await.0, StatusCode::CONFLICT);
+
+    let (status, body) = slow.await.unwrap();
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(
+        body["message"].as_str().unwrap().contains("Kafka"),
+        "{body}"
+    );
+    assert_eq!(gw.metric("seckill_gateway_in_flight").await, 0.0);
+    assert_eq!(
+        gw.metric("seckill_gateway_requests_total{outcome=\"overloaded\",route=\"buy\"}")
+            .await,
+        1.0
+    );
+    assert_eq!(
+        gw.metric("seckill_gateway_requests_total{outcome=\"sold_out_marker\",route=\"buy\"}")
+            .await,
+        1.0
+    );
+    // Nothing was reserved, and the place is free again.
+    assert_eq!(env.redis_stock(product).await, 5);
+    let (status, body) = gw.buy(product, 3).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(
+        body["message"].as_str().unwrap().contains("Kafka"),
+        "admitted: {body}"
+    );
+}
