@@ -71,6 +71,11 @@ pub struct LoadArgs {
     #[arg(long, short = 'c', default_value_t = 64, value_name = "C")]
     pub concurrency: usize,
 
+    /// Pace the requests: at most this many per second in all (request `i` starts no earlier
+    /// than `i / RATE` seconds after the start). Default: as fast as the concurrency allows.
+    #[arg(long, value_name = "REQ_PER_SEC", value_parser = positive_rate)]
+    pub rate: Option<f64>,
+
     /// Requests each user makes (in rounds: every user's first, then every user's second…).
     #[arg(long, default_value_t = 1, value_name = "R")]
     pub requests_per_user: u64,
@@ -102,7 +107,7 @@ pub struct LoadArgs {
 
     /// HTTP client: `reqwest` (one pooled client) or `hyper` (each worker owns its
     /// connections; less client CPU per request).
-    #[arg(long, value_enum, default_value_t = crate::load::engine::EngineKind::Reqwest)]
+    #[arg(long, value_enum, default_value_t = crate::load::engine::EngineKind::Hyper)]
     pub engine: crate::load::engine::EngineKind,
 
     /// Per-request timeout; a request that takes longer is recorded as `error`. 0: none.
@@ -132,6 +137,13 @@ pub struct LoadArgs {
     /// Print the summary as one JSON object on stdout instead of a table.
     #[arg(long)]
     pub json: bool,
+}
+
+fn positive_rate(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(r) if r.is_finite() && r > 0.0 => Ok(r),
+        _ => Err("must be a number above 0".into()),
+    }
 }
 
 #[derive(Debug, Clone, Args)]

@@ -62,6 +62,8 @@ struct Shared {
     fresh_deadline: Option<Instant>,
     histograms: ShardedHistograms,
     history: HistorySink,
+    /// `--rate`: request `i` starts no earlier than `started + i / rate`.
+    pace: Option<(tokio::time::Instant, f64)>,
 }
 
 /// What one worker hands back when it stops.
@@ -118,6 +120,9 @@ async fn worker(shared: Arc<Shared>, id: usize) -> WorkerResult {
         let Some(slot) = shared.plan.slot(i) else {
             break;
         };
+        if let Some((start, rate)) = shared.pace {
+            tokio::time::sleep_until(start + Duration::from_secs_f64(i as f64 / rate)).await;
+        }
         if slot.fresh {
             if shared.sold_out.all_sold_out(shared.sold_out_streak) {
                 shared.sold_out_reached.store(true, Ordering::Relaxed);
@@ -355,6 +360,7 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<Summary> {
             .then(|| started + Duration::from_secs_f64(args.sold_out_timeout)),
         histograms: ShardedHistograms::new((threads * 4).min(args.concurrency)),
         history: writer.sink(),
+        pace: args.rate.map(|r| (tokio::time::Instant::now(), r)),
     });
 
     let hidden = args.quiet || !std::io::stderr().is_terminal();

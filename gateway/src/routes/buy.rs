@@ -7,7 +7,7 @@ use crate::startup::AppState;
 use actix_web::http::header;
 use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
 use seckill_shared::settle::Outcome;
-use seckill_shared::store::Reservation;
+use seckill_shared::store::{Reservation, TicketRecord};
 use seckill_shared::{db, now_ms, OrderMessage, ProductId, Ticket, TicketStatus, UserId};
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
@@ -29,17 +29,47 @@ pub struct TicketBody {
     pub order_id: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reserved_at_ms: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub confirmed_at_ms: Option<i64>,
 }
 
 impl TicketBody {
     pub fn pending(ticket: &Ticket, user: UserId) -> Self {
+        Self::new(ticket, TicketStatus::Pending, user.get())
+    }
+
+    fn new(ticket: &Ticket, status: TicketStatus, user_id: u64) -> Self {
         Self {
             ticket: ticket.to_string(),
-            status: TicketStatus::Pending,
+            status,
             product_id: ticket.product().get(),
-            user_id: user.get(),
+            user_id,
             order_id: None,
             reason: None,
+            reserved_at_ms: None,
+            confirmed_at_ms: None,
+        }
+    }
+
+    /// From the fast Redis copy.
+    pub fn from_record(ticket: &Ticket, r: TicketRecord) -> Self {
+        Self {
+            order_id: r.order_id,
+            reason: r.reason,
+            reserved_at_ms: Some(r.created_at_ms).filter(|t| *t > 0),
+            confirmed_at_ms: r.confirmed_at_ms,
+            ..Self::new(ticket, r.status, r.user_id)
+        }
+    }
+
+    /// From MySQL, once the Redis copy has expired.
+    pub fn from_settled(ticket: &Ticket, s: db::SettledTicket) -> Self {
+        Self {
+            order_id: s.order_id,
+            reason: s.reason,
+            ..Self::new(ticket, s.status, s.user_id)
         }
     }
 }
@@ -243,24 +273,13 @@ pub async fn current_ticket(
     ticket: &Ticket,
     user: UserId,
 ) -> Result<TicketBody, ApiError> {
-    let mut body = TicketBody::pending(ticket, user);
     match state.store.ticket(ticket).await {
-        Ok(Some(rec)) => {
-            body.status = rec.status;
-            body.order_id = rec.order_id;
-            body.reason = rec.reason;
-        }
-        Ok(None) => {
-            if let Some(s) = db::settled_ticket(&state.db, ticket)
-                .await
-                .map_err(|e| ApiError::unavailable("MySQL", e))?
-            {
-                body.status = s.status;
-                body.order_id = s.order_id;
-                body.reason = s.reason;
-            }
-        }
-        Err(e) => return Err(ApiError::unavailable("Redis", e)),
+        Ok(Some(rec)) => Ok(TicketBody::from_record(ticket, rec)),
+        Ok(None) => Ok(db::settled_ticket(&state.db, ticket)
+            .await
+            .map_err(|e| ApiError::unavailable("MySQL", e))?
+            .map(|s| TicketBody::from_settled(ticket, s))
+            .unwrap_or_else(|| TicketBody::pending(ticket, user))),
+        Err(e) => Err(ApiError::unavailable("Redis", e)),
     }
-    Ok(body)
 }

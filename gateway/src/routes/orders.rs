@@ -4,35 +4,21 @@ use crate::error::ApiError;
 use crate::routes::TicketBody;
 use crate::startup::AppState;
 use actix_web::{web, HttpResponse};
-use seckill_shared::{db, Ticket, TicketStatus};
+use seckill_shared::{db, Ticket};
 
 pub async fn get_order(
     state: web::Data<AppState>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let ticket = Ticket::parse(&path)?;
-    let product_id = ticket.product().get();
-    let body = |status: TicketStatus,
-                user_id: u64,
-                order_id: Option<u64>,
-                reason: Option<String>| TicketBody {
-        ticket: ticket.to_string(),
-        status,
-        product_id,
-        user_id,
-        order_id,
-        reason,
-    };
     // The fast Redis copy first; MySQL once it has expired (or while Redis is down).
     let redis_err = match state.store.ticket(&ticket).await {
-        Ok(Some(r)) => {
-            return Ok(HttpResponse::Ok().json(body(r.status, r.user_id, r.order_id, r.reason)))
-        }
+        Ok(Some(r)) => return Ok(HttpResponse::Ok().json(TicketBody::from_record(&ticket, r))),
         Ok(None) => None,
         Err(e) => Some(e),
     };
     match db::settled_ticket(&state.db, &ticket).await {
-        Ok(Some(s)) => Ok(HttpResponse::Ok().json(body(s.status, s.user_id, s.order_id, s.reason))),
+        Ok(Some(s)) => Ok(HttpResponse::Ok().json(TicketBody::from_settled(&ticket, s))),
         Ok(None) => match redis_err {
             Some(e) => Err(ApiError::unavailable("Redis", e)),
             None => Err(ApiError::UnknownTicket),
