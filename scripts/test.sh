@@ -20,3 +20,8 @@ log "cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 log "cargo test"
 cargo test --workspace "$@" -- --test-threads 4
+
+# Two chaos scenarios end to end (no fault, and 10 % of orders failing), each with a full
+# audit of Redis, the tickets and MySQL. The whole suite is scripts/chaos.sh.
+log "chaos scenarios 1 and 2"
+PROFILE=debug scripts/chaos.sh --scenarios "1 2"

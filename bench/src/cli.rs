@@ -1,4 +1,5 @@
-//! The command line: `seckill-bench load …` and `seckill-bench audit …`.
+//! The command line: `seckill-bench load …`, `seckill-bench audit …` and
+//! `seckill-bench mysql-ceiling …`.
 
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -38,6 +39,9 @@ pub enum Command {
     Load(LoadArgs),
     /// Check the sale's invariants against a history file, Redis and MySQL.
     Audit(AuditArgs),
+    /// Measure the raw MySQL ceiling: write order rows with plain multi-row INSERTs, one
+    /// transaction per batch, nothing else involved.
+    MysqlCeiling(MysqlCeilingArgs),
 }
 
 #[derive(Debug, Clone, Args)]
@@ -177,6 +181,33 @@ pub struct AuditArgs {
     pub concurrency: usize,
 
     /// Print the result as one JSON object on stdout instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct MysqlCeilingArgs {
+    /// Default: SECKILL_MYSQL_URL. The database must have the `orders` table (`worker migrate`).
+    #[arg(long, value_name = "URL")]
+    pub mysql_url: Option<String>,
+
+    /// The rows' product id. Use one that nothing else writes: every row is a new order.
+    #[arg(long, value_name = "ID")]
+    pub product: u64,
+
+    /// Rows to write in all.
+    #[arg(long, default_value_t = 20_000, value_name = "N")]
+    pub rows: u64,
+
+    /// Rows per INSERT and transaction (the worker's SECKILL_WORKER_BATCH_SIZE).
+    #[arg(long, default_value_t = 500, value_name = "N")]
+    pub batch: usize,
+
+    /// User ids are FIRST_USER, FIRST_USER + 1, …
+    #[arg(long, default_value_t = 1, value_name = "ID")]
+    pub first_user: u64,
+
+    /// Print the result as one JSON object on stdout.
     #[arg(long)]
     pub json: bool,
 }

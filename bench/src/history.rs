@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! {"kind":"request","sent_at_us":…,"recv_at_us":…,"gateway":"http://…","user_id":7,"status":202,"ticket":"…","error":null}
-//! {"kind":"settled","ticket":"…","user_id":7,"status":"confirmed","order_id":12,"reason":null}
+//! {"kind":"settled","ticket":"…","user_id":7,"status":"confirmed","order_id":12,"reason":null,"answered_at_us":…,"reserved_at_ms":…,"confirmed_at_ms":…}
 //! {"kind":"summary", …}
 //! ```
 //!
@@ -53,6 +53,17 @@ pub struct SettledLine {
     pub status: String,
     pub order_id: Option<u64>,
     pub reason: Option<String>,
+    /// When the load tool received the answer that issued the ticket (its `202` if it saw
+    /// one), µs since the epoch, client clock.
+    #[serde(default)]
+    pub answered_at_us: Option<u64>,
+    /// When Redis reserved the unit, ms since the epoch, the gateway's clock (from the ticket).
+    #[serde(default)]
+    pub reserved_at_ms: Option<i64>,
+    /// When the worker confirmed the ticket in Redis after the MySQL commit, ms since the
+    /// epoch, the worker's clock (from the ticket).
+    #[serde(default)]
+    pub confirmed_at_ms: Option<i64>,
 }
 
 /// A request line as `audit` reads it.

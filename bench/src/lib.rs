@@ -6,8 +6,11 @@
 //! - [`audit`]: `seckill-bench audit`, reads the history file, Redis and MySQL and checks the
 //!   sale's invariants (no oversell, no duplicate, nothing lost, conservation, no undersell).
 //! - [`history`]: the JSON-lines history file both share.
+//! - [`ceiling`]: `seckill-bench mysql-ceiling`, the raw MySQL insert rate the worker's drain
+//!   rate is measured against.
 
 pub mod audit;
+pub mod ceiling;
 pub mod cli;
 pub mod history;
 pub mod load;
@@ -20,6 +23,7 @@ pub async fn run(cli: cli::Cli) -> anyhow::Result<bool> {
     match cli.command {
         cli::Command::Load(args) => load::run(args).await.map(|_| true),
         cli::Command::Audit(args) => audit::run(args).await,
+        cli::Command::MysqlCeiling(args) => ceiling::run(args).await.map(|_| true),
     }
 }
 

@@ -22,7 +22,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use plan::{Outcome, Plan, SoldOutTracker, StopRule};
 use serde::Deserialize;
 use settle::IssuedTicket;
-use stats::{OutcomeStats, ShardedHistograms, Summary, TicketTotals};
+use stats::{E2eLatency, OutcomeStats, ShardedHistograms, Summary, TicketTotals};
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 use std::io::IsTerminal;
@@ -174,6 +174,8 @@ async fn worker(shared: Arc<Shared>, id: usize) -> WorkerResult {
                         ticket: t.to_string(),
                         user_id: slot.user,
                         gateway: gw,
+                        answered_at_us: sent_at_us + latency_us,
+                        fresh: outcome == Outcome::Accepted,
                     });
                 }
             } else if outcome == Outcome::SoldOut {
@@ -423,15 +425,7 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<Summary> {
     }
     pb.finish_and_clear();
 
-    // One line per distinct ticket: a 200 repeats the ticket of an earlier 202.
-    let mut seen: HashMap<&str, ()> = HashMap::new();
-    let mut distinct: Vec<IssuedTicket> = Vec::new();
-    for t in &tickets {
-        if seen.insert(t.ticket.as_str(), ()).is_none() {
-            distinct.push(t.clone());
-        }
-    }
-    drop(seen);
+    let distinct = distinct_tickets(&tickets);
     let accepted_users: HashSet<u64> = distinct.iter().map(|t| t.user_id).collect();
 
     let settle_started = Instant::now();
@@ -488,6 +482,7 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<Summary> {
         .collect();
     let all = OutcomeStats::from_histogram("all", &merged.total(), duration_s);
     let count = |s: &str| settled.iter().filter(|l| l.status == s).count() as u64;
+    let e2e = (mode == Mode::Buy).then(|| E2eLatency::from_settled(&settled));
     let summary = Summary {
         kind: "summary",
         engine: match args.engine {
@@ -527,6 +522,7 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<Summary> {
             unsettled: count("pending"),
         },
         settle_s,
+        e2e,
         history: history_path.map(|p| p.display().to_string()),
     };
     writer.line(&summary)?;
@@ -543,6 +539,28 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<Summary> {
     Ok(summary)
 }
 
+/// One entry per distinct ticket, in the order first seen: a `200` repeats the ticket of an
+/// earlier `202`. When both were seen, the `202`'s answer time is kept: that is when the
+/// reservation was handed out.
+fn distinct_tickets(tickets: &[IssuedTicket]) -> Vec<IssuedTicket> {
+    let mut index: HashMap<&str, usize> = HashMap::with_capacity(tickets.len());
+    let mut distinct: Vec<IssuedTicket> = Vec::with_capacity(tickets.len());
+    for t in tickets {
+        match index.get(t.ticket.as_str()) {
+            Some(&i) => {
+                if t.fresh && !distinct[i].fresh {
+                    distinct[i] = t.clone();
+                }
+            }
+            None => {
+                index.insert(t.ticket.as_str(), distinct.len());
+                distinct.push(t.clone());
+            }
+        }
+    }
+    distinct
+}
+
 #[derive(serde::Serialize)]
 struct SettledOut<'a> {
     kind: &'static str,
@@ -553,6 +571,24 @@ struct SettledOut<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn distinct_tickets_keep_the_first_seen_order_and_the_202s_time() {
+        let t = |ticket: &str, at: u64, fresh: bool| IssuedTicket {
+            ticket: ticket.into(),
+            user_id: 1,
+            gateway: 0,
+            answered_at_us: at,
+            fresh,
+        };
+        let got = distinct_tickets(&[
+            t("1-a", 30, false),
+            t("1-b", 10, true),
+            t("1-a", 20, true),
+            t("1-b", 40, false),
+        ]);
+        assert_eq!(got, vec![t("1-a", 20, true), t("1-b", 10, true)]);
+    }
 
     #[test]
     fn tickets_are_read_from_buy_answers() {

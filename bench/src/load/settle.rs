@@ -14,6 +14,10 @@ pub struct IssuedTicket {
     pub user_id: u64,
     /// Index of the gateway that answered.
     pub gateway: usize,
+    /// When the answer arrived, µs since the epoch (client clock).
+    pub answered_at_us: u64,
+    /// The answer was a `202` (a fresh reservation), not a `200` repeating a held ticket.
+    pub fresh: bool,
 }
 
 #[derive(Deserialize)]
@@ -23,6 +27,10 @@ struct OrderBody {
     order_id: Option<u64>,
     #[serde(default)]
     reason: Option<String>,
+    #[serde(default)]
+    reserved_at_ms: Option<i64>,
+    #[serde(default)]
+    confirmed_at_ms: Option<i64>,
 }
 
 enum Poll {
@@ -86,6 +94,9 @@ pub async fn poll_tickets(
                             status: body.status,
                             order_id: body.order_id,
                             reason: body.reason,
+                            answered_at_us: Some(t.answered_at_us),
+                            reserved_at_ms: body.reserved_at_ms,
+                            confirmed_at_ms: body.confirmed_at_ms,
                         }),
                         Ok(None) => Poll::NotYet(None),
                         Err(e) => Poll::NotYet(Some(e)),
@@ -128,6 +139,9 @@ pub async fn poll_tickets(
                 status: "pending".into(),
                 order_id: None,
                 reason: seen,
+                answered_at_us: Some(t.answered_at_us),
+                reserved_at_ms: None,
+                confirmed_at_ms: None,
             })
         })
         .collect()

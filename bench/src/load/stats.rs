@@ -144,6 +144,65 @@ pub struct TicketTotals {
     pub unsettled: u64,
 }
 
+/// End-to-end latency of the confirmed tickets: from the `202` arriving at the load tool
+/// (client clock, µs) to the worker confirming the ticket after its MySQL commit
+/// (`confirmed_at_ms` of the ticket, server clock, ms). Both clocks are this machine's when
+/// everything runs on one host; elsewhere the figure includes their skew.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct E2eLatency {
+    /// Confirmed tickets that had both times.
+    pub count: u64,
+    /// Confirmed before the `202` arrived (ms rounding, or a fast worker): counted as 0.
+    pub negative: u64,
+    pub p50_ms: f64,
+    pub p90_ms: f64,
+    pub p99_ms: f64,
+    pub p999_ms: f64,
+    pub max_ms: f64,
+    /// Reserved (Redis, gateway clock) to confirmed: the server-side part alone.
+    pub server_p50_ms: f64,
+    pub server_p99_ms: f64,
+}
+
+impl E2eLatency {
+    pub fn from_settled(lines: &[crate::history::SettledLine]) -> Self {
+        let mut h = new_histogram();
+        let mut server = new_histogram();
+        let mut out = Self::default();
+        for l in lines.iter().filter(|l| l.status == "confirmed") {
+            let (Some(answered_us), Some(confirmed_ms)) = (l.answered_at_us, l.confirmed_at_ms)
+            else {
+                continue;
+            };
+            let d = confirmed_ms.saturating_mul(1000) - answered_us as i64;
+            if d < 0 {
+                out.negative += 1;
+            }
+            h.saturating_record(d.max(1) as u64);
+            if let Some(reserved_ms) = l.reserved_at_ms {
+                let s = (confirmed_ms - reserved_ms).saturating_mul(1000);
+                server.saturating_record(s.max(1) as u64);
+            }
+        }
+        let q = |h: &Histogram<u64>, p: f64| {
+            if h.is_empty() {
+                0.0
+            } else {
+                h.value_at_quantile(p) as f64 / 1000.0
+            }
+        };
+        out.count = h.len();
+        out.p50_ms = q(&h, 0.5);
+        out.p90_ms = q(&h, 0.9);
+        out.p99_ms = q(&h, 0.99);
+        out.p999_ms = q(&h, 0.999);
+        out.max_ms = if h.is_empty() { 0.0 } else { h.max() as f64 / 1000.0 };
+        out.server_p50_ms = q(&server, 0.5);
+        out.server_p99_ms = q(&server, 0.99);
+        out
+    }
+}
+
 /// The whole run, as printed (`--json`) and as the history's last line.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Summary {
@@ -174,6 +233,8 @@ pub struct Summary {
     pub all: OutcomeStats,
     pub tickets: TicketTotals,
     pub settle_s: f64,
+    /// Buy runs: `202` received → confirmed, over the tickets the polling saw confirmed.
+    pub e2e: Option<E2eLatency>,
     pub history: Option<String>,
 }
 
@@ -234,6 +295,22 @@ impl Summary {
                 "tickets: {} issued, {} confirmed, {} failed, {} unsettled (polled for {:.2} s)",
                 t.issued, t.confirmed, t.failed, t.unsettled, self.settle_s
             );
+            if let Some(e) = self.e2e.as_ref().filter(|e| e.count > 0) {
+                let _ = writeln!(
+                    s,
+                    "202 -> confirmed: {} tickets, p50 {:.1} ms, p90 {:.1} ms, p99 {:.1} ms, \
+                     max {:.1} ms ({} confirmed before the 202 arrived); reserved -> confirmed \
+                     p50 {:.1} ms, p99 {:.1} ms",
+                    e.count,
+                    e.p50_ms,
+                    e.p90_ms,
+                    e.p99_ms,
+                    e.max_ms,
+                    e.negative,
+                    e.server_p50_ms,
+                    e.server_p99_ms
+                );
+            }
         }
         if let Some(h) = &self.history {
             let _ = writeln!(s, "history: {h}");
@@ -245,6 +322,37 @@ impl Summary {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn e2e_latency_runs_from_the_202_to_the_confirmation() {
+        let line = |status: &str, answered_us: u64, reserved_ms: i64, confirmed_ms: Option<i64>| {
+            crate::history::SettledLine {
+                ticket: "1-00".into(),
+                user_id: 1,
+                status: status.into(),
+                order_id: None,
+                reason: None,
+                answered_at_us: Some(answered_us),
+                reserved_at_ms: Some(reserved_ms),
+                confirmed_at_ms: confirmed_ms,
+            }
+        };
+        let mut lines: Vec<_> = (0..100u64)
+            .map(|i| line("confirmed", 1_000_000, 999, Some(1000 + i as i64 + 1)))
+            .collect();
+        lines.push(line("failed", 1_000_000, 999, None));
+        lines.push(line("confirmed", 1_000_000, 999, None));
+        // Confirmed 1 ms "before" the answer: ms rounding of the server clock.
+        lines.push(line("confirmed", 2_000_500, 1999, Some(2000)));
+        let e = E2eLatency::from_settled(&lines);
+        assert_eq!(e.count, 101);
+        assert_eq!(e.negative, 1);
+        assert!((e.p50_ms - 50.0).abs() < 0.1, "{e:?}");
+        assert!((e.p99_ms - 99.0).abs() < 0.1, "{e:?}");
+        assert!((e.max_ms - 100.0).abs() < 0.1, "{e:?}");
+        assert!((e.server_p50_ms - 51.0).abs() < 0.1, "{e:?}");
+        assert!(E2eLatency::from_settled(&[]).count == 0);
+    }
 
     #[test]
     fn histograms_merge_and_give_percentiles() {

@@ -1,0 +1,499 @@
+#!/usr/bin/env bash
+# The performance figures of the buy path and the drain, each next to a ceiling measured in the
+# same run on the same machine (see docs/BENCHMARKS.md for what each figure means).
+#
+#   scripts/bench.sh                  every figure, then rewrites the results block of
+#                                     docs/BENCHMARKS.md
+#   scripts/bench.sh --quick          smoke run: 3 s per figure, small N; prints the table only
+#   scripts/bench.sh --figures "1 2"  a subset (1..9; wrk runs with 1); prints the table only
+#   scripts/bench.sh --profile        perf-record the gateway during (2) and (3) and the worker
+#                                     during (6); the figures are then perturbed: no doc rewrite
+#   scripts/bench.sh --report FILE    write the results block to FILE (any mode)
+#   scripts/bench.sh --no-report      never write the doc
+#
+# Settings (environment): BENCH_DURATION (s per figure, 10), BENCH_CONCURRENCY (64),
+# BENCH_ENGINE (hyper), BENCH_THREADS (load tool threads; default one per CPU),
+# BENCH_DRAIN_N (orders of (6) and (7), 20000), BENCH_ROW_N (orders of (8), 2000),
+# BENCH_BATCH (worker batch size of (6) and (7), 500), BENCH_LINGER_MS (worker batch linger, 20),
+# BENCH_HTTP_WORKERS (gateway actix workers; default: the gateway's own default),
+# BENCH_MAX_IN_FLIGHT (100000), BENCH_E2E_FRACTION (rate of (9) as a share of (2), 0.5),
+# BENCH_KAFKA_LINGER_MS (gateway producer linger; default: the gateway's own default).
+# Gateways listen on 28081.., workers' health on 29191..; every group of figures runs on a
+# fresh namespace (Redis prefix, ZooKeeper root, MySQL database sk_<ns>, topic, group), all
+# removed at the end. Binaries: release, in CARGO_TARGET_DIR (default target/).
+set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$ROOT"
+[[ -f $HOME/.cargo/env ]] && . "$HOME/.cargo/env"
+
+QUICK=0 PROFILE=0 FIGURES="1 2 3 4 5 6 7 8 9" REPORT=auto
+while (($#)); do
+    case $1 in
+        --quick) QUICK=1; shift ;;
+        --profile) PROFILE=1; shift ;;
+        --figures) FIGURES=$2; shift 2 ;;
+        --report) REPORT=$2; shift 2 ;;
+        --no-report) REPORT=""; shift ;;
+        -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+        *) die "unknown argument $1 (see --help)" ;;
+    esac
+done
+if ((QUICK)); then
+    : "${BENCH_DURATION:=3}" "${BENCH_DRAIN_N:=5000}" "${BENCH_ROW_N:=500}"
+fi
+: "${BENCH_DURATION:=10}" "${BENCH_CONCURRENCY:=64}" "${BENCH_ENGINE:=hyper}" "${BENCH_THREADS:=}"
+: "${BENCH_DRAIN_N:=20000}" "${BENCH_ROW_N:=2000}" "${BENCH_BATCH:=500}" "${BENCH_LINGER_MS:=20}"
+: "${BENCH_HTTP_WORKERS:=}" "${BENCH_MAX_IN_FLIGHT:=100000}" "${BENCH_E2E_FRACTION:=0.5}"
+: "${BENCH_KAFKA_LINGER_MS:=}"
+if [[ $REPORT == auto ]]; then
+    REPORT=""
+    if ((!QUICK && !PROFILE)) && [[ $FIGURES == "1 2 3 4 5 6 7 8 9" ]]; then
+        REPORT=docs/BENCHMARKS.md
+    fi
+fi
+want() { [[ " $FIGURES " == *" $1 "* ]]; }
+D=$BENCH_DURATION C=$BENCH_CONCURRENCY
+GW_PORTS=(28081 28082 28083 28084) WK_PORTS=(29191 29192)
+TOKEN=bench-admin-token
+
+for tool in wrk redis-benchmark python3 curl; do
+    command -v "$tool" >/dev/null || die "$tool is missing: scripts/dev-up.sh installs it"
+done
+if ((PROFILE)); then
+    command -v perf >/dev/null || die "perf is missing (Debian package linux-perf)"
+fi
+if pgrep -f 'scripts/chaos\.sh' >/dev/null; then
+    warn "scripts/chaos.sh is running: it shares the CPUs and restarts services; figures will be low"
+fi
+
+scripts/dev-up.sh
+eval "$(dev_env)"
+log "building (release)"
+cargo build --release --bin gateway --bin worker --bin seckill-bench
+BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release
+RUN=b$(date +%H%M%S)x$RANDOM
+OUT=$DEV_DIR/bench/$RUN
+mkdir -p "$OUT"
+BASE_MYSQL=${SECKILL_MYSQL_URL%/*}
+log "run $RUN: logs and raw results in $OUT"
+
+# ------------------------------------------------------------ processes ---
+declare -A PIDS=()
+NAMESPACES=()
+stop_proc() { # key
+    local pid=${PIDS[$1]:-}
+    [[ -n $pid ]] || return 0
+    kill -TERM "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    unset "PIDS[$1]"
+}
+cleanup() {
+    local k ns
+    for k in "${!PIDS[@]}"; do stop_proc "$k"; done
+    for ns in "${NAMESPACES[@]}"; do
+        mysql_root -e "DROP DATABASE IF EXISTS \`sk_$ns\`" 2>/dev/null || true
+        redis-cli -p "$REDIS_PORT" --scan --pattern "sk:{$ns:*" 2>/dev/null |
+            xargs -r -n 1000 redis-cli -p "$REDIS_PORT" UNLINK >/dev/null 2>&1 || true
+        "$(tansu_bin)" topic delete "orders-$ns" --broker "tcp://127.0.0.1:$KAFKA_PORT" \
+            >>"$OUT/tansu.log" 2>&1 || true
+    done
+}
+trap cleanup EXIT
+
+# A fresh namespace: database (migrated), topic; exported for the processes started next.
+new_namespace() { # suffix
+    NS=$RUN$1
+    NAMESPACES+=("$NS")
+    mysql_root -e "CREATE DATABASE \`sk_$NS\`"
+    export SECKILL_NAMESPACE=$NS SECKILL_MYSQL_URL=$BASE_MYSQL/sk_$NS \
+        SECKILL_KAFKA_TOPIC=orders-$NS SECKILL_WORKER_GROUP=workers-$NS \
+        SECKILL_ADMIN_TOKEN=$TOKEN SECKILL_LOG_FORMAT=json
+    "$BIN/worker" migrate >>"$OUT/migrate.log" 2>&1
+    ensure_kafka_topic "orders-$NS" 8 >>"$OUT/topics.log" 2>&1
+}
+
+# The benchmark gateway's settings: no per-user limit, an admission cap that never binds.
+GATEWAY_ENV=(SECKILL_RATE_LIMIT_PER_USER_PER_SEC=0 "SECKILL_MAX_IN_FLIGHT=$BENCH_MAX_IN_FLIGHT")
+[[ -z $BENCH_HTTP_WORKERS ]] || GATEWAY_ENV+=("SECKILL_HTTP_WORKERS=$BENCH_HTTP_WORKERS")
+[[ -z $BENCH_KAFKA_LINGER_MS ]] || GATEWAY_ENV+=("SECKILL_KAFKA_LINGER_MS=$BENCH_KAFKA_LINGER_MS")
+
+start_gateway() { # index [VAR=value...] (overrides GATEWAY_ENV)
+    local i=$1
+    shift
+    env "${GATEWAY_ENV[@]}" "$@" SECKILL_HTTP_ADDR="127.0.0.1:${GW_PORTS[$i]}" \
+        "$BIN/gateway" >>"$OUT/gateway-$i-$SECKILL_NAMESPACE.log" 2>&1 &
+    PIDS[g$i]=$!
+    wait_for -t 30 -m "gateway $i" curl -fsS "http://127.0.0.1:${GW_PORTS[$i]}/livez"
+    # The sold-out marker needs the ZooKeeper session; wait for it on every gateway alike.
+    wait_for -t 30 -m "gateway $i's ZooKeeper session" gw_metric_is "$i" \
+        seckill_gateway_zookeeper_connected 1
+}
+start_worker() { # index [VAR=value...]
+    local i=$1
+    shift
+    env "$@" SECKILL_WORKER_HTTP_ADDR="127.0.0.1:${WK_PORTS[$i]}" \
+        "$BIN/worker" >>"$OUT/worker-$i-$SECKILL_NAMESPACE.log" 2>&1 &
+    PIDS[w$i]=$!
+}
+gw_metric() { # index name
+    curl -fsS "http://127.0.0.1:${GW_PORTS[$1]}/metrics" | awk -v n="$2" '$1 == n { print $2 }'
+}
+gw_metric_is() { [[ $(gw_metric "$1" "$2") == "$3" ]]; }
+worker_assigned() { # index partitions
+    curl -fsS "http://127.0.0.1:${WK_PORTS[$1]}/healthz" |
+        python3 -c 'import json,sys; sys.exit(json.load(sys.stdin).get("assigned_partitions") != int(sys.argv[1]))' "$2"
+}
+admin() { # gateway-index METHOD PATH [BODY]
+    curl -fsS -X "$2" "http://127.0.0.1:${GW_PORTS[$1]}$3" -H "Authorization: Bearer $TOKEN" \
+        -H 'Content-Type: application/json' ${4:+-d "$4"}
+}
+json_field() { python3 -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"; }
+new_product() { # gateway-index stock -> id (created and preloaded)
+    local id
+    id=$(admin "$1" POST /admin/products "{\"name\": \"bench $RUN\", \"stock\": $2}" | json_field id)
+    admin "$1" POST "/admin/products/$id/preload" >/dev/null
+    echo "$id"
+}
+sql() { mysql_root -N -B "sk_$SECKILL_NAMESPACE" -e "$1"; }
+
+LOAD=("$BIN/seckill-bench")
+[[ -z $BENCH_THREADS ]] || LOAD+=(--threads "$BENCH_THREADS")
+load() { # output-name load-args...
+    local name=$1
+    shift
+    "${LOAD[@]}" load --quiet --json --engine "$BENCH_ENGINE" --concurrency "$C" "$@" \
+        >"$OUT/$name.json" 2>"$OUT/$name.log" || { err "load $name failed: $OUT/$name.log"; return 1; }
+}
+
+# perf, attached to a process (or system-wide with -a) while a command runs.
+PERF_PID=""
+perf_start() { # name pid|-a
+    ((PROFILE)) || return 0
+    local target=(-p "$2")
+    [[ $2 == -a ]] && target=(-a)
+    perf record -e cpu-clock -F 499 -g "${target[@]}" -o "$OUT/perf-$1.data" \
+        >"$OUT/perf-$1.log" 2>&1 &
+    PERF_PID=$!
+    sleep 0.5
+}
+perf_stop() { # name
+    ((PROFILE)) || return 0
+    kill -INT "$PERF_PID" 2>/dev/null || true
+    wait "$PERF_PID" 2>/dev/null || true
+    perf report -i "$OUT/perf-$1.data" --no-children --sort comm,dso --stdio 2>/dev/null |
+        grep -v '^#' | grep -v '^$' | head -40 >"$OUT/perf-$1-by-process.txt" || true
+    perf report -i "$OUT/perf-$1.data" --no-children --sort dso,sym --stdio -g none 2>/dev/null |
+        grep -v '^#' | grep -v '^$' | head -80 >"$OUT/perf-$1-symbols.txt" || true
+    log "profile of $1: $OUT/perf-$1-*.txt"
+}
+
+# ---------------------------------------------------- gateway figures ---
+# (1) /livez, wrk, (2) accept path, (2L) with the per-user limit on, (3) sold-out path,
+# (4) sync mode, (5) redis-benchmark of the reservation script.
+if want 1 || want 2 || want 3 || want 4 || want 5; then
+    new_namespace g
+    start_gateway 0
+    GW0=http://127.0.0.1:${GW_PORTS[0]}
+fi
+
+if want 1; then
+    log "(1) bare HTTP: GET /livez, ${D} s at concurrency $C"
+    load f1 --gateway "$GW0" --path-get /livez --duration "$D"
+    log "(1w) the same with wrk"
+    wrk -t "$(nproc)" -c "$C" -d "${D}s" --latency "$GW0/livez" >"$OUT/wrk.txt" 2>&1
+fi
+
+if want 2; then
+    P2=$(new_product 0 1000000000)
+    log "(2) accept path: product $P2, unique users, ${D} s"
+    perf_start f2 -a
+    load f2 --gateway "$GW0" --product "$P2" --users 1000000000 --first-user 1 \
+        --duration "$D" --settle-timeout 0 --no-history
+    perf_stop f2
+fi
+
+if want 3; then
+    P3=$(new_product 0 0)
+    # The first 409 comes from Redis and sets the marker (the ZooKeeper session is up).
+    curl -sS -o /dev/null -X POST "$GW0/v1/seckill/$P3" -H 'Content-Type: application/json' \
+        -d '{"user_id": 1}'
+    wait_for -t 10 -m "the sold-out marker" gw_metric_is 0 seckill_gateway_sold_out_markers 1
+    hits0=$(gw_metric 0 seckill_gateway_sold_out_marker_hits_total)
+    log "(3) sold-out path: product $P3, marker set, ${D} s"
+    perf_start f3 -a
+    load f3 --gateway "$GW0" --product "$P3" --users 1000000000 --first-user 2 \
+        --duration "$D" --settle-timeout 0 --no-history
+    perf_stop f3
+    hits1=$(gw_metric 0 seckill_gateway_sold_out_marker_hits_total)
+    echo "{\"marker_hits\": $((${hits1%.*} - ${hits0%.*})), \"marker_sets\": $(gw_metric 0 seckill_gateway_sold_out_marker_sets_total)}" \
+        >"$OUT/f3-marker.json"
+fi
+
+if want 2; then
+    # The same accept path with the per-user rate limit at its defaults (5/s, burst 10): every
+    # user buys once, so it never refuses; the difference is its cost (one more script call).
+    stop_proc g0
+    start_gateway 0 SECKILL_RATE_LIMIT_PER_USER_PER_SEC=5
+    log "(2L) accept path with the per-user limit on, ${D} s"
+    load f2l --gateway "$GW0" --product "$P2" --users 1000000000 --first-user 2000000000 \
+        --duration "$D" --settle-timeout 0 --no-history
+    stop_proc g0
+    start_gateway 0
+fi
+
+if want 4; then
+    P4=$(new_product 0 1000000000)
+    start_gateway 1 SECKILL_GATEWAY_MODE=sync
+    log "(4) sync mode (201 after the MySQL write): product $P4, ${D} s"
+    load f4 --gateway "http://127.0.0.1:${GW_PORTS[1]}" --product "$P4" --users 1000000000 \
+        --duration "$D" --settle-timeout 0 --no-history
+    stop_proc g1
+fi
+
+if want 5; then
+    P5=$(new_product 0 1000000000)
+    SHA=$(redis-cli -p "$REDIS_PORT" SCRIPT LOAD "$(cat shared/src/store/reserve.lua)")
+    K="sk:{$SECKILL_NAMESPACE:$P5}:"
+    rb() { # requests -> csv
+        redis-benchmark -p "$REDIS_PORT" -c "$C" -n "$1" -r 1000000000 --csv \
+            EVALSHA "$SHA" 5 "${K}stock" "${K}meta" "${K}buyers" "${K}pending" \
+            "${K}t:$P5-__rand_int__" __rand_int__ "$P5-__rand_int__" "$(date +%s%3N)" 600 "$P5"
+    }
+    rps_of() { python3 -c 'import csv,sys; r=list(csv.reader(sys.stdin)); print(int(float(r[-1][1])))'; }
+    # Calibrate the request count so that the run lasts about D seconds.
+    n=$(rb 20000 | rps_of)
+    log "(5) redis-benchmark of reserve.lua: about ${D} s ($((n * D)) calls) at concurrency $C"
+    rb $((n * D)) >"$OUT/f5.csv"
+fi
+
+# ------------------------------------------------------ drain figures ---
+drain_rows() { sql "SELECT COUNT(*) FROM orders WHERE product_id = $1"; }
+rows_are() { [[ $(drain_rows "$1") -ge $2 ]]; }
+# Buys N orders through a gateway with no worker running, then starts one worker and times
+# the drain into MySQL. Writes OUT/NAME.json.
+drain() { # name orders worker-env...
+    local name=$1 n=$2 p t0 t1 stats
+    shift 2
+    start_gateway 2
+    p=$(new_product 2 "$n")
+    load "$name-buy" --gateway "http://127.0.0.1:${GW_PORTS[2]}" --product "$p" --users "$n" \
+        --total "$n" --settle-timeout 0 --no-history
+    stop_proc g2 # flushes its producer: every order is in Kafka
+    log "($name) $n orders queued; starting one worker ($*)"
+    t0=$(date +%s.%N)
+    start_worker 0 SECKILL_PENDING_TIMEOUT_MS=3600000 "$@"
+    perf_start "$name" "${PIDS[w0]}"
+    wait_for -t 600 -m "$n rows of product $p" rows_are "$p" "$n"
+    t1=$(date +%s.%N)
+    perf_stop "$name"
+    stop_proc w0
+    # Rows of one INSERT share created_at: the first batch's rows are written at the first
+    # timestamp, the rest between the first and the last.
+    stats=$(sql "SELECT COUNT(*), UNIX_TIMESTAMP(MIN(created_at)), UNIX_TIMESTAMP(MAX(created_at)),
+                  SUM(created_at = (SELECT MIN(created_at) FROM orders WHERE product_id = $p)),
+                  COUNT(DISTINCT created_at)
+                 FROM orders WHERE product_id = $p")
+    # shellcheck disable=SC2086 # $stats is five numbers
+    python3 - "$OUT/$name.json" "$n" "$t0" "$t1" $stats <<'PY'
+import json, sys
+path, n, t0, t1, rows, first, last, in_first, batches = sys.argv[1:]
+n, t0, t1, rows, first, last = int(n), float(t0), float(t1), int(rows), float(first), float(last)
+in_first = int(in_first)
+steady = (rows - in_first) / (last - first) if last > first else None
+json.dump({"orders": n, "rows": rows, "batches": int(batches),
+           "from_start_s": t1 - t0, "from_start_per_s": rows / (t1 - t0),
+           "start_to_first_row_s": first - t0,
+           "drain_s": last - first, "per_s": steady}, open(path, "w"))
+PY
+}
+
+if want 6 || want 7; then
+    new_namespace d
+fi
+if want 7; then
+    log "(7) raw MySQL ceiling: $BENCH_DRAIN_N rows in batches of $BENCH_BATCH"
+    "${LOAD[@]}" mysql-ceiling --json --product 999999999 --rows "$BENCH_DRAIN_N" \
+        --batch "$BENCH_BATCH" >"$OUT/f7.json" 2>"$OUT/f7.log"
+fi
+if want 6; then
+    drain f6 "$BENCH_DRAIN_N" "SECKILL_WORKER_BATCH_SIZE=$BENCH_BATCH" \
+        "SECKILL_WORKER_BATCH_LINGER_MS=$BENCH_LINGER_MS"
+fi
+if want 8; then
+    new_namespace r
+    drain f8 "$BENCH_ROW_N" SECKILL_WORKER_BATCH_SIZE=1 "SECKILL_WORKER_BATCH_LINGER_MS=$BENCH_LINGER_MS"
+fi
+
+# ---------------------------------------------------- end-to-end (9) ---
+if want 9; then
+    new_namespace e
+    if [[ -f $OUT/f2.json ]]; then
+        peak=$(json_field req_per_s <"$OUT/f2.json")
+    else
+        log "(9) needs the peak of (2): measuring it for 3 s"
+        start_gateway 3
+        p=$(new_product 3 1000000000)
+        load f9-peak --gateway "http://127.0.0.1:${GW_PORTS[3]}" --product "$p" --users 1000000000 \
+            --duration 3 --settle-timeout 0 --no-history
+        peak=$(json_field req_per_s <"$OUT/f9-peak.json")
+        stop_proc g3
+    fi
+    rate=$(python3 -c "print(round($peak * $BENCH_E2E_FRACTION))")
+    start_worker 1 "SECKILL_WORKER_BATCH_SIZE=$BENCH_BATCH" "SECKILL_WORKER_BATCH_LINGER_MS=$BENCH_LINGER_MS"
+    start_gateway 3
+    P9=$(new_product 3 1000000000)
+    wait_for -t 90 -m "the worker to own all 8 partitions" worker_assigned 1 8
+    log "(9) end to end: $rate req/s offered (open loop) for ${D} s, one worker"
+    load f9 --gateway "http://127.0.0.1:${GW_PORTS[3]}" --product "$P9" --users 1000000000 \
+        --rate "$rate" --duration "$D" --settle-timeout 120 --history "$OUT/f9-history.jsonl"
+    stop_proc g3
+    stop_proc w1
+fi
+
+# --------------------------------------------------------------- table ---
+for k in "${!PIDS[@]}"; do stop_proc "$k"; done
+SETTINGS="duration ${D} s per figure, concurrency $C, engine $BENCH_ENGINE, load tool threads ${BENCH_THREADS:-$(nproc) (one per CPU)}; \
+gateway SECKILL_RATE_LIMIT_PER_USER_PER_SEC=0 SECKILL_MAX_IN_FLIGHT=$BENCH_MAX_IN_FLIGHT\
+${BENCH_HTTP_WORKERS:+ SECKILL_HTTP_WORKERS=$BENCH_HTTP_WORKERS}${BENCH_KAFKA_LINGER_MS:+ SECKILL_KAFKA_LINGER_MS=$BENCH_KAFKA_LINGER_MS}; \
+worker SECKILL_WORKER_BATCH_SIZE=$BENCH_BATCH SECKILL_WORKER_BATCH_LINGER_MS=$BENCH_LINGER_MS; \
+(6)/(7) $BENCH_DRAIN_N orders, (8) $BENCH_ROW_N orders; (9) at $BENCH_E2E_FRACTION x (2)"
+CHAOS_NOTE=""
+if pgrep -f 'scripts/chaos\.sh' >/dev/null; then CHAOS_NOTE="scripts/chaos.sh was running during this run."; fi
+python3 - "$OUT" "$REPORT" "$SETTINGS" "$QUICK" "$PROFILE" "$CHAOS_NOTE" "$*" <<'PY'
+import datetime, json, os, platform, re, subprocess, sys
+out, report, settings, quick, profile, chaos_note, _ = sys.argv[1:]
+
+def load(name):
+    p = os.path.join(out, name)
+    try:
+        return json.load(open(p))
+    except Exception:
+        return None
+
+def outcome(summary, label):
+    for o in (summary or {}).get("outcomes", []):
+        if o["outcome"] == label:
+            return o
+    return None
+
+def fmt(x, unit=""):
+    if x is None:
+        return "n/a"
+    return f"{x:,.1f}{unit}" if x < 100 else f"{x:,.0f}{unit}"
+
+rows = []  # (figure, what, value, p99, ratio text, goal, met)
+f1, f2, f2l, f3, f4 = (load(f"{n}.json") for n in ("f1", "f2", "f2l", "f3", "f4"))
+f6, f7, f8, f9 = (load(f"{n}.json") for n in ("f6", "f7", "f8", "f9"))
+v1 = f1 and f1["req_per_s"]
+wrk_rps = wrk_p99 = None
+try:
+    w = open(os.path.join(out, "wrk.txt")).read()
+    wrk_rps = float(re.search(r"Requests/sec:\s*([\d.]+)", w).group(1))
+    m = re.search(r"99%\s+([\d.]+)(us|ms|s)\b", w)
+    if m:
+        wrk_p99 = float(m.group(1)) * {"us": 0.001, "ms": 1, "s": 1000}[m.group(2)]
+except Exception:
+    pass
+v5 = None
+try:
+    import csv
+    r = list(csv.reader(open(os.path.join(out, "f5.csv"))))
+    v5 = float(r[-1][1])
+    v5_p99 = float(r[-1][r[0].index("p99_latency_ms")]) if "p99_latency_ms" in r[0] else None
+except Exception:
+    v5_p99 = None
+
+def ok(summary, label):
+    o = outcome(summary, label)
+    return (o["per_sec"], o["p99_ms"]) if o else (None, None)
+
+v2, p2 = ok(f2, "202")
+v2l, p2l = ok(f2l, "202")
+v3, p3 = ok(f3, "409")
+v4, p4 = ok(f4, "201")
+def ratio(a, b):
+    return a / b if a is not None and b else None
+def met(r, goal):
+    return None if r is None else r >= goal
+
+def row(fig, what, value, unit, p99, ratio_text, goal, good):
+    mark = {True: "yes", False: "**no**", None: "n/a"}[good] if goal else ""
+    rows.append(f"| {fig} | {what} | {fmt(value)} {unit} | {'' if p99 is None else f'{p99:.2f} ms'} | {ratio_text} | {goal} | {mark} |")
+
+def rt(r, label):
+    return "n/a" if r is None else f"{r:.2f} × {label}"
+
+row("1", "bare HTTP: `GET /livez` (seckill-bench)", v1, "req/s", f1 and f1["all"]["p99_ms"], "ceiling", "", None)
+row("1w", "bare HTTP: `GET /livez` (wrk)", wrk_rps, "req/s", wrk_p99, rt(ratio(wrk_rps, v1), "(1)"), "", None)
+row("2", "accept path: `202`, unique users", v2, "req/s", p2, rt(ratio(v2, v1), "(1)"), "≥ 0.5 × (1)", met(ratio(v2, v1), 0.5))
+row("2L", "(2) with the per-user limit on (5/s)", v2l, "req/s", p2l, rt(ratio(v2l, v2), "(2)"), "", None)
+marker = load("f3-marker.json")
+what3 = "sold-out path: `409` from the marker"
+if marker and f3:
+    what3 += f" ({marker['marker_hits'] / max(1, f3['requests']):.1%} marker hits)"
+row("3", what3, v3, "req/s", p3, rt(ratio(v3, v1), "(1)"), "≥ 0.9 × (1)", met(ratio(v3, v1), 0.9))
+row("4", "sync mode: `201` after the MySQL write", v4, "req/s", p4, "(2) = " + rt(ratio(v2, v4), "(4)"), "(2) ≥ 10 × (4)", met(ratio(v2, v4), 10))
+row("5", "Redis ceiling: `redis-benchmark` EVALSHA reserve.lua", v5, "calls/s", v5_p99, "(2) = " + rt(ratio(v2, v5), "(5)"), "report", None)
+v6 = f6 and f6["per_s"]
+v7 = f7 and f7["rows_per_s"]
+v8 = f8 and f8["per_s"]
+r67, r68 = ratio(v6, v7), ratio(v6, v8)
+row("6", f"worker drain, batched ({f6['orders'] if f6 else '?'} orders)", v6, "orders/s",
+    None, f"{rt(r67, '(7)')}; {rt(r68, '(8)')}", "≥ 0.5 × (7), ≥ 20 × (8)",
+    None if r67 is None or r68 is None else (r67 >= 0.5 and r68 >= 20))
+row("7", "raw MySQL ceiling: multi-row INSERT loop", v7, "rows/s", f7 and f7["batch_p99_ms"], "ceiling", "", None)
+row("8", f"row-at-a-time worker ({f8['orders'] if f8 else '?'} orders)", v8, "orders/s", None, "baseline", "", None)
+e2e = (f9 or {}).get("e2e") or {}
+v9_rate = f9 and f9["req_per_s"]
+what9 = "end to end: `202` → confirmed"
+if f9:
+    t = f9["tickets"]
+    what9 += f" at {v9_rate:,.0f} req/s offered-and-served; p50 {e2e.get('p50_ms', 0):.1f} ms ({e2e.get('count', 0)}/{t['issued']} tickets confirmed)"
+p99_9 = e2e.get("p99_ms") if e2e else None
+row("9", what9, None if p99_9 is None else p99_9, "ms p99", None, "", "p99 ≤ 50 ms", None if p99_9 is None else p99_9 <= 50)
+
+drain_notes = []
+for name, d in (("6", f6), ("8", f8)):
+    if d:
+        drain_notes.append(f"({name}): {d['rows']} rows in {d['batches']} transactions; steady drain {d['drain_s']:.2f} s; "
+                           f"from worker start {d['from_start_s']:.2f} s ({d['from_start_per_s']:,.0f} orders/s, incl. "
+                           f"{d['start_to_first_row_s']:.2f} s start-up and group join)")
+
+header = "| # | figure | value | p99 | ratio | goal | met |\n|---|---|---|---|---|---|---|"
+table = header + "\n" + "\n".join(rows)
+cpu = ""
+try:
+    cpu = [l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")][0]
+except Exception:
+    pass
+nproc = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()
+now = datetime.datetime.now(datetime.timezone.utc)
+mode = "quick smoke run (--quick)" if quick == "1" else ("profiled run (--profile): figures perturbed by perf" if profile == "1" else "full run")
+block = f"""<!-- bench:begin (generated by scripts/bench.sh; edit outside this block) -->
+## Latest results
+
+{now:%Y-%m-%d %H:%M} UTC, {mode}, on {platform.node()}: `nproc` = {nproc}, {cpu}, {platform.system()} {platform.release()}.
+Settings: {settings}.
+{chaos_note}
+
+{table}
+
+{chr(10).join('- ' + n for n in drain_notes)}
+- Raw results: `{os.path.relpath(out)}` (removed by `scripts/dev-down.sh --purge`).
+<!-- bench:end -->
+"""
+print()
+print(table)
+for n in drain_notes:
+    print(n)
+if report:
+    text = open(report).read() if os.path.exists(report) else "# Benchmarks\n\n"
+    if "<!-- bench:begin" in text and "<!-- bench:end -->" in text:
+        head = text[: text.index("<!-- bench:begin")]
+        tail = text[text.index("<!-- bench:end -->") + len("<!-- bench:end -->\n"):]
+        text = head + block + tail
+    else:
+        text = text.rstrip() + "\n\n" + block
+    open(report, "w").write(text)
+    print(f"wrote {report}", file=sys.stderr)
+PY
