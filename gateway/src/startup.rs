@@ -66,12 +66,7 @@ impl Application {
 
         let metrics = Metrics::new();
         metrics.max_in_flight.set(settings.max_in_flight as i64);
-        let store = TicketStore::new(
-            &settings.redis_url,
-            &settings.namespace,
-            settings.ticket_ttl_secs,
-            settings.redis_timeout(),
-        )?;
+        let store = TicketStore::from_settings(&settings)?;
         let pool = db::pool(&settings.mysql_url, 16)?;
         let publisher = OrderPublisher::new(&settings)?;
         let sold_out = Arc::new(SoldOutMarkers::new(

@@ -60,12 +60,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     if let Some(Command::Reconcile { product_id }) = cli.command {
         let product = ProductId::parse(&product_id)?;
         let pool = db::pool(&settings.mysql_url, 1)?;
-        let store = TicketStore::new(
-            &settings.redis_url,
-            &settings.namespace,
-            settings.ticket_ttl_secs,
-            settings.redis_timeout(),
-        )?;
+        let store = TicketStore::from_settings(&settings)?;
         let report = recovery::reconcile(&store, &pool, product)
             .await?
             .ok_or_else(|| anyhow::anyhow!("product {product} is not in MySQL"))?;

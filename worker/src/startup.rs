@@ -72,12 +72,7 @@ impl Worker {
         })
         .await?;
 
-        let store = TicketStore::new(
-            &settings.redis_url,
-            &settings.namespace,
-            settings.ticket_ttl_secs,
-            settings.redis_timeout(),
-        )?;
+        let store = TicketStore::from_settings(&settings)?;
         let metrics = Metrics::new();
         let assigned: Assignment = Arc::default();
         let consumer: StreamConsumer<WorkerContext> = kafka::consumer_config(&settings)

@@ -91,6 +91,22 @@ pub async fn create_product(
         .json(json!({"id": id.get()})))
 }
 
+async fn mysql_product(state: &AppState, id: ProductId) -> Result<db::Product, ApiError> {
+    db::product(&state.db, id)
+        .await
+        .map_err(|e| ApiError::unavailable("MySQL", e))?
+        .ok_or(ApiError::UnknownProduct)
+}
+
+/// Units may be for sale again: drop this gateway's marker at once and publish `"false"` so
+/// the others follow. Returns whether the publish reached ZooKeeper.
+async fn announce_for_sale(state: &AppState, id: ProductId) -> bool {
+    state
+        .sold_out
+        .drop_marker(id, crate::sold_out::DropCause::ZkFalse);
+    state.sold_out.publish_not_sold_out(id).await
+}
+
 /// `POST /admin/products/{id}/preload`: copy the MySQL stock into Redis and publish `"false"`.
 pub async fn preload(
     req: HttpRequest,
@@ -99,20 +115,13 @@ pub async fn preload(
 ) -> Result<HttpResponse, ApiError> {
     authorize(&req, &state)?;
     let id = product_id(&path)?;
-    let product = db::product(&state.db, id)
-        .await
-        .map_err(|e| ApiError::unavailable("MySQL", e))?
-        .ok_or(ApiError::UnknownProduct)?;
+    let product = mysql_product(&state, id).await?;
     let stock_redis = state
         .store
         .preload(id, product.stock, product.starts_at_ms, product.ends_at_ms)
         .await
         .map_err(|e| ApiError::unavailable("Redis", e))?;
-    // Drop our own marker at once; the others follow the ZooKeeper event.
-    state
-        .sold_out
-        .drop_marker(id, crate::sold_out::DropCause::ZkFalse);
-    let published = state.sold_out.publish_not_sold_out(id).await;
+    let published = announce_for_sale(&state, id).await;
     Ok(HttpResponse::Ok().json(json!({
         "id": id.get(),
         "stock_db": product.stock,
@@ -134,10 +143,7 @@ pub async fn reconcile(
         .await
         .map_err(|e| ApiError::unavailable("Redis or MySQL", e))?
         .ok_or(ApiError::UnknownProduct)?;
-    state
-        .sold_out
-        .drop_marker(id, crate::sold_out::DropCause::ZkFalse);
-    let published = state.sold_out.publish_not_sold_out(id).await;
+    let published = announce_for_sale(&state, id).await;
     let mut body = serde_json::to_value(&report).map_err(anyhow::Error::from)?;
     body["id"] = id.get().into();
     body["published"] = published.into();
@@ -152,10 +158,7 @@ pub async fn get_product(
 ) -> Result<HttpResponse, ApiError> {
     authorize(&req, &state)?;
     let id = product_id(&path)?;
-    let product = db::product(&state.db, id)
-        .await
-        .map_err(|e| ApiError::unavailable("MySQL", e))?
-        .ok_or(ApiError::UnknownProduct)?;
+    let product = mysql_product(&state, id).await?;
     let counts = state
         .store
         .counts(id)
