@@ -77,6 +77,19 @@ sold() { # units no longer in Redis stock
     s=$(admin GET "/admin/products/$PRODUCT" 2>/dev/null | json_field stock_redis) || return 1
     [[ $s =~ ^-?[0-9]+$ ]] && ((STOCK - s >= FAULT_AFTER))
 }
+# A process that died on its own (not by an injected kill) is restarted, as a supervisor such
+# as compose's restart policy would, and counted in the table's "crashes" column.
+revive() {
+    local key kind i
+    for key in g0 g1 w0 w1; do
+        kind=${key:0:1} i=${key:1}
+        [[ -n ${PIDS[$key]:-} ]] && ! kill -0 "${PIDS[$key]}" 2>/dev/null || continue
+        echo "$(date -u +%T) $key died on its own; restarting it" >>"$RUN_DIR/crashes.log"
+        CRASHES=$((CRASHES + 1))
+        if [[ $kind == g ]]; then start_gateway "$i"; else start_worker "$i"; fi
+    done
+}
+revived_and_healthy() { revive; all_healthy; }
 all_healthy() {
     local p
     for p in "${GW_PORTS[@]}"; do curl -fsS "http://127.0.0.1:$p/healthz" >/dev/null || return 1; done
@@ -98,6 +111,7 @@ inject() { # scenario
 ROWS=()
 run_one() { # scenario run
     local sc=$1 run=$2 ns db started fault_at recovered load_pid result
+    CRASHES=0
     ns=c${sc}r${run}x$RANDOM
     db=sk_$ns
     RUN_DIR=$OUT/$ns
@@ -119,20 +133,21 @@ run_one() { # scenario run
         --until-sold-out --sold-out-timeout 240 --settle-timeout 120 --timeout 10 \
         --history "$RUN_DIR/history.jsonl" >"$RUN_DIR/load.json" 2>"$RUN_DIR/load.log" &
     load_pid=$!
-    wait_for -t 120 -m "$FAULT_AFTER units sold" sold
+    result=PASS
+    wait_for -t 120 -m "$FAULT_AFTER units sold" sold || result=ERROR
     fault_at=$SECONDS
-    inject "$sc"
-    wait_for -t 120 -m "every process healthy again" all_healthy
+    inject "$sc" || result=ERROR
+    wait_for -t 120 -m "every process healthy again" revived_and_healthy || result=ERROR
     recovered=$((SECONDS - fault_at))
     wait "$load_pid" || warn "load exited non-zero (see $RUN_DIR/load.log)"
+    revive
 
-    result=PASS
     "$BIN/seckill-bench" audit --json --history "$RUN_DIR/history.jsonl" --product "$PRODUCT" \
         --namespace "$ns" >"$RUN_DIR/audit.json" 2>"$RUN_DIR/audit.log" || result=FAIL
     stop_all
-    ROWS+=("$(python3 - "$RUN_DIR/audit.json" "$RUN_DIR/load.json" "$sc" "${NAME[$sc]}" "$run" "$recovered" "$((SECONDS - started))" "$result" <<'PY'
+    ROWS+=("$(python3 - "$RUN_DIR/audit.json" "$RUN_DIR/load.json" "$sc" "${NAME[$sc]}" "$run" "$recovered" "$((SECONDS - started))" "$result" "$CRASHES" <<'PY'
 import json, sys
-audit_path, load_path, sc, name, run, recovered, took, result = sys.argv[1:]
+audit_path, load_path, sc, name, run, recovered, took, result, crashes = sys.argv[1:]
 try:
     audit = json.load(open(audit_path))
     checks = {c["id"]: c for c in audit["checks"]}
@@ -141,11 +156,11 @@ try:
     sold = audit.get("order_rows", "?")
 except Exception:  # no audit output at all
     cells, sold = ["?"] * 6, "?"
-print("| %s %s | %s | %s | %s | %s s | %s s | %s |" % (sc, name, run, " | ".join(cells), sold, recovered, took, result))
+print("| %s %s | %s | %s | %s | %s s | %s | %s s | %s |" % (sc, name, run, " | ".join(cells), sold, recovered, crashes, took, result))
 PY
 )")
     echo "${ROWS[-1]}"
-    [[ $result == PASS ]] || warn "audit failed: $RUN_DIR/audit.json"
+    [[ $result == PASS ]] || warn "run failed ($result): $RUN_DIR"
     mysql_root -e "DROP DATABASE \`$db\`" || true
 }
 
@@ -153,8 +168,8 @@ for ((run = 1; run <= RUNS; run++)); do
     for sc in $SCENARIOS; do run_one "$sc" "$run"; done
 done
 
-HEADER="| scenario | run | 1 not oversold | 2 no double sale | 3 nothing lost | 4 tickets = rows | 5 stock conserved | 6 not undersold | sold | recovery | run took | audit |
-|---|---|---|---|---|---|---|---|---|---|---|---|"
+HEADER="| scenario | run | 1 not oversold | 2 no double sale | 3 nothing lost | 4 tickets = rows | 5 stock conserved | 6 not undersold | sold | recovery | crashes | run took | audit |
+|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 TABLE=$(printf '%s\n' "$HEADER" "${ROWS[@]}")
 echo
 echo "$TABLE"
@@ -182,5 +197,5 @@ open(path, "w").write(head + body)
 PY
     log "wrote $REPORT"
 fi
-grep -q '\*\*FAIL\*\*\|| FAIL |' <<<"$TABLE" && { err "some audits failed"; exit 1; }
+grep -q '\*\*FAIL\*\*\|| FAIL |\|| ERROR |' <<<"$TABLE" && { err "some runs failed"; exit 1; }
 log "every audit passed"

@@ -7,10 +7,35 @@ use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::{ClientContext, Statistics};
 use seckill_shared::settle::{BatchReport, Outcome};
 use seckill_shared::OrderMessage;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
+
+/// A message copied out of the client: where it was, and the order it carried (`None` when it
+/// could not be decoded; it is logged and skipped, but its offset still counts).
+struct Received {
+    partition: i32,
+    offset: i64,
+    order: Option<OrderMessage>,
+}
+
+impl From<&BorrowedMessage<'_>> for Received {
+    fn from(m: &BorrowedMessage<'_>) -> Self {
+        let order = match OrderMessage::decode(m.payload().unwrap_or_default()) {
+            Ok(o) => Some(o),
+            Err(e) => {
+                tracing::error!(error = %e, partition = m.partition(), offset = m.offset(), "skipping an undecodable message");
+                None
+            }
+        };
+        Self {
+            partition: m.partition(),
+            offset: m.offset(),
+            order,
+        }
+    }
+}
 
 /// Partitions currently assigned to this worker.
 pub type Assignment = Arc<Mutex<BTreeSet<i32>>>;
@@ -70,6 +95,7 @@ impl Worker {
     pub(crate) async fn consume(&self, shutdown: &CancellationToken) {
         let size = self.settings.worker_batch_size;
         let linger = Duration::from_millis(self.settings.worker_batch_linger_ms);
+        let topic = self.settings.kafka_topic.as_str();
         loop {
             let first = tokio::select! {
                 biased;
@@ -77,18 +103,20 @@ impl Worker {
                 m = self.consumer.recv() => m,
             };
             let first = match first {
-                Ok(m) => m,
+                Ok(m) => Received::from(&m),
                 Err(e) => {
                     tracing::warn!(error = %e, "Kafka receive error");
                     tokio::time::sleep(Duration::from_millis(200)).await;
                     continue;
                 }
             };
+            // Messages are copied out of librdkafka at once, so nothing of the client's is
+            // held while the batch settles (a rebalance may happen meanwhile).
             let mut batch = vec![first];
             let deadline = tokio::time::Instant::now() + linger;
             while batch.len() < size {
                 match tokio::time::timeout_at(deadline, self.consumer.recv()).await {
-                    Ok(Ok(m)) => batch.push(m),
+                    Ok(Ok(m)) => batch.push(Received::from(&m)),
                     Ok(Err(e)) => {
                         tracing::warn!(error = %e, "Kafka receive error");
                         break;
@@ -96,15 +124,21 @@ impl Worker {
                     Err(_) => break,
                 }
             }
-            if !self.settle_with_retry(&batch, shutdown).await {
+            let orders: Vec<OrderMessage> = batch.iter().filter_map(|r| r.order.clone()).collect();
+            if !self.settle_with_retry(&orders, shutdown).await {
                 break; // stopped mid-retry: offsets stay unstored, the batch is redelivered
             }
-            for m in &batch {
-                if let Err(e) = self
-                    .consumer
-                    .store_offset(m.topic(), m.partition(), m.offset())
-                {
-                    tracing::warn!(error = %e, "could not store an offset");
+            // The highest offset of each partition: librdkafka commits offset + 1.
+            let mut high: BTreeMap<i32, i64> = BTreeMap::new();
+            for r in &batch {
+                let h = high.entry(r.partition).or_insert(r.offset);
+                *h = (*h).max(r.offset);
+            }
+            for (partition, offset) in high {
+                if let Err(e) = self.consumer.store_offset(topic, partition, offset) {
+                    // A partition revoked meanwhile: its new owner sees the batch again, and
+                    // settling it again changes nothing.
+                    tracing::warn!(error = %e, partition, "could not store an offset");
                 }
             }
         }
@@ -114,25 +148,11 @@ impl Worker {
         self.consumer.unsubscribe();
     }
 
-    async fn settle_with_retry(
-        &self,
-        batch: &[BorrowedMessage<'_>],
-        shutdown: &CancellationToken,
-    ) -> bool {
-        let orders: Vec<OrderMessage> = batch
-            .iter()
-            .filter_map(|m| match OrderMessage::decode(m.payload().unwrap_or_default()) {
-                Ok(o) => Some(o),
-                Err(e) => {
-                    tracing::error!(error = %e, partition = m.partition(), offset = m.offset(), "skipping an undecodable message");
-                    None
-                }
-            })
-            .collect();
+    async fn settle_with_retry(&self, orders: &[OrderMessage], shutdown: &CancellationToken) -> bool {
         let mut backoff = Duration::from_millis(100);
         loop {
             let started = Instant::now();
-            match self.process(&orders).await {
+            match self.process(orders).await {
                 Ok(_) => {
                     self.metrics
                         .commit_seconds
