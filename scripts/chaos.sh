@@ -50,13 +50,15 @@ BASE_MYSQL=${SECKILL_MYSQL_URL%/*}
 TOKEN=chaos-admin-token
 
 declare -A PIDS=()
+# Processes run in the run's folder with core dumps on, so a crash leaves a core there.
+ulimit -c unlimited 2>/dev/null || true
 start_gateway() { # index
-    SECKILL_HTTP_ADDR=127.0.0.1:${GW_PORTS[$1]} "$BIN/gateway" >>"$RUN_DIR/gateway-$1.log" 2>&1 &
+    (cd "$RUN_DIR" && exec env SECKILL_HTTP_ADDR=127.0.0.1:${GW_PORTS[$1]} "$BIN/gateway") >>"$RUN_DIR/gateway-$1.log" 2>&1 &
     PIDS[g$1]=$!
     wait_for -t 30 -m "gateway $1" curl -fsS "http://127.0.0.1:${GW_PORTS[$1]}/livez"
 }
 start_worker() { # index
-    SECKILL_WORKER_HTTP_ADDR=127.0.0.1:${WK_PORTS[$1]} "$BIN/worker" >>"$RUN_DIR/worker-$1.log" 2>&1 &
+    (cd "$RUN_DIR" && exec env SECKILL_WORKER_HTTP_ADDR=127.0.0.1:${WK_PORTS[$1]} "$BIN/worker") >>"$RUN_DIR/worker-$1.log" 2>&1 &
     PIDS[w$1]=$!
     wait_for -t 90 -m "worker $1" curl -fsS "http://127.0.0.1:${WK_PORTS[$1]}/livez"
 }
