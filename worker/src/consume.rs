@@ -148,7 +148,11 @@ impl Worker {
         self.consumer.unsubscribe();
     }
 
-    async fn settle_with_retry(&self, orders: &[OrderMessage], shutdown: &CancellationToken) -> bool {
+    async fn settle_with_retry(
+        &self,
+        orders: &[OrderMessage],
+        shutdown: &CancellationToken,
+    ) -> bool {
         let mut backoff = Duration::from_millis(100);
         loop {
             let started = Instant::now();

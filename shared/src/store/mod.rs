@@ -132,7 +132,12 @@ impl TicketStore {
     /// The store for `SECKILL_REDIS_URL`, `SECKILL_NAMESPACE`, `SECKILL_TICKET_TTL_SECS` and
     /// `SECKILL_REDIS_TIMEOUT_MS`.
     pub fn from_settings(s: &crate::Settings) -> anyhow::Result<Self> {
-        Self::new(&s.redis_url, &s.namespace, s.ticket_ttl_secs, s.redis_timeout())
+        Self::new(
+            &s.redis_url,
+            &s.namespace,
+            s.ticket_ttl_secs,
+            s.redis_timeout(),
+        )
     }
 
     pub fn keys(&self, product: ProductId) -> ProductKeys {
