@@ -82,13 +82,14 @@ pub struct SettledTicket {
     pub user_id: u64,
     pub order_id: Option<u64>,
     pub reason: Option<String>,
+    pub reserved_at_ms: Option<i64>,
 }
 
 pub async fn settled_ticket(
     pool: &MySqlPool,
     ticket: &Ticket,
 ) -> anyhow::Result<Option<SettledTicket>> {
-    if let Some(r) = sqlx::query("SELECT id, user_id FROM orders WHERE ticket = ?")
+    if let Some(r) = sqlx::query("SELECT id, user_id, reserved_at_ms FROM orders WHERE ticket = ?")
         .bind(ticket.as_str())
         .fetch_optional(pool)
         .await
@@ -99,6 +100,7 @@ pub async fn settled_ticket(
             user_id: r.get::<i64, _>("user_id") as u64,
             order_id: Some(r.get::<i64, _>("id") as u64),
             reason: None,
+            reserved_at_ms: Some(r.get("reserved_at_ms")),
         }));
     }
     let failed = sqlx::query("SELECT user_id, reason FROM failed_tickets WHERE ticket = ?")
@@ -111,5 +113,6 @@ pub async fn settled_ticket(
         user_id: r.get::<i64, _>("user_id") as u64,
         order_id: None,
         reason: Some(r.get("reason")),
+        reserved_at_ms: None,
     }))
 }
