@@ -17,7 +17,10 @@
 # BENCH_BATCH (worker batch size of (6) and (7), 500), BENCH_LINGER_MS (worker batch linger, 20),
 # BENCH_HTTP_WORKERS (gateway actix workers; default: the gateway's own default),
 # BENCH_MAX_IN_FLIGHT (100000), BENCH_E2E_FRACTION (rate of (9) as a share of (2), 0.5),
-# BENCH_KAFKA_LINGER_MS (gateway producer linger; default: the gateway's own default).
+# BENCH_E2E_RATE (a fixed rate for (9) instead, req/s),
+# BENCH_KAFKA_LINGER_MS (gateway producer linger; default: the gateway's own default),
+# BENCH_BIN (a directory with gateway, worker and seckill-bench to use instead of building:
+# before/after comparisons).
 # Gateways listen on 28081.., workers' health on 29191..; every group of figures runs on a
 # fresh namespace (Redis prefix, ZooKeeper root, MySQL database sk_<ns>, topic, group), all
 # removed at the end. Binaries: release, in CARGO_TARGET_DIR (default target/).
@@ -44,7 +47,7 @@ fi
 : "${BENCH_DURATION:=10}" "${BENCH_CONCURRENCY:=64}" "${BENCH_ENGINE:=hyper}" "${BENCH_THREADS:=}"
 : "${BENCH_DRAIN_N:=20000}" "${BENCH_ROW_N:=2000}" "${BENCH_BATCH:=500}" "${BENCH_LINGER_MS:=20}"
 : "${BENCH_HTTP_WORKERS:=}" "${BENCH_MAX_IN_FLIGHT:=100000}" "${BENCH_E2E_FRACTION:=0.5}"
-: "${BENCH_KAFKA_LINGER_MS:=}"
+: "${BENCH_KAFKA_LINGER_MS:=}" "${BENCH_E2E_RATE:=}"
 if [[ $REPORT == auto ]]; then
     REPORT=""
     if ((!QUICK && !PROFILE)) && [[ $FIGURES == "1 2 3 4 5 6 7 8 9" ]]; then
@@ -68,9 +71,14 @@ fi
 
 scripts/dev-up.sh
 eval "$(dev_env)"
-log "building (release)"
-cargo build --release --bin gateway --bin worker --bin seckill-bench
-BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release
+if [[ -n ${BENCH_BIN:-} ]]; then
+    BIN=$(cd "$BENCH_BIN" && pwd -P)
+    log "using the binaries in $BIN (BENCH_BIN); not building"
+else
+    log "building (release)"
+    cargo build --release --bin gateway --bin worker --bin seckill-bench
+    BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release
+fi
 RUN=b$(date +%H%M%S)x$RANDOM
 OUT=$DEV_DIR/bench/$RUN
 mkdir -p "$OUT"
@@ -141,7 +149,7 @@ gw_metric() { # index name
 gw_metric_is() { [[ $(gw_metric "$1" "$2") == "$3" ]]; }
 worker_assigned() { # index partitions
     curl -fsS "http://127.0.0.1:${WK_PORTS[$1]}/healthz" |
-        python3 -c 'import json,sys; sys.exit(json.load(sys.stdin).get("assigned_partitions") != int(sys.argv[1]))' "$2"
+        python3 -c 'import json,sys; sys.exit(len(json.load(sys.stdin).get("assigned_partitions") or []) != int(sys.argv[1]))' "$2"
 }
 admin() { # gateway-index METHOD PATH [BODY]
     curl -fsS -X "$2" "http://127.0.0.1:${GW_PORTS[$1]}$3" -H "Authorization: Bearer $TOKEN" \
@@ -156,13 +164,52 @@ new_product() { # gateway-index stock -> id (created and preloaded)
 }
 sql() { mysql_root -N -B "sk_$SECKILL_NAMESPACE" -e "$1"; }
 
+# Where the CPU goes: clock ticks (utime + stime) of every process involved, before and after
+# a measurement; the client's own CPU comes from bash's `time`.
+cpu_ticks() { # pid
+    local s
+    s=$(cat "/proc/$1/stat" 2>/dev/null) || { echo 0; return; }
+    s=${s##*) }
+    # shellcheck disable=SC2086 # split the fields after the command name
+    set -- $s
+    echo $((${12} + ${13}))
+}
+cpu_snapshot() { # file
+    local k pid
+    {
+        for k in "${!PIDS[@]}"; do echo "$k ${PIDS[$k]} $(cpu_ticks "${PIDS[$k]}")"; done
+        for k in redis:$REDIS_PID mysql:$MYSQL_PID kafka:$TANSU_PID zookeeper:$ZK_PID; do
+            pid=$(tr -dc '0-9' <"${k#*:}" 2>/dev/null) || continue
+            [[ -n $pid ]] && echo "${k%%:*} $pid $(cpu_ticks "$pid")"
+        done
+        awk '/^cpu / { print "machine 0", $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat
+        echo "clock 0 $(date +%s%N)"
+    } >"$1"
+}
+# measure NAME CMD...: runs CMD with CPU accounting (OUT/NAME.cpu0, .cpu1, .time).
+measure() {
+    local name=$1 rc=0
+    shift
+    cpu_snapshot "$OUT/$name.cpu0"
+    TIMEFORMAT='%R %U %S'
+    { time "$@"; } 2>"$OUT/$name.time" || rc=$?
+    cpu_snapshot "$OUT/$name.cpu1"
+    return $rc
+}
+
 LOAD=("$BIN/seckill-bench")
 [[ -z $BENCH_THREADS ]] || LOAD+=(--threads "$BENCH_THREADS")
-load() { # output-name load-args...
+load_only() { # output-name load-args...
     local name=$1
     shift
     "${LOAD[@]}" load --quiet --json --engine "$BENCH_ENGINE" --concurrency "$C" "$@" \
         >"$OUT/$name.json" 2>"$OUT/$name.log" || { err "load $name failed: $OUT/$name.log"; return 1; }
+}
+# Another engineer's chaos run may restart a service: wait until all answer before a figure.
+services_ok() { redis_ping && mysql_ping && zk_ping && kafka_ping; }
+load() {
+    wait_for -t 600 -m "every service to answer" services_ok
+    measure "$1" load_only "$@"
 }
 
 # perf, attached to a process (or system-wide with -a) while a command runs.
@@ -200,7 +247,7 @@ if want 1; then
     log "(1) bare HTTP: GET /livez, ${D} s at concurrency $C"
     load f1 --gateway "$GW0" --path-get /livez --duration "$D"
     log "(1w) the same with wrk"
-    wrk -t "$(nproc)" -c "$C" -d "${D}s" --latency "$GW0/livez" >"$OUT/wrk.txt" 2>&1
+    measure wrk wrk -t "$(nproc)" -c "$C" -d "${D}s" --latency "$GW0/livez" >"$OUT/wrk.txt"
 fi
 
 if want 2; then
@@ -263,7 +310,7 @@ if want 5; then
     # Calibrate the request count so that the run lasts about D seconds.
     n=$(rb 20000 | rps_of)
     log "(5) redis-benchmark of reserve.lua: about ${D} s ($((n * D)) calls) at concurrency $C"
-    rb $((n * D)) >"$OUT/f5.csv"
+    measure f5 rb $((n * D)) >"$OUT/f5.csv"
 fi
 
 # ------------------------------------------------------ drain figures ---
@@ -279,12 +326,17 @@ drain() { # name orders worker-env...
     load "$name-buy" --gateway "http://127.0.0.1:${GW_PORTS[2]}" --product "$p" --users "$n" \
         --total "$n" --settle-timeout 0 --no-history
     stop_proc g2 # flushes its producer: every order is in Kafka
+    local accepted
+    accepted=$(python3 -c 'import json,sys; print(sum(o["count"] for o in json.load(open(sys.argv[1]))["outcomes"] if o["outcome"] == "202"))' "$OUT/$name-buy.json")
+    [[ $accepted == "$n" ]] || die "($name) $accepted of $n buys were answered 202; see $OUT/$name-buy.json"
     log "($name) $n orders queued; starting one worker ($*)"
+    cpu_snapshot "$OUT/$name.cpu0"
     t0=$(date +%s.%N)
     start_worker 0 SECKILL_PENDING_TIMEOUT_MS=3600000 "$@"
     perf_start "$name" "${PIDS[w0]}"
     wait_for -t 600 -m "$n rows of product $p" rows_are "$p" "$n"
     t1=$(date +%s.%N)
+    cpu_snapshot "$OUT/$name.cpu1"
     perf_stop "$name"
     stop_proc w0
     # Rows of one INSERT share created_at: the first batch's rows are written at the first
@@ -312,8 +364,8 @@ if want 6 || want 7; then
 fi
 if want 7; then
     log "(7) raw MySQL ceiling: $BENCH_DRAIN_N rows in batches of $BENCH_BATCH"
-    "${LOAD[@]}" mysql-ceiling --json --product 999999999 --rows "$BENCH_DRAIN_N" \
-        --batch "$BENCH_BATCH" >"$OUT/f7.json" 2>"$OUT/f7.log"
+    measure f7 "${LOAD[@]}" mysql-ceiling --json --product 999999999 --rows "$BENCH_DRAIN_N" \
+        --batch "$BENCH_BATCH" >"$OUT/f7.json"
 fi
 if want 6; then
     drain f6 "$BENCH_DRAIN_N" "SECKILL_WORKER_BATCH_SIZE=$BENCH_BATCH" \
@@ -327,7 +379,9 @@ fi
 # ---------------------------------------------------- end-to-end (9) ---
 if want 9; then
     new_namespace e
-    if [[ -f $OUT/f2.json ]]; then
+    if [[ -n $BENCH_E2E_RATE ]]; then
+        peak=0
+    elif [[ -f $OUT/f2.json ]]; then
         peak=$(json_field req_per_s <"$OUT/f2.json")
     else
         log "(9) needs the peak of (2): measuring it for 3 s"
@@ -339,6 +393,7 @@ if want 9; then
         stop_proc g3
     fi
     rate=$(python3 -c "print(round($peak * $BENCH_E2E_FRACTION))")
+    if [[ -n $BENCH_E2E_RATE ]]; then rate=$BENCH_E2E_RATE; fi
     start_worker 1 "SECKILL_WORKER_BATCH_SIZE=$BENCH_BATCH" "SECKILL_WORKER_BATCH_LINGER_MS=$BENCH_LINGER_MS"
     start_gateway 3
     P9=$(new_product 3 1000000000)
@@ -356,7 +411,8 @@ SETTINGS="duration ${D} s per figure, concurrency $C, engine $BENCH_ENGINE, load
 gateway SECKILL_RATE_LIMIT_PER_USER_PER_SEC=0 SECKILL_MAX_IN_FLIGHT=$BENCH_MAX_IN_FLIGHT\
 ${BENCH_HTTP_WORKERS:+ SECKILL_HTTP_WORKERS=$BENCH_HTTP_WORKERS}${BENCH_KAFKA_LINGER_MS:+ SECKILL_KAFKA_LINGER_MS=$BENCH_KAFKA_LINGER_MS}; \
 worker SECKILL_WORKER_BATCH_SIZE=$BENCH_BATCH SECKILL_WORKER_BATCH_LINGER_MS=$BENCH_LINGER_MS; \
-(6)/(7) $BENCH_DRAIN_N orders, (8) $BENCH_ROW_N orders; (9) at $BENCH_E2E_FRACTION x (2)"
+(6)/(7) $BENCH_DRAIN_N orders, (8) $BENCH_ROW_N orders; (9) at ${BENCH_E2E_RATE:-$BENCH_E2E_FRACTION x (2)}${BENCH_E2E_RATE:+ req/s}; \
+binaries ${BENCH_BIN:+from $BENCH_BIN, }release build of commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- gateway worker shared bench || echo ' with local changes')"
 CHAOS_NOTE=""
 if pgrep -f 'scripts/chaos\.sh' >/dev/null; then CHAOS_NOTE="scripts/chaos.sh was running during this run."; fi
 python3 - "$OUT" "$REPORT" "$SETTINGS" "$QUICK" "$PROFILE" "$CHAOS_NOTE" "$*" <<'PY'
@@ -416,6 +472,13 @@ def ratio(a, b):
 def met(r, goal):
     return None if r is None else r >= goal
 
+def unexpected(summary, ok_label):
+    """Answers other than the figure's own, e.g. '503 × 12, error × 3'."""
+    if not summary:
+        return ""
+    bad = [f"{o['outcome']} × {o['count']}" for o in summary.get("outcomes", []) if o["outcome"] != ok_label]
+    return f" ⚠ also {', '.join(bad)}" if bad else ""
+
 def row(fig, what, value, unit, p99, ratio_text, goal, good):
     mark = {True: "yes", False: "**no**", None: "n/a"}[good] if goal else ""
     rows.append(f"| {fig} | {what} | {fmt(value)} {unit} | {'' if p99 is None else f'{p99:.2f} ms'} | {ratio_text} | {goal} | {mark} |")
@@ -423,16 +486,16 @@ def row(fig, what, value, unit, p99, ratio_text, goal, good):
 def rt(r, label):
     return "n/a" if r is None else f"{r:.2f} × {label}"
 
-row("1", "bare HTTP: `GET /livez` (seckill-bench)", v1, "req/s", f1 and f1["all"]["p99_ms"], "ceiling", "", None)
+row("1", "bare HTTP: `GET /livez` (seckill-bench)" + unexpected(f1, "200"), v1, "req/s", f1 and f1["all"]["p99_ms"], "ceiling", "", None)
 row("1w", "bare HTTP: `GET /livez` (wrk)", wrk_rps, "req/s", wrk_p99, rt(ratio(wrk_rps, v1), "(1)"), "", None)
-row("2", "accept path: `202`, unique users", v2, "req/s", p2, rt(ratio(v2, v1), "(1)"), "≥ 0.5 × (1)", met(ratio(v2, v1), 0.5))
-row("2L", "(2) with the per-user limit on (5/s)", v2l, "req/s", p2l, rt(ratio(v2l, v2), "(2)"), "", None)
+row("2", "accept path: `202`, unique users" + unexpected(f2, "202"), v2, "req/s", p2, rt(ratio(v2, v1), "(1)"), "≥ 0.5 × (1)", met(ratio(v2, v1), 0.5))
+row("2L", "(2) with the per-user limit on (5/s)" + unexpected(f2l, "202"), v2l, "req/s", p2l, rt(ratio(v2l, v2), "(2)"), "", None)
 marker = load("f3-marker.json")
 what3 = "sold-out path: `409` from the marker"
 if marker and f3:
     what3 += f" ({marker['marker_hits'] / max(1, f3['requests']):.1%} marker hits)"
-row("3", what3, v3, "req/s", p3, rt(ratio(v3, v1), "(1)"), "≥ 0.9 × (1)", met(ratio(v3, v1), 0.9))
-row("4", "sync mode: `201` after the MySQL write", v4, "req/s", p4, "(2) = " + rt(ratio(v2, v4), "(4)"), "(2) ≥ 10 × (4)", met(ratio(v2, v4), 10))
+row("3", what3 + unexpected(f3, "409"), v3, "req/s", p3, rt(ratio(v3, v1), "(1)"), "≥ 0.9 × (1)", met(ratio(v3, v1), 0.9))
+row("4", "sync mode: `201` after the MySQL write" + unexpected(f4, "201"), v4, "req/s", p4, "(2) = " + rt(ratio(v2, v4), "(4)"), "(2) ≥ 10 × (4)", met(ratio(v2, v4), 10))
 row("5", "Redis ceiling: `redis-benchmark` EVALSHA reserve.lua", v5, "calls/s", v5_p99, "(2) = " + rt(ratio(v2, v5), "(5)"), "report", None)
 v6 = f6 and f6["per_s"]
 v7 = f7 and f7["rows_per_s"]
@@ -449,6 +512,7 @@ what9 = "end to end: `202` → confirmed"
 if f9:
     t = f9["tickets"]
     what9 += f" at {v9_rate:,.0f} req/s offered-and-served; p50 {e2e.get('p50_ms', 0):.1f} ms ({e2e.get('count', 0)}/{t['issued']} tickets confirmed)"
+what9 += unexpected(f9, "202")
 p99_9 = e2e.get("p99_ms") if e2e else None
 row("9", what9, None if p99_9 is None else p99_9, "ms p99", None, "", "p99 ≤ 50 ms", None if p99_9 is None else p99_9 <= 50)
 
@@ -459,6 +523,63 @@ for name, d in (("6", f6), ("8", f8)):
                            f"from worker start {d['from_start_s']:.2f} s ({d['from_start_per_s']:,.0f} orders/s, incl. "
                            f"{d['start_to_first_row_s']:.2f} s start-up and group join)")
 
+# Where the CPU goes, per request (µs of CPU time per request served, by process).
+tck = os.sysconf("SC_CLK_TCK")
+def cpu_rows():
+    def snap(path):
+        d = {}
+        for line in open(path):
+            k, pid, v = line.split()
+            d[k] = (pid, int(v))
+        return d
+    def requests_of(name):
+        if name == "wrk":
+            m = re.search(r"(\d+) requests in", open(os.path.join(out, "wrk.txt")).read())
+            return int(m.group(1)) if m else None
+        d = load(f"{name}.json")
+        if d is None:
+            return None
+        return d.get("requests") or d.get("rows")
+    labels = {"f1": "(1) /livez", "wrk": "(1w) /livez, wrk", "f2": "(2) accept", "f2l": "(2L) accept, limiter on",
+              "f3": "(3) sold out", "f4": "(4) sync", "f5": "(5) redis-benchmark", "f6": "(6) drain, batched", "f7": "(7) raw MySQL inserts",
+              "f8": "(8) drain, row at a time", "f9": "(9) end to end"}
+    cols = ["gateway", "worker", "redis", "kafka", "mysql", "client", "machine"]
+    out_rows = []
+    for name, label in labels.items():
+        p0, p1 = os.path.join(out, f"{name}.cpu0"), os.path.join(out, f"{name}.cpu1")
+        if not (os.path.exists(p0) and os.path.exists(p1)):
+            continue
+        a, b = snap(p0), snap(p1)
+        wall = (b["clock"][1] - a["clock"][1]) / 1e9
+        per = {c: 0.0 for c in cols}
+        for k, (pid, v) in b.items():
+            if k in ("clock",):
+                continue
+            before = a.get(k)
+            base = before[1] if before and before[0] == pid else 0
+            role = {"g": "gateway", "w": "worker"}.get(k[0], k) if k[1:].isdigit() else k
+            if role in per:
+                per[role] += (v - base) / tck
+        try:
+            real, user, sys_ = (float(x) for x in open(os.path.join(out, f"{name}.time")).read().split()[-3:])
+            per["client"] = user + sys_
+        except Exception:
+            pass
+        n = requests_of(name)
+        if name == "f5" and v5 is not None:
+            n = int(v5 * wall)  # calls: rate × the run's length
+        if not n:
+            continue
+        listed = sum(per[c] for c in cols if c != "machine")
+        per["other"] = max(0.0, per["machine"] - listed)
+        cells = [f"{per[c] * 1e6 / n:.0f}" for c in cols[:-1] + ["other", "machine"]]
+        busy = per["machine"] / (wall * int(nproc)) if wall > 0 else 0
+        out_rows.append(f"| {label} | {n:,} | " + " | ".join(cells) + f" | {busy:.0%} |")
+    if not out_rows:
+        return ""
+    return ("| figure | requests | gateway | worker | Redis | Kafka (tansu) | MySQL | load tool | other | whole machine | machine busy |\n"
+            "|---|---|---|---|---|---|---|---|---|---|---|\n" + "\n".join(out_rows))
+
 header = "| # | figure | value | p99 | ratio | goal | met |\n|---|---|---|---|---|---|---|"
 table = header + "\n" + "\n".join(rows)
 cpu = ""
@@ -467,6 +588,11 @@ try:
 except Exception:
     pass
 nproc = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()
+import csv
+try:
+    cpu_table = cpu_rows()
+except Exception as e:  # never lose the main table over this one
+    cpu_table = f"(CPU accounting failed: {e})"
 now = datetime.datetime.now(datetime.timezone.utc)
 mode = "quick smoke run (--quick)" if quick == "1" else ("profiled run (--profile): figures perturbed by perf" if profile == "1" else "full run")
 block = f"""<!-- bench:begin (generated by scripts/bench.sh; edit outside this block) -->
@@ -479,6 +605,13 @@ Settings: {settings}.
 {table}
 
 {chr(10).join('- ' + n for n in drain_notes)}
+
+CPU time per request (µs), by process, over each figure's run (`/proc/<pid>/stat`; the load tool
+from `time`; "other" is everything else that ran, the kernel's softirq work on loopback traffic
+included; "whole machine" is all of it):
+
+{cpu_table}
+
 - Raw results: `{os.path.relpath(out)}` (removed by `scripts/dev-down.sh --purge`).
 <!-- bench:end -->
 """
@@ -486,6 +619,8 @@ print()
 print(table)
 for n in drain_notes:
     print(n)
+print()
+print(cpu_table)
 if report:
     text = open(report).read() if os.path.exists(report) else "# Benchmarks\n\n"
     if "<!-- bench:begin" in text and "<!-- bench:end -->" in text:

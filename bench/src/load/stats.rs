@@ -196,7 +196,11 @@ impl E2eLatency {
         out.p90_ms = q(&h, 0.9);
         out.p99_ms = q(&h, 0.99);
         out.p999_ms = q(&h, 0.999);
-        out.max_ms = if h.is_empty() { 0.0 } else { h.max() as f64 / 1000.0 };
+        out.max_ms = if h.is_empty() {
+            0.0
+        } else {
+            h.max() as f64 / 1000.0
+        };
         out.server_p50_ms = q(&server, 0.5);
         out.server_p99_ms = q(&server, 0.99);
         out
