@@ -47,6 +47,7 @@ RUN groupadd --system --gid 10001 seckill \
 
 COPY --from=builder /out/gateway /out/worker /usr/local/bin/
 
+# Both programs refuse to start without SECKILL_ADMIN_TOKEN (a secret: set it at run time).
 # Listen on every interface inside the container (the programs default to 127.0.0.1).
 ENV SECKILL_HTTP_ADDR=0.0.0.0:8080 \
     SECKILL_WORKER_HTTP_ADDR=0.0.0.0:9090 \

@@ -174,9 +174,8 @@ fn check_app(
     };
     let mut required: Vec<&str> = CONNECTIONS.iter().map(|c| c.0).collect();
     required.push(listen_var);
-    if matches!(role, Role::Gateway { .. }) {
-        required.push("SECKILL_ADMIN_TOKEN");
-    }
+    // Both programs refuse to start without it unless run with --dev.
+    required.push("SECKILL_ADMIN_TOKEN");
     for key in required {
         if !is_set(key) {
             problem(format!("does not set {key}"));
@@ -191,8 +190,11 @@ fn check_app(
         }
     };
 
-    if matches!(role, Role::Gateway { .. }) && settings.admin_token.trim().is_empty() {
-        problem("SECKILL_ADMIN_TOKEN is empty: the gateway refuses to start without --dev".into());
+    if settings.admin_token.trim().is_empty() {
+        problem(format!(
+            "SECKILL_ADMIN_TOKEN is empty: the {} refuses to start without --dev",
+            role.program()
+        ));
     }
 
     // Listen address: all interfaces (else nothing outside the container reaches it).
@@ -744,12 +746,21 @@ fn checker_catches_wrong_hosts_ports_and_values() {
         ),
         &["gateway-1", "use 0.0.0.0"],
     );
+    let no_token = compose_with(
+        "${SECKILL_ADMIN_TOKEN:-change-me}",
+        "${SECKILL_ADMIN_TOKEN}",
+    );
+    assert_rejected(&no_token, &["gateway-1", "SECKILL_ADMIN_TOKEN is empty"]);
+    assert_rejected(
+        &no_token,
+        &["worker-2", "SECKILL_ADMIN_TOKEN is empty", "worker refuses"],
+    );
     assert_rejected(
         &compose_with(
-            "${SECKILL_ADMIN_TOKEN:-change-me}",
-            "${SECKILL_ADMIN_TOKEN}",
+            "  SECKILL_ADMIN_TOKEN: ${SECKILL_ADMIN_TOKEN:-change-me}\n",
+            "",
         ),
-        &["gateway-1", "SECKILL_ADMIN_TOKEN is empty"],
+        &["worker-1", "does not set SECKILL_ADMIN_TOKEN"],
     );
     assert_rejected(
         &compose_with(

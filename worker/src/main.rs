@@ -1,15 +1,19 @@
+use anyhow::Context;
 use clap::{Parser, Subcommand};
 use seckill_shared::store::TicketStore;
 use seckill_shared::{db, recovery, telemetry, zk, ProductId, Settings};
 use seckill_worker::Worker;
 use std::path::PathBuf;
 use std::time::Duration;
+use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio_util::sync::CancellationToken;
 
 /// The seckill worker: persists orders from Kafka to MySQL, in batches, as one member of a
 /// consumer group.
 ///
 /// Configured by SECKILL_* environment variables, layered over an optional TOML file.
+/// Like the gateway, it refuses to start without SECKILL_ADMIN_TOKEN unless run with `--dev`
+/// (`migrate` and `reconcile` do not need it).
 #[derive(Parser)]
 #[command(version)]
 struct Cli {
@@ -19,6 +23,9 @@ struct Cli {
     /// Print the effective configuration (secrets redacted) and exit.
     #[arg(long)]
     print_config: bool,
+    /// Development mode: allows running without SECKILL_ADMIN_TOKEN.
+    #[arg(long)]
+    dev: bool,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -45,7 +52,7 @@ async fn main() {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
-    let settings = Settings::load(cli.config.as_deref())?;
+    let mut settings = Settings::load(cli.config.as_deref())?;
     if cli.print_config {
         print!("{}", settings.redacted_toml());
         return Ok(());
@@ -70,17 +77,18 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }
+    settings.require_admin_token(cli.dev)?;
+    // Caught from here on: a SIGTERM while the worker starts stops it as soon as it runs.
+    let term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let worker = Worker::build(settings).await?;
     tracing::info!(port = worker.port(), "worker started");
     let shutdown = CancellationToken::new();
-    tokio::spawn(stop_on_signal(shutdown.clone()));
+    tokio::spawn(stop_on_signal(term, shutdown.clone()));
     worker.run_until_stopped(shutdown).await
 }
 
 /// SIGTERM or SIGINT: finish the batch, commit, leave the group.
-async fn stop_on_signal(shutdown: CancellationToken) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate()).expect("installing the SIGTERM handler");
+async fn stop_on_signal(mut term: Signal, shutdown: CancellationToken) {
     tokio::select! {
         _ = term.recv() => {},
         _ = tokio::signal::ctrl_c() => {},

@@ -85,6 +85,8 @@ impl TicketBody {
 ///
 /// The `buy` span starts after the marker check: a marker hit logs nothing, and a sold-out
 /// flood is mostly marker hits, so it skips the span's cost (measured in docs/BENCHMARKS.md).
+/// Its fields are `product_id`, `user_id` and, once reserved, `ticket`: every event logged
+/// while the buy runs carries them (at `debug`, one event per accepted buy).
 pub async fn buy(
     req: HttpRequest,
     state: web::Data<AppState>,
@@ -101,7 +103,7 @@ pub async fn buy(
     }
     let span = tracing::info_span!(
         "buy",
-        product_id = %path,
+        product_id = product.get(),
         user_id = user.get(),
         ticket = tracing::field::Empty
     );
@@ -142,12 +144,15 @@ async fn admit_and_reserve(
 
     // Reservation and hand-off run in their own task: if the client goes away mid-request,
     // the task still finishes, so no reservation is left half done. The task holds the
-    // admission permit until it ends.
+    // admission permit until it ends, and runs in the `buy` span, which gets its ticket there.
     let task_state = state.clone();
-    let result = actix_web::rt::spawn(async move {
-        let _permit = permit;
-        reserve_and_hand_off(task_state, product, user).await
-    })
+    let result = actix_web::rt::spawn(
+        async move {
+            let _permit = permit;
+            reserve_and_hand_off(task_state, product, user).await
+        }
+        .instrument(tracing::Span::current()),
+    )
     .await
     .map_err(|e| ApiError::Unexpected(anyhow::anyhow!("buy task failed: {e}")))?;
     state
@@ -181,11 +186,15 @@ async fn reserve_and_hand_off(
         Reservation::Reserved => {
             tracing::Span::current().record("ticket", ticket.as_str());
             let order = OrderMessage::new(ticket.clone(), user, now);
-            if state.sync_mode {
+            let answer = if state.sync_mode {
                 settle_now(&state, order).await
             } else {
                 hand_off(&state, order).await
+            };
+            if let Ok(res) = &answer {
+                tracing::debug!(status = res.status().as_u16(), "reserved and handed off");
             }
+            answer
         }
         Reservation::AlreadyHolds(held) => {
             let body = current_ticket(&state, &held, user).await?;

@@ -134,7 +134,8 @@ impl TestEnv {
         }
     }
 
-    /// The environment a worker process needs to join this test's namespace.
+    /// The environment a gateway or worker process needs to join this test's namespace,
+    /// admin token included (both binaries refuse to start without one unless `--dev`).
     pub fn process_env(&self) -> Vec<(String, String)> {
         let s = &self.settings;
         [
@@ -146,6 +147,7 @@ impl TestEnv {
             ("SECKILL_NAMESPACE", &s.namespace),
             ("SECKILL_WORKER_GROUP", &s.worker_group),
             ("SECKILL_WORKER_HTTP_ADDR", "127.0.0.1:0"),
+            ("SECKILL_ADMIN_TOKEN", ADMIN_TOKEN),
             ("SECKILL_LOG_FORMAT", "pretty"),
         ]
         .into_iter()

@@ -2,151 +2,15 @@
 //! flight finish, the worker finishes its batch and commits, both exit 0; after a restart
 //! every accepted ticket settles, nothing is lost and nothing is sold twice.
 //!
-//! The worker is the real binary. The gateway binary is not built for this crate's tests
-//! (binaries of dev-dependencies never are), so the gateway process is this test binary
-//! re-run as a child that executes the binary's own `main` code (`seckill_gateway::cli::run`),
-//! signal handling included.
+//! The processes are started by [`crate::process::Proc`].
 
 use crate::helpers::*;
-use clap::Parser;
+use crate::process::Proc;
 use reqwest::StatusCode;
-use seckill_gateway::cli::{run, Cli};
 use seckill_shared::ProductId;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::Stdio;
 use std::time::Duration;
-use tokio::process::{Child, Command};
-
-const CHILD: &str = "SECKILL_E2E_GATEWAY_CHILD";
-
-/// Not a test: the body of the gateway child process.
-#[test]
-#[ignore = "run by the lifecycle test as its gateway process"]
-fn gateway_process() {
-    if std::env::var_os(CHILD).is_none() {
-        return;
-    }
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    if let Err(e) = rt.block_on(run(Cli::parse_from(["gateway"]))) {
-        eprintln!("gateway: {e:#}");
-        std::process::exit(1);
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn output() -> Stdio {
-    if std::env::var_os("TEST_LOG").is_some() {
-        Stdio::inherit()
-    } else {
-        Stdio::null()
-    }
-}
-
-struct Proc {
-    child: Child,
-    base: String,
-}
-
-impl Proc {
-    async fn gateway(env: &TestEnv, extra: &[(&str, &str)]) -> Self {
-        let port = free_port();
-        let child = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "lifecycle::gateway_process",
-                "--exact",
-                "--ignored",
-                "--nocapture",
-                "--test-threads",
-                "1",
-            ])
-            .envs(env.process_env())
-            .env(CHILD, "1")
-            .env("SECKILL_HTTP_ADDR", format!("127.0.0.1:{port}"))
-            .env("SECKILL_ADMIN_TOKEN", ADMIN_TOKEN)
-            .envs(extra.iter().copied())
-            .stdout(output())
-            .stderr(output())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("starting the gateway process");
-        let p = Self {
-            child,
-            base: format!("http://127.0.0.1:{port}"),
-        };
-        p.wait_until(|v| v["status"] == "ok", "/livez").await;
-        p
-    }
-
-    async fn worker(env: &TestEnv, extra: &[(&str, &str)]) -> Self {
-        let port = free_port();
-        let child = Command::new(env!("CARGO_BIN_EXE_worker"))
-            .envs(env.process_env())
-            .env("SECKILL_WORKER_HTTP_ADDR", format!("127.0.0.1:{port}"))
-            .envs(extra.iter().copied())
-            .stdout(output())
-            .stderr(output())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("starting the worker binary");
-        let p = Self {
-            child,
-            base: format!("http://127.0.0.1:{port}"),
-        };
-        let partitions = env.settings.kafka_partitions as usize;
-        p.wait_until(
-            |v| v["assigned_partitions"].as_array().map(Vec::len) == Some(partitions),
-            "/healthz",
-        )
-        .await;
-        p
-    }
-
-    async fn wait_until(&self, ok: impl Fn(&Value) -> bool, path: &str) {
-        let http = reqwest::Client::new();
-        let url = format!("{}{path}", self.base);
-        eventually(&url, Duration::from_secs(60), || async {
-            let body: Value = http.get(&url).send().await.ok()?.json().await.ok()?;
-            ok(&body).then_some(())
-        })
-        .await
-    }
-
-    fn sigterm(&self) {
-        let pid = self.child.id().expect("still running");
-        let status = std::process::Command::new("kill")
-            .args(["-TERM", &pid.to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-
-    /// Waits for the process to exit and asserts it exited 0.
-    async fn exits_cleanly(mut self, what: &str) {
-        let status = tokio::time::timeout(Duration::from_secs(30), self.child.wait())
-            .await
-            .unwrap_or_else(|_| panic!("{what} did not stop within 30 s of SIGTERM"))
-            .unwrap();
-        assert!(status.success(), "{what} exited with {status}");
-    }
-
-    async fn metric(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
-        let text = reqwest::get(format!("{}/metrics", self.base))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        crate::observability::sample(&text, name, labels).unwrap_or(0.0)
-    }
-}
 
 /// Buyers: one connection per request, so that no idle keep-alive connection meets the
 /// shutdown.

@@ -5,11 +5,14 @@
 mod helpers;
 
 mod bad_input;
+mod binaries;
 mod fuzz;
 mod lifecycle;
 mod limits;
+mod logs;
 mod observability;
 mod openapi;
 mod pipeline;
+mod process;
 mod recovery;
 mod workers;

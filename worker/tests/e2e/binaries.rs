@@ -1,0 +1,134 @@
+//! The binaries' start-up: the admin token and `--dev`, `--config` and `--print-config`.
+
+use crate::helpers::*;
+use crate::logs::{events, message};
+use crate::process::Proc;
+use reqwest::StatusCode;
+use seckill_shared::config::DEV_ADMIN_TOKEN;
+use std::time::Duration;
+use tokio::process::Command;
+
+/// Without SECKILL_ADMIN_TOKEN the process exits at once, non-zero, and says what to set.
+async fn refuses_to_start(what: &str, (mut cmd, port): (Command, u16)) {
+    cmd.env_remove("SECKILL_ADMIN_TOKEN");
+    let p = Proc::spawn(cmd, port, true);
+    let exited = p
+        .exit(
+            &format!("{what} without an admin token"),
+            Duration::from_secs(30),
+        )
+        .await;
+    let stderr = exited.stderr.join("\n");
+    assert!(!exited.status.success(), "{what}: {stderr}");
+    assert!(
+        stderr.contains("SECKILL_ADMIN_TOKEN must be set") && stderr.contains("--dev"),
+        "{what}: {stderr}"
+    );
+}
+
+/// With `--dev` and no token the process starts, and its JSON log has the warning.
+async fn starts_with_a_warning(what: &str, (mut cmd, port): (Command, u16)) -> Proc {
+    cmd.env_remove("SECKILL_ADMIN_TOKEN")
+        .env("SECKILL_LOG_FORMAT", "json")
+        .env("RUST_LOG", "info");
+    let p = Proc::spawn(cmd, port, true);
+    p.wait_until(|v| v["status"] == "ok", "/livez").await;
+    let warned = eventually(
+        &format!("{what}'s --dev warning"),
+        Duration::from_secs(10),
+        || {
+            let lines = p.stderr_now();
+            async move {
+                events(&lines)
+                    .into_iter()
+                    .find(|e| message(e).contains("--dev") && message(e).contains(DEV_ADMIN_TOKEN))
+            }
+        },
+    )
+    .await;
+    assert_eq!(warned["level"], "WARN", "{warned}");
+    p
+}
+
+#[tokio::test]
+async fn both_binaries_refuse_to_start_without_an_admin_token_unless_dev() {
+    let env = TestEnv::new().await;
+    refuses_to_start("the gateway", Proc::gateway_command(&env, &[])).await;
+    refuses_to_start("the worker", Proc::worker_command(&env, &[])).await;
+
+    let gateway =
+        starts_with_a_warning("the gateway", Proc::gateway_command(&env, &["--dev"])).await;
+    // The development token opens /admin.
+    let http = reqwest::Client::new();
+    let res = http
+        .get(format!("{}/admin/products/1", gateway.base))
+        .bearer_auth(DEV_ADMIN_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::NOT_FOUND);
+    gateway.sigterm();
+    gateway.exits_cleanly("the gateway").await;
+
+    let worker = starts_with_a_warning("the worker", Proc::worker_command(&env, &["--dev"])).await;
+    worker.sigterm();
+    worker.exits_cleanly("the worker").await;
+}
+
+/// Defaults, then the `--config` file, then the environment; `--print-config` shows the
+/// result with the secrets redacted.
+#[tokio::test]
+async fn print_config_shows_the_layered_settings_with_secrets_redacted() {
+    let dir = std::env::temp_dir().join(format!("seckill-e2e-{}", rand::random::<u64>()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("seckill.toml");
+    std::fs::write(
+        &file,
+        "worker_batch_size = 7\nworker_batch_linger_ms = 3\nadmin_token = \"from-the-file\"\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_worker"))
+        .arg("--config")
+        .arg(&file)
+        .arg("--print-config")
+        .env("SECKILL_WORKER_BATCH_LINGER_MS", "9")
+        .env("SECKILL_MYSQL_URL", "mysql://u:hunter2@db:3306/x")
+        .env_remove("SECKILL_WORKER_BATCH_SIZE")
+        .env_remove("SECKILL_TICKET_TTL_SECS")
+        .env_remove("SECKILL_ADMIN_TOKEN")
+        .output()
+        .unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed = |key: &str| {
+        stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(key)?.strip_prefix(" = "))
+            .unwrap_or_else(|| panic!("{key} is not printed: {stdout}"))
+            .to_owned()
+    };
+    assert_eq!(printed("worker_batch_size"), "7", "the file");
+    assert_eq!(
+        printed("worker_batch_linger_ms"),
+        "9",
+        "the environment wins"
+    );
+    assert_eq!(
+        printed("ticket_ttl_secs"),
+        seckill_shared::Settings::default()
+            .ticket_ttl_secs
+            .to_string(),
+        "a default"
+    );
+    assert_eq!(printed("admin_token"), "\"<redacted>\"");
+    assert_eq!(printed("mysql_url"), "\"mysql://u:<redacted>@db:3306/x\"");
+    assert!(
+        !stdout.contains("from-the-file") && !stdout.contains("hunter2"),
+        "{stdout}"
+    );
+}
