@@ -111,9 +111,14 @@ impl Application {
                 .app_data(web::PathConfig::default().error_handler(path_error))
                 .configure(routes::configure)
         })
-        .client_request_timeout(Duration::from_secs(5))
+        // Limits on clients: the time to send a request head (slow or silent clients get 408
+        // and are disconnected) and the open connections of each worker thread. actix also
+        // answers 431 to a request head over 128 KiB or with more than 96 headers.
+        .client_request_timeout(Duration::from_millis(
+            settings.http_client_request_timeout_ms,
+        ))
         .shutdown_timeout(10)
-        .max_connections(50_000);
+        .max_connections(settings.http_max_connections);
         if settings.http_workers > 0 {
             server = server.workers(settings.http_workers);
         }

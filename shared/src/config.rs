@@ -42,6 +42,15 @@ pub struct Settings {
     pub http_addr: String,
     /// Gateway: actix worker threads; 0 means one per core.
     pub http_workers: usize,
+    /// Gateway: a client has this long after connecting to send its request's head (method,
+    /// path and headers); a client that is slower, or sends nothing, gets `408` and is
+    /// disconnected. actix reads the time from a clock it updates every 500 ms, so a client
+    /// may get up to 500 ms less.
+    pub http_client_request_timeout_ms: u64,
+    /// Gateway: most connections each actix worker thread holds open at once. At the limit
+    /// the gateway stops accepting (new connections wait in the listen backlog) until one
+    /// closes.
+    pub http_max_connections: usize,
     /// Gateway: `async` (Kafka, the default) or `sync` (the request waits for MySQL).
     pub gateway_mode: String,
     /// Gateway: a local sold-out marker is dropped after this long at the latest.
@@ -99,6 +108,8 @@ impl Default for Settings {
             admin_token: String::new(),
             http_addr: "127.0.0.1:8080".into(),
             http_workers: 0,
+            http_client_request_timeout_ms: 5000,
+            http_max_connections: 50_000,
             gateway_mode: "async".into(),
             sold_out_ttl_ms: 5000,
             redis_timeout_ms: 1000,
@@ -259,6 +270,16 @@ impl Settings {
             self.http_workers <= 256,
             "http_workers",
             "must be at most 256",
+        )?;
+        check(
+            (1000..=300_000).contains(&self.http_client_request_timeout_ms),
+            "http_client_request_timeout_ms",
+            "must be 1000..=300000",
+        )?;
+        check(
+            (1..=1_000_000).contains(&self.http_max_connections),
+            "http_max_connections",
+            "must be 1..=1000000",
         )?;
         check(
             matches!(self.gateway_mode.as_str(), "async" | "sync"),
@@ -524,6 +545,8 @@ mod tests {
             ("SECKILL_RATE_LIMIT_PER_USER_PER_SEC", "-1"),
             ("SECKILL_RATE_LIMIT_PER_USER_PER_SEC", "NaN"),
             ("SECKILL_WORKER_STATS_INTERVAL_MS", "5"),
+            ("SECKILL_HTTP_CLIENT_REQUEST_TIMEOUT_MS", "500"),
+            ("SECKILL_HTTP_MAX_CONNECTIONS", "0"),
         ] {
             let err = Settings::from_sources(None, env(&[(name, bad)])).unwrap_err();
             assert!(format!("{err:#}").contains(name), "{name}={bad}: {err:#}");

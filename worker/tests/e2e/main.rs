@@ -6,6 +6,7 @@ mod helpers;
 
 mod bad_input;
 mod binaries;
+mod connections;
 mod fuzz;
 mod lifecycle;
 mod limits;
