@@ -243,6 +243,32 @@ mod tests {
         assert_eq!(a.as_str().len(), "9-".len() + 32);
     }
 
+    /// All 128 bits after the product are random: each is set in about half of many tickets,
+    /// so a ticket says nothing about the orders before it (a counter, a clock or a shorter
+    /// random number would leave bits that hardly ever change).
+    #[test]
+    fn tickets_carry_128_evenly_random_bits() {
+        let p = ProductId::new(9).unwrap();
+        let n = 2000;
+        let mut ones = [0u32; 128];
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..n {
+            let t = Ticket::generate(p);
+            let bits = u128::from_str_radix(&t.as_str()["9-".len()..], 16).unwrap();
+            for (i, count) in ones.iter_mut().enumerate() {
+                *count += (bits >> i & 1) as u32;
+            }
+            assert!(seen.insert(bits));
+        }
+        // Binomial(2000, 0.5): the standard deviation is ~22, so 40%..60% is > 8 sigma.
+        for (i, count) in ones.iter().enumerate() {
+            assert!(
+                (800..=1200).contains(count),
+                "bit {i} set in {count} of {n}"
+            );
+        }
+    }
+
     #[test]
     fn malformed_tickets_are_rejected() {
         for bad in [

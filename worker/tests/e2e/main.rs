@@ -11,6 +11,7 @@ mod fuzz;
 mod lifecycle;
 mod limits;
 mod logs;
+mod markers;
 mod observability;
 mod openapi;
 mod pipeline;

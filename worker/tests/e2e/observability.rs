@@ -173,6 +173,27 @@ async fn gateway_and_worker_metrics_show_requests_pending_tickets_and_consumer_l
         },
     )
     .await;
+    // User 9's order failed (chaos) and gave its unit back; the others were confirmed.
+    let text = scrape(&http, &worker_metrics).await;
+    for (name, labels, expected) in [
+        (
+            "seckill_worker_orders_total",
+            vec![("outcome", "confirmed")],
+            3.0,
+        ),
+        (
+            "seckill_worker_orders_total",
+            vec![("outcome", "failed")],
+            1.0,
+        ),
+        ("seckill_worker_compensations_total", vec![], 1.0),
+    ] {
+        assert_eq!(
+            sample(&text, name, &labels),
+            Some(expected),
+            "{name} {labels:?}: {text}"
+        );
+    }
 
     stop.cancel();
     task.await.unwrap().unwrap();

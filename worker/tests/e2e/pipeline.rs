@@ -349,3 +349,52 @@ async fn health_reports_each_dependency() {
         (StatusCode::SERVICE_UNAVAILABLE, Some("unavailable"))
     );
 }
+
+/// `/livez` touches no dependency: it answers at once with every one of them down, while
+/// `/readyz` answers 503 and names each.
+#[tokio::test]
+async fn livez_needs_no_dependency_and_readyz_names_each_one_down() {
+    let env = TestEnv::new().await;
+    let gw = env
+        .gateway_with(|s| {
+            s.redis_url = "redis://127.0.0.1:1/".into();
+            s.mysql_url = "mysql://seckill:seckill@127.0.0.1:1/seckill".into();
+            s.kafka_brokers = "127.0.0.1:1".into();
+            s.zk_hosts = "127.0.0.1:1".into();
+        })
+        .await;
+    let t0 = Instant::now();
+    let (status, body) = gw.get_json("/livez").await;
+    assert_eq!((status, body), (StatusCode::OK, json!({"status": "ok"})));
+    assert!(
+        t0.elapsed() < Duration::from_millis(500),
+        "{:?}",
+        t0.elapsed()
+    );
+    let (status, body) = gw.get_json("/readyz").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    for dep in ["redis", "mysql", "kafka", "zookeeper"] {
+        assert_eq!(body["dependencies"][dep]["ok"], false, "{dep}: {body}");
+    }
+
+    // The worker, with Redis down (it cannot start without MySQL and Kafka).
+    let mut ws = env.settings.clone();
+    ws.redis_url = "redis://127.0.0.1:1/".into();
+    let worker = seckill_worker::Worker::build(ws).await.unwrap();
+    let base = format!("http://127.0.0.1:{}", worker.port());
+    let stop = tokio_util::sync::CancellationToken::new();
+    let task = tokio::spawn(worker.run_until_stopped(stop.clone()));
+    let http = reqwest::Client::new();
+    let livez = eventually("the worker's /livez", Duration::from_secs(10), || async {
+        http.get(format!("{base}/livez")).send().await.ok()
+    })
+    .await;
+    assert_eq!(livez.status(), StatusCode::OK);
+    let res = http.get(format!("{base}/readyz")).send().await.unwrap();
+    assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let body: serde_json::Value = res.json().await.unwrap();
+    assert_eq!(body["dependencies"]["redis"]["ok"], false, "{body}");
+    assert_eq!(body["dependencies"]["mysql"]["ok"], true, "{body}");
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}

@@ -129,3 +129,46 @@ async fn the_worker_binary_explains_bad_settings_and_has_help() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("SECKILL_WORKER_BATCH_SIZE"));
 }
+
+/// A batch MySQL refuses is retried, and counted, until it goes through; nothing is lost.
+#[tokio::test]
+async fn a_failing_batch_is_retried_until_mysql_takes_it() {
+    let env = TestEnv::new().await;
+    let gw = env.gateway().await;
+    let product = env.product(&gw, 5).await;
+    let worker = seckill_worker::Worker::build(env.settings.clone())
+        .await
+        .unwrap();
+    let metrics = format!("http://127.0.0.1:{}/metrics", worker.port());
+    let stop = tokio_util::sync::CancellationToken::new();
+    let task = tokio::spawn(worker.run_until_stopped(stop.clone()));
+    let retries = || async {
+        let text = reqwest::get(&metrics).await.ok()?.text().await.ok()?;
+        crate::observability::sample(&text, "seckill_worker_retries_total", &[])
+    };
+
+    // The orders table is gone for a while.
+    sqlx::query("RENAME TABLE orders TO orders_away")
+        .execute(&env.db)
+        .await
+        .unwrap();
+    let (status, body) = gw.buy(product, 1).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let ticket = ticket_of(&body);
+    eventually("a retry", Duration::from_secs(30), || async {
+        retries().await.filter(|n| *n >= 1.0)
+    })
+    .await;
+    let (_, now) = gw.get_json(&format!("/v1/orders/{ticket}")).await;
+    assert_eq!(now["status"], "pending", "{now}");
+
+    sqlx::query("RENAME TABLE orders_away TO orders")
+        .execute(&env.db)
+        .await
+        .unwrap();
+    let settled = gw.settled(ticket.as_str(), Duration::from_secs(30)).await;
+    assert_eq!(settled["status"], "confirmed", "{settled}");
+    assert_eq!(env.order_rows(product).await.len(), 1);
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}
