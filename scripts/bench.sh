@@ -17,7 +17,8 @@
 # BENCH_BATCH (worker batch size of (6) and (7), 500), BENCH_LINGER_MS (worker batch linger, 20),
 # BENCH_HTTP_WORKERS (gateway actix workers; default: the gateway's own default),
 # BENCH_MAX_IN_FLIGHT (100000), BENCH_E2E_FRACTION (rate of (9) as a share of (2), 0.5),
-# BENCH_E2E_RATE (a fixed rate for (9) instead, req/s),
+# BENCH_E2E_RATE (a fixed rate for (9) instead, req/s), BENCH_E2E_LOW_FRACTION (the rate of
+# (9L), a second run of (9) at a lower rate, 0.15),
 # BENCH_KAFKA_LINGER_MS (gateway producer linger; default: the gateway's own default),
 # BENCH_BIN (a directory with gateway, worker and seckill-bench to use instead of building:
 # before/after comparisons).
@@ -47,7 +48,7 @@ fi
 : "${BENCH_DURATION:=10}" "${BENCH_CONCURRENCY:=64}" "${BENCH_ENGINE:=hyper}" "${BENCH_THREADS:=}"
 : "${BENCH_DRAIN_N:=20000}" "${BENCH_ROW_N:=2000}" "${BENCH_BATCH:=500}" "${BENCH_LINGER_MS:=20}"
 : "${BENCH_HTTP_WORKERS:=}" "${BENCH_MAX_IN_FLIGHT:=100000}" "${BENCH_E2E_FRACTION:=0.5}"
-: "${BENCH_KAFKA_LINGER_MS:=}" "${BENCH_E2E_RATE:=}"
+: "${BENCH_KAFKA_LINGER_MS:=}" "${BENCH_E2E_RATE:=}" "${BENCH_E2E_LOW_FRACTION:=0.15}" "${BENCH_PARTITIONS:=8}"
 if [[ $REPORT == auto ]]; then
     REPORT=""
     if ((!QUICK && !PROFILE)) && [[ $FIGURES == "1 2 3 4 5 6 7 8 9" ]]; then
@@ -117,7 +118,7 @@ new_namespace() { # suffix
         SECKILL_KAFKA_TOPIC=orders-$NS SECKILL_WORKER_GROUP=workers-$NS \
         SECKILL_ADMIN_TOKEN=$TOKEN SECKILL_LOG_FORMAT=json
     "$BIN/worker" migrate >>"$OUT/migrate.log" 2>&1
-    ensure_kafka_topic "orders-$NS" 8 >>"$OUT/topics.log" 2>&1
+    ensure_kafka_topic "orders-$NS" "$BENCH_PARTITIONS" >>"$OUT/topics.log" 2>&1
 }
 
 # The benchmark gateway's settings: no per-user limit, an admission cap that never binds.
@@ -316,11 +317,11 @@ fi
 # ------------------------------------------------------ drain figures ---
 drain_rows() { sql "SELECT COUNT(*) FROM orders WHERE product_id = $1"; }
 rows_are() { [[ $(drain_rows "$1") -ge $2 ]]; }
-# Buys N orders through a gateway with no worker running, then starts one worker and times
-# the drain into MySQL. Writes OUT/NAME.json.
-drain() { # name orders worker-env...
-    local name=$1 n=$2 p t0 t1 stats
-    shift 2
+# Buys N orders through a gateway with no worker running, then starts one worker with batch
+# size BATCH and times the drain into MySQL. Writes OUT/NAME.json.
+drain() { # name orders batch worker-env...
+    local name=$1 n=$2 batch=$3 p t0 t1 stats metrics
+    shift 3
     start_gateway 2
     p=$(new_product 2 "$n")
     load "$name-buy" --gateway "http://127.0.0.1:${GW_PORTS[2]}" --product "$p" --users "$n" \
@@ -329,33 +330,39 @@ drain() { # name orders worker-env...
     local accepted
     accepted=$(python3 -c 'import json,sys; print(sum(o["count"] for o in json.load(open(sys.argv[1]))["outcomes"] if o["outcome"] == "202"))' "$OUT/$name-buy.json")
     [[ $accepted == "$n" ]] || die "($name) $accepted of $n buys were answered 202; see $OUT/$name-buy.json"
-    log "($name) $n orders queued; starting one worker ($*)"
+    log "($name) $n orders queued; starting one worker (batch size $batch, $*)"
     cpu_snapshot "$OUT/$name.cpu0"
     t0=$(date +%s.%N)
-    start_worker 0 SECKILL_PENDING_TIMEOUT_MS=3600000 "$@"
+    start_worker 0 SECKILL_PENDING_TIMEOUT_MS=3600000 "SECKILL_WORKER_BATCH_SIZE=$batch" "$@"
     perf_start "$name" "${PIDS[w0]}"
     wait_for -t 600 -m "$n rows of product $p" rows_are "$p" "$n"
     t1=$(date +%s.%N)
     cpu_snapshot "$OUT/$name.cpu1"
     perf_stop "$name"
+    metrics=$(curl -fsS "http://127.0.0.1:${WK_PORTS[0]}/metrics" | awk '
+        $1 == "seckill_worker_batch_size_count" { n = $2 }
+        $1 == "seckill_worker_batch_seconds_sum" { s = $2 }
+        END { print n + 0, s + 0 }')
     stop_proc w0
-    # Rows of one INSERT share created_at: the first batch's rows are written at the first
-    # timestamp, the rest between the first and the last.
+    # The queue is full from the start, so every transaction but the last has BATCH orders,
+    # and ids grow with commit order (one worker). created_at is the time of the statement,
+    # so the row with the BATCH-th id marks the end of the first transaction: the steady
+    # rate counts the orders after it over the time after it.
     stats=$(sql "SELECT COUNT(*), UNIX_TIMESTAMP(MIN(created_at)), UNIX_TIMESTAMP(MAX(created_at)),
-                  SUM(created_at = (SELECT MIN(created_at) FROM orders WHERE product_id = $p)),
-                  COUNT(DISTINCT created_at)
+                  (SELECT UNIX_TIMESTAMP(created_at) FROM orders WHERE product_id = $p
+                   ORDER BY id LIMIT 1 OFFSET $((batch - 1)))
                  FROM orders WHERE product_id = $p")
-    # shellcheck disable=SC2086 # $stats is five numbers
-    python3 - "$OUT/$name.json" "$n" "$t0" "$t1" $stats <<'PY'
+    # shellcheck disable=SC2086 # $stats and $metrics are numbers
+    python3 - "$OUT/$name.json" "$n" "$batch" "$t0" "$t1" $stats $metrics <<'PY'
 import json, sys
-path, n, t0, t1, rows, first, last, in_first, batches = sys.argv[1:]
-n, t0, t1, rows, first, last = int(n), float(t0), float(t1), int(rows), float(first), float(last)
-in_first = int(in_first)
-steady = (rows - in_first) / (last - first) if last > first else None
-json.dump({"orders": n, "rows": rows, "batches": int(batches),
+path, n, batch, t0, t1, rows, first, last, first_done, txns, settle_s = sys.argv[1:]
+n, batch, rows, txns = int(n), int(batch), int(rows), int(float(txns))
+t0, t1, first, last, first_done, settle_s = map(float, (t0, t1, first, last, first_done, settle_s))
+steady = (rows - batch) / (last - first_done) if last > first_done else None
+json.dump({"orders": n, "rows": rows, "batches": txns, "settle_s": settle_s,
            "from_start_s": t1 - t0, "from_start_per_s": rows / (t1 - t0),
            "start_to_first_row_s": first - t0,
-           "drain_s": last - first, "per_s": steady}, open(path, "w"))
+           "drain_s": last - first_done, "per_s": steady}, open(path, "w"))
 PY
 }
 
@@ -368,12 +375,11 @@ if want 7; then
         --batch "$BENCH_BATCH" >"$OUT/f7.json"
 fi
 if want 6; then
-    drain f6 "$BENCH_DRAIN_N" "SECKILL_WORKER_BATCH_SIZE=$BENCH_BATCH" \
-        "SECKILL_WORKER_BATCH_LINGER_MS=$BENCH_LINGER_MS"
+    drain f6 "$BENCH_DRAIN_N" "$BENCH_BATCH" "SECKILL_WORKER_BATCH_LINGER_MS=$BENCH_LINGER_MS"
 fi
 if want 8; then
     new_namespace r
-    drain f8 "$BENCH_ROW_N" SECKILL_WORKER_BATCH_SIZE=1 "SECKILL_WORKER_BATCH_LINGER_MS=$BENCH_LINGER_MS"
+    drain f8 "$BENCH_ROW_N" 1 "SECKILL_WORKER_BATCH_LINGER_MS=$BENCH_LINGER_MS"
 fi
 
 # ---------------------------------------------------- end-to-end (9) ---
@@ -397,10 +403,19 @@ if want 9; then
     start_worker 1 "SECKILL_WORKER_BATCH_SIZE=$BENCH_BATCH" "SECKILL_WORKER_BATCH_LINGER_MS=$BENCH_LINGER_MS"
     start_gateway 3
     P9=$(new_product 3 1000000000)
-    wait_for -t 90 -m "the worker to own all 8 partitions" worker_assigned 1 8
+    wait_for -t 90 -m "the worker to own all $BENCH_PARTITIONS partitions" worker_assigned 1 "$BENCH_PARTITIONS"
     log "(9) end to end: $rate req/s offered (open loop) for ${D} s, one worker"
     load f9 --gateway "http://127.0.0.1:${GW_PORTS[3]}" --product "$P9" --users 1000000000 \
         --rate "$rate" --duration "$D" --settle-timeout 120 --history "$OUT/f9-history.jsonl"
+    # The same at a lower rate, to show where the latency goal holds on this machine.
+    if [[ -z $BENCH_E2E_RATE ]]; then
+        low=$(python3 -c "print(max(1, round($peak * $BENCH_E2E_LOW_FRACTION)))")
+        P9L=$(new_product 3 1000000000)
+        log "(9L) end to end: $low req/s offered for ${D} s"
+        load f9l --gateway "http://127.0.0.1:${GW_PORTS[3]}" --product "$P9L" \
+            --users 1000000000 --rate "$low" --duration "$D" --settle-timeout 120 \
+            --history "$OUT/f9l-history.jsonl"
+    fi
     stop_proc g3
     stop_proc w1
 fi
@@ -501,11 +516,13 @@ v6 = f6 and f6["per_s"]
 v7 = f7 and f7["rows_per_s"]
 v8 = f8 and f8["per_s"]
 r67, r68 = ratio(v6, v7), ratio(v6, v8)
-row("6", f"worker drain, batched ({f6['orders'] if f6 else '?'} orders)", v6, "orders/s",
+def from_start(d):
+    return f"; {d['from_start_per_s']:,.0f}/s counting from the worker's start" if d else ""
+row("6", f"worker drain, batched ({f6['orders'] if f6 else '?'} orders, steady rate{from_start(f6)})", v6, "orders/s",
     None, f"{rt(r67, '(7)')}; {rt(r68, '(8)')}", "≥ 0.5 × (7), ≥ 20 × (8)",
     None if r67 is None or r68 is None else (r67 >= 0.5 and r68 >= 20))
 row("7", "raw MySQL ceiling: multi-row INSERT loop", v7, "rows/s", f7 and f7["batch_p99_ms"], "ceiling", "", None)
-row("8", f"row-at-a-time worker ({f8['orders'] if f8 else '?'} orders)", v8, "orders/s", None, "baseline", "", None)
+row("8", f"row-at-a-time worker ({f8['orders'] if f8 else '?'} orders, steady rate{from_start(f8)})", v8, "orders/s", None, "baseline", "", None)
 e2e = (f9 or {}).get("e2e") or {}
 v9_rate = f9 and f9["req_per_s"]
 what9 = "end to end: `202` → confirmed"
@@ -515,11 +532,19 @@ if f9:
 what9 += unexpected(f9, "202")
 p99_9 = e2e.get("p99_ms") if e2e else None
 row("9", what9, None if p99_9 is None else p99_9, "ms p99", None, "", "p99 ≤ 50 ms", None if p99_9 is None else p99_9 <= 50)
+f9l = load("f9l.json")
+if f9l:
+    e = f9l.get("e2e") or {}
+    t = f9l["tickets"]
+    p99l = e.get("p99_ms")
+    row("9L", f"(9) at {f9l['req_per_s']:,.0f} req/s; p50 {e.get('p50_ms', 0):.1f} ms ({e.get('count', 0)}/{t['issued']} confirmed)" + unexpected(f9l, "202"),
+        p99l, "ms p99", None, "", "(for reference)", None)
 
 drain_notes = []
 for name, d in (("6", f6), ("8", f8)):
     if d:
-        drain_notes.append(f"({name}): {d['rows']} rows in {d['batches']} transactions; steady drain {d['drain_s']:.2f} s; "
+        drain_notes.append(f"({name}): {d['rows']} rows in {d['batches']} transactions ({d['settle_s']:.2f} s settling); "
+                           f"steady rate after the first transaction: {d['per_s'] or 0:,.0f} orders/s over {d['drain_s']:.2f} s; "
                            f"from worker start {d['from_start_s']:.2f} s ({d['from_start_per_s']:,.0f} orders/s, incl. "
                            f"{d['start_to_first_row_s']:.2f} s start-up and group join)")
 
@@ -542,7 +567,7 @@ def cpu_rows():
         return d.get("requests") or d.get("rows")
     labels = {"f1": "(1) /livez", "wrk": "(1w) /livez, wrk", "f2": "(2) accept", "f2l": "(2L) accept, limiter on",
               "f3": "(3) sold out", "f4": "(4) sync", "f5": "(5) redis-benchmark", "f6": "(6) drain, batched", "f7": "(7) raw MySQL inserts",
-              "f8": "(8) drain, row at a time", "f9": "(9) end to end"}
+              "f8": "(8) drain, row at a time", "f9": "(9) end to end", "f9l": "(9L) end to end, lower rate"}
     cols = ["gateway", "worker", "redis", "kafka", "mysql", "client", "machine"]
     out_rows = []
     for name, label in labels.items():

@@ -89,6 +89,7 @@ impl Application {
                 store: store.clone(),
                 db: pool.clone(),
                 chaos: Chaos::default(),
+                ids: Default::default(),
             },
             store,
             db: pool,

@@ -81,6 +81,9 @@ pub struct Settings {
     pub pending_timeout_ms: u64,
     /// Worker: how often librdkafka reports statistics (consumer lag); 0 turns them off.
     pub worker_stats_interval_ms: u64,
+    /// Worker: the consumer's `fetch.wait.max.ms`, how long the broker may hold a fetch that
+    /// has no data (see `kafka::consumer_config`).
+    pub worker_fetch_wait_ms: u64,
 
     /// Fault injection (tests and demos only): comma-separated user ids whose orders fail.
     pub chaos_fail_users: String,
@@ -102,7 +105,7 @@ impl Default for Settings {
             kafka_topic: "seckill-orders".into(),
             kafka_partitions: 8,
             kafka_delivery_timeout_ms: 3000,
-            kafka_linger_ms: 1,
+            kafka_linger_ms: 5,
             zk_hosts: "127.0.0.1:2181".into(),
             namespace: "seckill".into(),
             admin_token: String::new(),
@@ -123,6 +126,7 @@ impl Default for Settings {
             worker_batch_linger_ms: 20,
             pending_timeout_ms: 30_000,
             worker_stats_interval_ms: 5000,
+            worker_fetch_wait_ms: 10,
             chaos_fail_users: String::new(),
             chaos_fail_rate: 0.0,
             chaos_delay_ms: 0,
@@ -337,6 +341,11 @@ impl Settings {
                 || (100..=600_000).contains(&self.worker_stats_interval_ms),
             "worker_stats_interval_ms",
             "must be 0 (off) or 100..=600000",
+        )?;
+        check(
+            (1..=10_000).contains(&self.worker_fetch_wait_ms),
+            "worker_fetch_wait_ms",
+            "must be 1..=10000",
         )?;
         check(
             (0.0..=1.0).contains(&self.chaos_fail_rate),

@@ -41,12 +41,13 @@ pub fn consumer_config(s: &Settings) -> ClientConfig {
         .set("auto.offset.reset", "earliest")
         .set("session.timeout.ms", "6000")
         .set("heartbeat.interval.ms", "1000")
-        // How long the broker may hold a fetch that has no data. The default (500 ms) is what
-        // an order waits when it arrives just after an empty fetch, if the broker does not
-        // answer a waiting fetch early (tansu does not): measured p50 of 202 -> confirmed fell
-        // from ~300 ms to a few ms (docs/BENCHMARKS.md). An idle worker then sends ~100 empty
-        // fetches a second, which costs the broker next to nothing.
-        .set("fetch.wait.max.ms", "10")
+        // How long the broker may hold a fetch that has no data. Apache Kafka answers a
+        // waiting fetch as soon as data arrives; the local tansu broker does not, so with the
+        // default (500 ms) every order waited for the fetch to time out: p50 of 202 ->
+        // confirmed was ~170 ms even at 500 orders/s, ~30 ms with 10 (docs/BENCHMARKS.md).
+        // The price: an idle worker sends ~100 empty fetches a second. Apache Kafka shrugs
+        // that off; tansu spends ~15% of a core on it per idle worker.
+        .set("fetch.wait.max.ms", s.worker_fetch_wait_ms.to_string())
         .set("client.id", "seckill-worker");
     if s.worker_stats_interval_ms > 0 {
         // Feeds the worker's consumer-lag gauge (`ClientContext::stats`).

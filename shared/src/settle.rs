@@ -81,11 +81,62 @@ pub struct Settler {
     pub store: TicketStore,
     pub db: MySqlPool,
     pub chaos: Chaos,
+    /// How new orders learn their ids; found out on first use.
+    pub ids: OrderIds,
+}
+
+/// How a batch learns the ids MySQL gave its new orders.
+///
+/// With `innodb_autoinc_lock_mode` 0 or 1 (MariaDB's default), the rows of one multi-row
+/// `INSERT` get consecutive ids, `auto_increment_increment` apart, starting at the id the
+/// server reports: no query needed. With 2 (MySQL 8's default) that is not guaranteed, so
+/// the ids are read back by ticket. Reading them back was ~20% of a 500-order transaction
+/// (docs/BENCHMARKS.md).
+#[derive(Debug, Default)]
+pub struct OrderIds {
+    /// `Some(increment)` when ids are consecutive, `None` when they must be read back.
+    consecutive: tokio::sync::OnceCell<Option<u64>>,
+    force_read_back: bool,
+}
+
+impl OrderIds {
+    /// Always reads the ids back (tests of that path on servers that would not need it).
+    pub fn read_back() -> Self {
+        Self {
+            force_read_back: true,
+            ..Self::default()
+        }
+    }
+
+    async fn step(&self, db: &MySqlPool) -> anyhow::Result<Option<u64>> {
+        if self.force_read_back {
+            return Ok(None);
+        }
+        self.consecutive
+            .get_or_try_init(|| async {
+                let (mode, increment): (i64, i64) = sqlx::query_as(
+                    "SELECT CAST(@@innodb_autoinc_lock_mode AS SIGNED), CAST(@@auto_increment_increment AS SIGNED)",
+                )
+                .fetch_one(db)
+                .await
+                .context("reading the auto-increment settings")?;
+                tracing::info!(
+                    innodb_autoinc_lock_mode = mode,
+                    auto_increment_increment = increment,
+                    "order ids {}",
+                    if mode <= 1 { "follow the insert" } else { "are read back" }
+                );
+                anyhow::Ok((mode <= 1 && increment >= 1).then_some(increment as u64))
+            })
+            .await
+            .copied()
+    }
 }
 
 impl Settler {
     pub async fn settle(&self, orders: &[OrderMessage]) -> anyhow::Result<BatchReport> {
         let mut report = BatchReport::default();
+        let started = std::time::Instant::now();
 
         // 1. Claim, product by product (one script call each), dropping duplicate tickets.
         let mut by_product: BTreeMap<ProductId, Vec<&OrderMessage>> = BTreeMap::new();
@@ -128,7 +179,9 @@ impl Settler {
         }
 
         // 2. Decide and persist in one transaction.
+        let claimed_at = started.elapsed();
         let decided = self.persist(&claimed, &chaos_failed).await?;
+        let persisted_at = started.elapsed();
 
         // 3. Make Redis follow MySQL.
         let mut confirms: BTreeMap<ProductId, Vec<(&Ticket, u64)>> = BTreeMap::new();
@@ -150,6 +203,13 @@ impl Settler {
                 }
             }
         }
+        tracing::debug!(
+            orders = claimed.len(),
+            claim_us = claimed_at.as_micros() as u64,
+            persist_us = (persisted_at - claimed_at).as_micros() as u64,
+            redis_after_us = (started.elapsed() - persisted_at).as_micros() as u64,
+            "batch settled"
+        );
         report
             .outcomes
             .extend(claimed.iter().map(|m| m.ticket.clone()).zip(decided));
@@ -162,6 +222,8 @@ impl Settler {
         claimed: &[&OrderMessage],
         chaos_failed: &HashSet<&str>,
     ) -> anyhow::Result<Vec<Outcome>> {
+        let id_step = self.ids.step(&self.db).await?;
+        let started = std::time::Instant::now();
         let mut tx = self.db.begin().await.context("starting a transaction")?;
 
         // Lock the products first, in id order, so concurrent workers queue instead of deadlocking.
@@ -172,10 +234,8 @@ impl Settler {
             .into_iter()
             .collect();
         let mut q = QueryBuilder::<MySql>::new("SELECT id, stock FROM products WHERE id IN (");
-        let mut sep = q.separated(", ");
-        for p in &products {
-            sep.push_bind(p.as_i64());
-        }
+        let ids: Vec<i64> = products.iter().map(|p| p.as_i64()).collect();
+        push_padded(&mut q, &ids);
         q.push(") ORDER BY id FOR UPDATE");
         let mut stock: HashMap<i64, i64> = q
             .build()
@@ -186,22 +246,13 @@ impl Settler {
             .map(|r| (r.get::<i64, _>("id"), r.get::<i64, _>("stock")))
             .collect();
 
+        let locked = started.elapsed();
         let tickets: Vec<&str> = claimed.iter().map(|m| m.ticket.as_str()).collect();
-        let existing = ticket_map(
-            &mut tx,
-            "SELECT ticket, id FROM orders WHERE ticket IN (",
-            &tickets,
-        )
-        .await
-        .context("reading existing orders")?;
         let already_failed: HashMap<String, String> = {
             let mut q = QueryBuilder::<MySql>::new(
                 "SELECT ticket, reason FROM failed_tickets WHERE ticket IN (",
             );
-            let mut sep = q.separated(", ");
-            for t in &tickets {
-                sep.push_bind(*t);
-            }
+            push_padded(&mut q, &tickets);
             q.push(")");
             q.build()
                 .fetch_all(&mut *tx)
@@ -211,33 +262,41 @@ impl Settler {
                 .map(|r| (r.get("ticket"), r.get("reason")))
                 .collect()
         };
-        let mut holders: HashSet<(i64, i64)> = {
+        // The orders of these (product, user) pairs: who already holds a unit, and which of
+        // these tickets are persisted already (a ticket's row has its message's pair). One
+        // indexed lookup serves both.
+        let mut holders: HashSet<(i64, i64)> = HashSet::new();
+        let mut existing: HashMap<String, i64> = HashMap::new();
+        {
             let mut q = QueryBuilder::<MySql>::new(
-                "SELECT product_id, user_id FROM orders WHERE (product_id, user_id) IN (",
+                "SELECT ticket, id, product_id, user_id FROM orders WHERE (product_id, user_id) IN (",
             );
-            // Bound, not inlined: the text then depends only on the batch size, so the
-            // prepared statement is reused. Inlined values made a new statement per batch;
-            // once sqlx's per-connection cache (100) was full, each batch evicted one, and the
-            // eviction's COM_STMT_CLOSE (no reply) held the next packet behind Nagle and the
-            // server's delayed ACK: ~40 ms per batch (docs/BENCHMARKS.md).
+            // Bound, not inlined, and padded like every list (see `push_padded`).
+            let pairs: Vec<(i64, i64)> = claimed
+                .iter()
+                .map(|m| (m.product_id.as_i64(), m.user_id.as_i64()))
+                .collect();
             let mut sep = q.separated(", ");
-            for m in claimed {
+            for (p, u) in padded(&pairs) {
                 sep.push("(")
-                    .push_bind_unseparated(m.product_id.as_i64())
+                    .push_bind_unseparated(p)
                     .push_unseparated(", ")
-                    .push_bind_unseparated(m.user_id.as_i64())
+                    .push_bind_unseparated(u)
                     .push_unseparated(")");
             }
             q.push(")");
-            q.build()
+            for r in q
+                .build()
                 .fetch_all(&mut *tx)
                 .await
-                .context("reading buyers")?
-                .into_iter()
-                .map(|r| (r.get("product_id"), r.get("user_id")))
-                .collect()
-        };
+                .context("reading the buyers' orders")?
+            {
+                holders.insert((r.get("product_id"), r.get("user_id")));
+                existing.insert(r.get("ticket"), r.get("id"));
+            }
+        }
 
+        let looked_up = started.elapsed();
         // Decide, in message order.
         let mut outcomes: Vec<Option<Outcome>> = Vec::with_capacity(claimed.len());
         let mut accepted: Vec<&OrderMessage> = Vec::new();
@@ -286,20 +345,37 @@ impl Settler {
             outcomes.push(outcome);
         }
 
+        let mut new_ids: HashMap<String, u64> = HashMap::new();
         if !accepted.is_empty() {
-            let mut q = QueryBuilder::<MySql>::new(
-                "INSERT INTO orders (ticket, product_id, user_id, reserved_at_ms) ",
-            );
-            q.push_values(&accepted, |mut b, m| {
-                b.push_bind(m.ticket.as_str())
-                    .push_bind(m.product_id.as_i64())
-                    .push_bind(m.user_id.as_i64())
-                    .push_bind(m.reserved_at_ms);
-            });
-            q.build()
-                .execute(&mut *tx)
-                .await
-                .context("inserting orders")?;
+            for chunk in pow2_chunks(&accepted) {
+                let mut q = QueryBuilder::<MySql>::new(
+                    "INSERT INTO orders (ticket, product_id, user_id, reserved_at_ms) ",
+                );
+                q.push_values(chunk, |mut b, m| {
+                    b.push_bind(m.ticket.as_str())
+                        .push_bind(m.product_id.as_i64())
+                        .push_bind(m.user_id.as_i64())
+                        .push_bind(m.reserved_at_ms);
+                });
+                let res = q
+                    .build()
+                    .execute(&mut *tx)
+                    .await
+                    .context("inserting orders")?;
+                anyhow::ensure!(
+                    res.rows_affected() == chunk.len() as u64,
+                    "inserted {} of {} orders",
+                    res.rows_affected(),
+                    chunk.len()
+                );
+                if let Some(step) = id_step {
+                    // The id the server reports is the first row's.
+                    let first = res.last_insert_id();
+                    for (i, m) in chunk.iter().enumerate() {
+                        new_ids.insert(m.ticket.as_str().to_owned(), first + i as u64 * step);
+                    }
+                }
+            }
             for (product, n) in &sold {
                 let res = sqlx::query(
                     "UPDATE products SET stock = stock - ? WHERE id = ? AND stock >= ?",
@@ -316,11 +392,11 @@ impl Settler {
                 );
             }
         }
-        if !failures.is_empty() {
+        for chunk in pow2_chunks(&failures) {
             let mut q = QueryBuilder::<MySql>::new(
                 "INSERT IGNORE INTO failed_tickets (ticket, product_id, user_id, reason) ",
             );
-            q.push_values(&failures, |mut b, (m, reason)| {
+            q.push_values(chunk, |mut b, (m, reason)| {
                 b.push_bind(m.ticket.as_str())
                     .push_bind(m.product_id.as_i64())
                     .push_bind(m.user_id.as_i64())
@@ -331,30 +407,83 @@ impl Settler {
                 .await
                 .context("recording failed tickets")?;
         }
-        let ids = if accepted.is_empty() {
-            HashMap::new()
-        } else {
+        let written = started.elapsed();
+        if id_step.is_none() && !accepted.is_empty() {
             let accepted_tickets: Vec<&str> = accepted.iter().map(|m| m.ticket.as_str()).collect();
-            ticket_map(
+            new_ids = ticket_map(
                 &mut tx,
                 "SELECT ticket, id FROM orders WHERE ticket IN (",
                 &accepted_tickets,
             )
             .await
             .context("reading new order ids")?
-        };
+            .into_iter()
+            .map(|(ticket, id)| (ticket, id as u64))
+            .collect();
+        }
+        let read_ids = started.elapsed();
         tx.commit().await.context("committing the batch")?;
+        tracing::debug!(
+            orders = claimed.len(),
+            lock_us = locked.as_micros() as u64,
+            lookups_us = (looked_up - locked).as_micros() as u64,
+            writes_us = (written - looked_up).as_micros() as u64,
+            ids_us = (read_ids - written).as_micros() as u64,
+            commit_us = (started.elapsed() - read_ids).as_micros() as u64,
+            "batch persisted"
+        );
 
         Ok(claimed
             .iter()
             .zip(outcomes)
             .map(|(m, o)| {
                 o.unwrap_or_else(|| Outcome::Confirmed {
-                    order_id: ids.get(m.ticket.as_str()).copied().unwrap_or_default() as u64,
+                    order_id: new_ids.get(m.ticket.as_str()).copied().unwrap_or_default(),
                 })
             })
             .collect())
     }
+}
+
+// The statements of a batch are prepared, and sqlx caches 100 of them per connection. Their
+// texts must not vary with every batch size: evicting a statement sends COM_STMT_CLOSE, which
+// the server does not answer, and since sqlx 0.9.0 leaves Nagle on (transact-rs/sqlx#4335) the
+// next packet then waits for the server's delayed ACK, ~40 ms, in the middle of the
+// transaction. So every list is padded to a power of two, and every multi-row insert is cut
+// into power-of-two chunks: a batch of up to 2^k orders uses at most k + 1 texts of each
+// statement (docs/BENCHMARKS.md has the measurements).
+
+/// `values`, then its last value again up to the next power of two. Repeating a value changes
+/// nothing in an `IN` list.
+fn padded<T: Copy>(values: &[T]) -> impl Iterator<Item = T> + '_ {
+    let extra = values.len().next_power_of_two() - values.len();
+    values
+        .iter()
+        .copied()
+        .chain(values.last().copied().into_iter().cycle().take(extra))
+}
+
+/// Pushes `v1, v2, …` as bound values, padded (see [`padded`]).
+fn push_padded<T>(q: &mut QueryBuilder<MySql>, values: &[T])
+where
+    T: Copy + for<'t> sqlx::Encode<'t, MySql> + sqlx::Type<MySql>,
+{
+    let mut sep = q.separated(", ");
+    for v in padded(values) {
+        sep.push_bind(v);
+    }
+}
+
+/// `items` cut into chunks whose lengths are powers of two, largest first.
+fn pow2_chunks<T>(mut items: &[T]) -> impl Iterator<Item = &[T]> {
+    std::iter::from_fn(move || {
+        if items.is_empty() {
+            return None;
+        }
+        let (chunk, rest) = items.split_at(1 << items.len().ilog2());
+        items = rest;
+        Some(chunk)
+    })
 }
 
 async fn ticket_map(
@@ -363,10 +492,7 @@ async fn ticket_map(
     tickets: &[&str],
 ) -> Result<HashMap<String, i64>, sqlx::Error> {
     let mut q = QueryBuilder::<MySql>::new(head);
-    let mut sep = q.separated(", ");
-    for t in tickets {
-        sep.push_bind(*t);
-    }
+    push_padded(&mut q, tickets);
     q.push(")");
     Ok(q.build()
         .fetch_all(&mut **tx)
@@ -374,4 +500,42 @@ async fn ticket_map(
         .into_iter()
         .map(|r| (r.get("ticket"), r.get("id")))
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_are_padded_to_a_power_of_two_with_their_last_value() {
+        assert_eq!(padded(&[7]).collect::<Vec<_>>(), [7]);
+        assert_eq!(padded(&[1, 2, 3]).collect::<Vec<_>>(), [1, 2, 3, 3]);
+        assert_eq!(padded(&[1, 2, 3, 4]).collect::<Vec<_>>(), [1, 2, 3, 4]);
+        assert_eq!(padded(&[1, 2, 3, 4, 5]).count(), 8);
+        assert_eq!(padded::<u8>(&[]).count(), 0);
+    }
+
+    #[test]
+    fn inserts_are_cut_into_power_of_two_chunks_largest_first() {
+        let items: Vec<u32> = (0..500).collect();
+        let chunks: Vec<&[u32]> = pow2_chunks(&items).collect();
+        let lens: Vec<usize> = chunks.iter().map(|c| c.len()).collect();
+        assert_eq!(lens, [256, 128, 64, 32, 16, 4]);
+        assert_eq!(chunks.concat(), items, "every item once, in order");
+        assert_eq!(pow2_chunks::<u32>(&[]).count(), 0);
+        assert_eq!(pow2_chunks(&[1]).count(), 1);
+    }
+
+    #[test]
+    fn a_batch_of_up_to_512_orders_uses_at_most_ten_texts_per_statement() {
+        let mut list_lens = HashSet::new();
+        let mut chunk_lens = HashSet::new();
+        for n in 1..=512usize {
+            let items: Vec<usize> = (0..n).collect();
+            list_lens.insert(padded(&items).count());
+            chunk_lens.extend(pow2_chunks(&items).map(|c| c.len()));
+        }
+        assert_eq!(list_lens.len(), 10);
+        assert_eq!(chunk_lens.len(), 10);
+    }
 }

@@ -106,6 +106,7 @@ impl Worker {
                 store,
                 db: pool,
                 chaos: Chaos::from_settings(&settings),
+                ids: Default::default(),
             },
             settings,
             consumer,

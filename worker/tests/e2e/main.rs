@@ -17,4 +17,5 @@ mod openapi;
 mod pipeline;
 mod process;
 mod recovery;
+mod settle;
 mod workers;
