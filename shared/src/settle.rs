@@ -133,19 +133,42 @@ impl OrderIds {
     }
 }
 
-impl Settler {
-    pub async fn settle(&self, orders: &[OrderMessage]) -> anyhow::Result<BatchReport> {
-        let mut report = BatchReport::default();
-        let started = std::time::Instant::now();
+/// A batch after step 1: the orders this call claimed, and the ones it skipped.
+#[derive(Debug, Default)]
+pub struct Claimed {
+    skipped: Vec<(Ticket, Outcome)>,
+    claimed: Vec<OrderMessage>,
+    chaos_failed: HashSet<String>,
+}
 
-        // 1. Claim, product by product (one script call each), dropping duplicate tickets.
+/// A batch after step 2: MySQL has decided every claimed order.
+#[derive(Debug, Default)]
+pub struct Persisted {
+    skipped: Vec<(Ticket, Outcome)>,
+    claimed: Vec<OrderMessage>,
+    decided: Vec<Outcome>,
+}
+
+impl Settler {
+    /// Steps 1 to 3 in a row. The worker runs them as a pipeline instead (one batch per step
+    /// at a time); both are correct because every step is idempotent and only step 2 decides.
+    pub async fn settle(&self, orders: &[OrderMessage]) -> anyhow::Result<BatchReport> {
+        let claimed = self.claim(orders).await?;
+        let persisted = self.persist(&claimed).await?;
+        self.finish(&persisted).await
+    }
+
+    /// Step 1: claim in Redis, product by product (one script call each), dropping duplicate
+    /// tickets.
+    pub async fn claim(&self, orders: &[OrderMessage]) -> anyhow::Result<Claimed> {
+        let mut skipped = Vec::new();
         let mut by_product: BTreeMap<ProductId, Vec<&OrderMessage>> = BTreeMap::new();
         let mut seen = HashSet::new();
         for m in orders {
             if seen.insert(m.ticket.as_str()) {
                 by_product.entry(m.product_id).or_default().push(m);
             } else {
-                report.outcomes.push((
+                skipped.push((
                     m.ticket.clone(),
                     Outcome::Skipped {
                         status: "duplicate".into(),
@@ -153,39 +176,58 @@ impl Settler {
                 ));
             }
         }
-        let mut claimed: Vec<&OrderMessage> = Vec::with_capacity(orders.len());
+        let mut claimed = Vec::with_capacity(orders.len());
         for (product, msgs) in &by_product {
             let statuses = self.store.claim(*product, msgs).await?;
             for (m, status) in msgs.iter().zip(statuses) {
                 if status == "processing" {
-                    claimed.push(m);
+                    claimed.push((*m).clone());
                 } else {
-                    report
-                        .outcomes
-                        .push((m.ticket.clone(), Outcome::Skipped { status }));
+                    skipped.push((m.ticket.clone(), Outcome::Skipped { status }));
                 }
             }
-        }
-        if claimed.is_empty() {
-            return Ok(report);
         }
 
         // Fault injection happens after the claim, so a test can kill a worker mid-batch.
         let mut chaos_failed = HashSet::new();
         for m in &claimed {
             if self.chaos.should_fail(m.user_id.get()).await {
-                chaos_failed.insert(m.ticket.as_str());
+                chaos_failed.insert(m.ticket.as_str().to_owned());
             }
         }
+        Ok(Claimed {
+            skipped,
+            claimed,
+            chaos_failed,
+        })
+    }
 
-        // 2. Decide and persist in one transaction.
-        let claimed_at = started.elapsed();
-        let decided = self.persist(&claimed, &chaos_failed).await?;
-        let persisted_at = started.elapsed();
+    /// Step 2: decide and persist the claimed orders in one MySQL transaction.
+    pub async fn persist(&self, claimed: &Claimed) -> anyhow::Result<Persisted> {
+        let decided = if claimed.claimed.is_empty() {
+            Vec::new()
+        } else {
+            let refs: Vec<&OrderMessage> = claimed.claimed.iter().collect();
+            let chaos: HashSet<&str> = claimed.chaos_failed.iter().map(String::as_str).collect();
+            self.write(&refs, &chaos).await?
+        };
+        Ok(Persisted {
+            skipped: claimed.skipped.clone(),
+            claimed: claimed.claimed.clone(),
+            decided,
+        })
+    }
 
-        // 3. Make Redis follow MySQL.
+    /// Step 3: make Redis follow MySQL: confirm, and compensate the failures.
+    pub async fn finish(&self, persisted: &Persisted) -> anyhow::Result<BatchReport> {
+        let claimed = &persisted.claimed;
+        let decided = &persisted.decided;
+        let mut report = BatchReport {
+            outcomes: persisted.skipped.clone(),
+            ..BatchReport::default()
+        };
         let mut confirms: BTreeMap<ProductId, Vec<(&Ticket, u64)>> = BTreeMap::new();
-        for (m, outcome) in claimed.iter().zip(&decided) {
+        for (m, outcome) in claimed.iter().zip(decided) {
             if let Outcome::Confirmed { order_id } = outcome {
                 confirms
                     .entry(m.product_id)
@@ -196,28 +238,24 @@ impl Settler {
         for (product, list) in &confirms {
             report.newly_confirmed += self.store.confirm(*product, list).await?;
         }
-        for (m, outcome) in claimed.iter().zip(&decided) {
+        for (m, outcome) in claimed.iter().zip(decided) {
             if let Outcome::Failed { reason } = outcome {
                 if self.store.compensate(&m.ticket, reason).await? {
                     *report.given_back.entry(m.product_id).or_default() += 1;
                 }
             }
         }
-        tracing::debug!(
-            orders = claimed.len(),
-            claim_us = claimed_at.as_micros() as u64,
-            persist_us = (persisted_at - claimed_at).as_micros() as u64,
-            redis_after_us = (started.elapsed() - persisted_at).as_micros() as u64,
-            "batch settled"
+        report.outcomes.extend(
+            claimed
+                .iter()
+                .map(|m| m.ticket.clone())
+                .zip(decided.iter().cloned()),
         );
-        report
-            .outcomes
-            .extend(claimed.iter().map(|m| m.ticket.clone()).zip(decided));
         Ok(report)
     }
 
     /// The MySQL transaction. Returns one outcome per claimed order, in order.
-    async fn persist(
+    async fn write(
         &self,
         claimed: &[&OrderMessage],
         chaos_failed: &HashSet<&str>,

@@ -5,7 +5,7 @@ use crate::startup::Worker;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
 use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::{ClientContext, Statistics};
-use seckill_shared::settle::{BatchReport, Outcome};
+use seckill_shared::settle::{BatchReport, Claimed, Outcome, Persisted};
 use seckill_shared::OrderMessage;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -88,57 +88,116 @@ impl ConsumerContext for WorkerContext {
     }
 }
 
+/// A batch copied out of the client: its messages' places, and the orders they carried.
+struct Batch {
+    received: Vec<Received>,
+    orders: Vec<OrderMessage>,
+    gathered: Instant,
+}
+
+impl Batch {
+    fn new(received: Vec<Received>) -> Self {
+        let orders = received.iter().filter_map(|r| r.order.clone()).collect();
+        Self {
+            received,
+            orders,
+            gathered: Instant::now(),
+        }
+    }
+}
+
 impl Worker {
-    /// Consumes until `shutdown`: gathers a batch, settles it (retrying until it succeeds),
-    /// then stores its offsets. On shutdown the batch in hand is finished and the offsets are
-    /// committed before leaving the group.
+    /// Consumes until `shutdown`, as a three-step pipeline: while one batch is claimed in
+    /// Redis, the batch before it is written to MySQL and the one before that is confirmed in
+    /// Redis. A batch's offsets are stored once its last step is done, oldest batch first.
+    ///
+    /// Each step of a batch runs after the step before it, and the MySQL step of a batch after
+    /// that of the batch before it, so the decisions are the same as settling batch by batch.
+    /// A step that fails is retried, with a back-off, before anything behind it moves on.
+    /// On shutdown no new batch is taken; the ones in the pipeline are finished and the
+    /// offsets committed before leaving the group. A batch that cannot be finished then is
+    /// left uncommitted and redelivered to another worker.
     pub(crate) async fn consume(&self, shutdown: &CancellationToken) {
-        let size = self.settings.worker_batch_size;
-        let linger = Duration::from_millis(self.settings.worker_batch_linger_ms);
-        let topic = self.settings.kafka_topic.as_str();
+        let mut claiming: Option<Batch> = None;
+        let mut persisting: Option<(Batch, Claimed)> = None;
+        let mut finishing: Option<(Batch, Persisted)> = None;
+        let mut backoff = Duration::from_millis(100);
         loop {
-            let first = tokio::select! {
-                biased;
-                _ = shutdown.cancelled() => break,
-                m = self.consumer.recv() => m,
-            };
-            let first = match first {
-                Ok(m) => Received::from(&m),
-                Err(e) => {
-                    tracing::warn!(error = %e, "Kafka receive error");
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                    continue;
+            let busy = persisting.is_some() || finishing.is_some();
+            if claiming.is_none() && !shutdown.is_cancelled() {
+                claiming = self.gather(busy, shutdown).await;
+            }
+            if claiming.is_none() && !busy {
+                if shutdown.is_cancelled() {
+                    break; // stopped, and nothing in flight
                 }
-            };
-            // Messages are copied out of librdkafka at once, so nothing of the client's is
-            // held while the batch settles (a rebalance may happen meanwhile).
-            let mut batch = vec![first];
-            let deadline = tokio::time::Instant::now() + linger;
-            while batch.len() < size {
-                match tokio::time::timeout_at(deadline, self.consumer.recv()).await {
-                    Ok(Ok(m)) => batch.push(Received::from(&m)),
-                    Ok(Err(e)) => {
-                        tracing::warn!(error = %e, "Kafka receive error");
-                        break;
+                continue;
+            }
+
+            let settler = &self.settler;
+            let (finished, persisted, claimed) = tokio::join!(
+                async {
+                    match &finishing {
+                        Some((_, p)) => Some(settler.finish(p).await),
+                        None => None,
                     }
-                    Err(_) => break,
+                },
+                async {
+                    match &persisting {
+                        Some((_, c)) => Some(settler.persist(c).await),
+                        None => None,
+                    }
+                },
+                async {
+                    match &claiming {
+                        Some(b) => Some(settler.claim(&b.orders).await),
+                        None => None,
+                    }
+                },
+            );
+
+            // Oldest first; a batch moves on only into a free step.
+            let mut failed = None;
+            match finished {
+                Some(Ok(report)) => {
+                    let (batch, _) = finishing.take().expect("finished a batch");
+                    self.finished(&batch, report).await;
                 }
+                Some(Err(e)) => failed = Some(e.context("confirming in Redis")),
+                None => {}
             }
-            let orders: Vec<OrderMessage> = batch.iter().filter_map(|r| r.order.clone()).collect();
-            if !self.settle_with_retry(&orders, shutdown).await {
-                break; // stopped mid-retry: offsets stay unstored, the batch is redelivered
+            match persisted {
+                Some(Ok(p)) if finishing.is_none() => {
+                    let (batch, _) = persisting.take().expect("persisted a batch");
+                    finishing = Some((batch, p));
+                }
+                // Written, but the step after is still busy: written again next round, which
+                // changes nothing.
+                Some(Ok(_)) => {}
+                Some(Err(e)) => failed = failed.or(Some(e.context("writing to MySQL"))),
+                None => {}
             }
-            // The highest offset of each partition: librdkafka commits offset + 1.
-            let mut high: BTreeMap<i32, i64> = BTreeMap::new();
-            for r in &batch {
-                let h = high.entry(r.partition).or_insert(r.offset);
-                *h = (*h).max(r.offset);
+            match claimed {
+                Some(Ok(c)) if persisting.is_none() => {
+                    persisting = Some((claiming.take().expect("claimed a batch"), c));
+                }
+                Some(Ok(_)) => {}
+                Some(Err(e)) => failed = failed.or(Some(e.context("claiming in Redis"))),
+                None => {}
             }
-            for (partition, offset) in high {
-                if let Err(e) = self.consumer.store_offset(topic, partition, offset) {
-                    // A partition revoked meanwhile: its new owner sees the batch again, and
-                    // settling it again changes nothing.
-                    tracing::warn!(error = %e, partition, "could not store an offset");
+
+            match failed {
+                None => backoff = Duration::from_millis(100),
+                Some(e) => {
+                    self.metrics.retries.inc();
+                    tracing::warn!(error = format!("{e:#}"), "batch step failed; retrying");
+                    tokio::select! {
+                        _ = tokio::time::sleep(backoff) => {},
+                        // Stopped mid-retry: what is left in flight stays uncommitted and is
+                        // redelivered; settling it again changes nothing.
+                        _ = shutdown.cancelled() => break,
+                    }
+                    backoff = (backoff * 2).min(Duration::from_secs(5));
                 }
             }
         }
@@ -148,47 +207,90 @@ impl Worker {
         self.consumer.unsubscribe();
     }
 
-    async fn settle_with_retry(
-        &self,
-        orders: &[OrderMessage],
-        shutdown: &CancellationToken,
-    ) -> bool {
-        let mut backoff = Duration::from_millis(100);
-        loop {
-            let started = Instant::now();
-            match self.process(orders).await {
-                Ok(_) => {
-                    self.metrics
-                        .commit_seconds
-                        .observe(started.elapsed().as_secs_f64());
-                    return true;
-                }
+    /// The next batch. With the pipeline empty it waits for a first message (or `shutdown`),
+    /// then up to `SECKILL_WORKER_BATCH_LINGER_MS` for more; with batches in flight it takes
+    /// only what has already arrived, and may return `None`.
+    async fn gather(&self, busy: bool, shutdown: &CancellationToken) -> Option<Batch> {
+        let size = self.settings.worker_batch_size;
+        let mut batch = Vec::new();
+        if !busy {
+            let first = tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => return None,
+                m = self.consumer.recv() => m,
+            };
+            match first {
+                // Copied out of librdkafka at once, so nothing of the client's is held while
+                // the batch settles (a rebalance may happen meanwhile).
+                Ok(m) => batch.push(Received::from(&m)),
                 Err(e) => {
-                    self.metrics.retries.inc();
-                    tracing::warn!(
-                        error = format!("{e:#}"),
-                        orders = orders.len(),
-                        "batch failed; retrying"
-                    );
-                    tokio::select! {
-                        _ = tokio::time::sleep(backoff) => {},
-                        _ = shutdown.cancelled() => return false,
-                    }
-                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                    tracing::warn!(error = %e, "Kafka receive error");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    return None;
                 }
+            }
+        }
+        let linger = if busy {
+            Duration::ZERO
+        } else {
+            Duration::from_millis(self.settings.worker_batch_linger_ms)
+        };
+        // A zero linger still takes every message that is ready: the timeout polls the
+        // receive before it looks at the clock.
+        let deadline = tokio::time::Instant::now() + linger;
+        while batch.len() < size {
+            match tokio::time::timeout_at(deadline, self.consumer.recv()).await {
+                Ok(Ok(m)) => batch.push(Received::from(&m)),
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "Kafka receive error");
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+        (!batch.is_empty()).then(|| Batch::new(batch))
+    }
+
+    /// A batch went through every step: record it and store its offsets.
+    async fn finished(&self, batch: &Batch, report: BatchReport) {
+        self.metrics
+            .commit_seconds
+            .observe(batch.gathered.elapsed().as_secs_f64());
+        self.record(&batch.orders, &report).await;
+        // The highest offset of each partition: librdkafka commits offset + 1.
+        let topic = self.settings.kafka_topic.as_str();
+        let mut high: BTreeMap<i32, i64> = BTreeMap::new();
+        for r in &batch.received {
+            let h = high.entry(r.partition).or_insert(r.offset);
+            *h = (*h).max(r.offset);
+        }
+        for (partition, offset) in high {
+            if let Err(e) = self.consumer.store_offset(topic, partition, offset) {
+                // A partition revoked meanwhile: its new owner sees the batch again, and
+                // settling it again changes nothing.
+                tracing::warn!(error = %e, partition, "could not store an offset");
             }
         }
     }
 
-    /// One step: settle these orders and tell the gateways about units given back. Public so
-    /// that tests can drive the worker without Kafka timing.
+    /// One batch through every step, in a row: settle these orders and tell the gateways
+    /// about units given back. Public so that tests can drive the worker without Kafka timing.
     pub async fn process(&self, orders: &[OrderMessage]) -> anyhow::Result<BatchReport> {
         if orders.is_empty() {
             return Ok(BatchReport::default());
         }
+        let report = self.settler.settle(orders).await?;
+        self.record(orders, &report).await;
+        Ok(report)
+    }
+
+    /// Metrics, and `"false"` in ZooKeeper for every product that got units back.
+    async fn record(&self, orders: &[OrderMessage], report: &BatchReport) {
+        if orders.is_empty() {
+            return;
+        }
         self.metrics
             .saw_products(orders.iter().map(|o| o.product_id));
-        let report = self.settler.settle(orders).await?;
         self.metrics.batch_size.observe(orders.len() as f64);
         for (ticket, outcome) in &report.outcomes {
             let label = match outcome {
@@ -206,7 +308,6 @@ impl Worker {
                 tracing::warn!(error = format!("{e:#}"), %product, "could not publish \"false\"");
             }
         }
-        Ok(report)
     }
 }
 
