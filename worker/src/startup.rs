@@ -81,9 +81,6 @@ impl Worker {
                 metrics: metrics.clone(),
             })
             .context("creating the Kafka consumer")?;
-        consumer
-            .subscribe(&[&settings.kafka_topic])
-            .context("subscribing to the order topic")?;
 
         let listener = TcpListener::bind(&settings.worker_http_addr).with_context(|| {
             format!(
@@ -137,6 +134,13 @@ impl Worker {
             .expect("lock poisoned")
             .take()
             .expect("run once");
+        // Subscribed here, not in `build`: a worker that is built and dropped without running
+        // (tests drive `process` that way) then never joins the group. Closing a consumer
+        // whose first assignment is still on its way can hang in librdkafka
+        // (confluentinc/librdkafka#4884).
+        self.consumer
+            .subscribe(&[&self.settings.kafka_topic])
+            .context("subscribing to the order topic")?;
         let http_handle = http.handle();
         let http_task = tokio::spawn(http);
         let assigned = self.assigned.clone();
