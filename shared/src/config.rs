@@ -84,6 +84,13 @@ pub struct Settings {
     /// Worker: the consumer's `fetch.wait.max.ms`, how long the broker may hold a fetch that
     /// has no data (see `kafka::consumer_config`).
     pub worker_fetch_wait_ms: u64,
+    /// Worker: the consumer's `session.timeout.ms`. A worker that dies without leaving the
+    /// group keeps its partitions, unconsumed, until the broker has heard nothing from it for
+    /// this long; one that stops cleanly leaves the group, and its partitions move on without
+    /// that wait. More than 3 heartbeats ([`crate::kafka::HEARTBEAT_INTERVAL_MS`]). With the
+    /// local tansu broker every rebalance (the first join of a new group included) takes
+    /// about half of it.
+    pub worker_session_timeout_ms: u64,
 
     /// Fault injection (tests and demos only): comma-separated user ids whose orders fail.
     pub chaos_fail_users: String,
@@ -127,6 +134,7 @@ impl Default for Settings {
             pending_timeout_ms: 30_000,
             worker_stats_interval_ms: 5000,
             worker_fetch_wait_ms: 10,
+            worker_session_timeout_ms: 6000,
             chaos_fail_users: String::new(),
             chaos_fail_rate: 0.0,
             chaos_delay_ms: 0,
@@ -348,6 +356,12 @@ impl Settings {
             "must be 1..=10000",
         )?;
         check(
+            (1000..=300_000).contains(&self.worker_session_timeout_ms)
+                && self.worker_session_timeout_ms > 3 * crate::kafka::HEARTBEAT_INTERVAL_MS,
+            "worker_session_timeout_ms",
+            "must be 3001..=300000 (more than 3 heartbeats of 1000 ms)",
+        )?;
+        check(
             (0.0..=1.0).contains(&self.chaos_fail_rate),
             "chaos_fail_rate",
             "must be between 0 and 1",
@@ -548,6 +562,9 @@ mod tests {
             Settings::from_sources(None, env(&[("SECKILL_RATE_LIMIT_PER_USER_PER_SEC", "0")]))
                 .unwrap();
         assert!(!off.rate_limit_enabled());
+        let s = Settings::from_sources(None, env(&[("SECKILL_WORKER_SESSION_TIMEOUT_MS", "3001")]))
+            .unwrap();
+        assert_eq!(s.worker_session_timeout_ms, 3001);
         for (name, bad) in [
             ("SECKILL_MAX_IN_FLIGHT", "0"),
             ("SECKILL_RATE_LIMIT_BURST", "0"),
@@ -556,6 +573,8 @@ mod tests {
             ("SECKILL_WORKER_STATS_INTERVAL_MS", "5"),
             ("SECKILL_HTTP_CLIENT_REQUEST_TIMEOUT_MS", "500"),
             ("SECKILL_HTTP_MAX_CONNECTIONS", "0"),
+            ("SECKILL_WORKER_SESSION_TIMEOUT_MS", "3000"),
+            ("SECKILL_WORKER_SESSION_TIMEOUT_MS", "300001"),
         ] {
             let err = Settings::from_sources(None, env(&[(name, bad)])).unwrap_err();
             assert!(format!("{err:#}").contains(name), "{name}={bad}: {err:#}");

@@ -12,6 +12,10 @@ use std::time::Duration;
 /// Header that carries the ticket id, for tracing across the pipeline.
 pub const TICKET_HEADER: &str = "ticket";
 
+/// The consumer's `heartbeat.interval.ms`. `SECKILL_WORKER_SESSION_TIMEOUT_MS` must allow
+/// more than three of them.
+pub const HEARTBEAT_INTERVAL_MS: u64 = 1000;
+
 /// Producer settings: idempotent, `acks=all`, and a delivery timeout of seconds, not minutes.
 pub fn producer_config(s: &Settings) -> ClientConfig {
     let mut c = ClientConfig::new();
@@ -39,8 +43,11 @@ pub fn consumer_config(s: &Settings) -> ClientConfig {
         .set("auto.commit.interval.ms", "500")
         .set("enable.auto.offset.store", "false")
         .set("auto.offset.reset", "earliest")
-        .set("session.timeout.ms", "6000")
-        .set("heartbeat.interval.ms", "1000")
+        .set(
+            "session.timeout.ms",
+            s.worker_session_timeout_ms.to_string(),
+        )
+        .set("heartbeat.interval.ms", HEARTBEAT_INTERVAL_MS.to_string())
         // How long the broker may hold a fetch that has no data. Apache Kafka answers a
         // waiting fetch as soon as data arrives; the local tansu broker does not, so with the
         // default (500 ms) every order waited for the fetch to time out: p50 of 202 ->

@@ -2,6 +2,9 @@
 //! flight finish, the worker finishes its batch and commits, both exit 0; after a restart
 //! every accepted ticket settles, nothing is lost and nothing is sold twice.
 //!
+//! A worker stopped by SIGTERM also leaves the consumer group, so that another worker takes
+//! its partitions at once instead of after the session timeout.
+//!
 //! The processes are started by [`crate::process::Proc`].
 
 use crate::helpers::*;
@@ -10,7 +13,7 @@ use reqwest::StatusCode;
 use seckill_shared::ProductId;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Buyers: one connection per request, so that no idle keep-alive connection meets the
 /// shutdown.
@@ -167,4 +170,75 @@ async fn sigterm_lets_requests_and_batches_finish_and_a_restart_loses_nothing() 
     w2.sigterm();
     g2.exits_cleanly("the restarted gateway").await;
     w2.exits_cleanly("the restarted worker").await;
+}
+
+/// The partitions a worker process's `/healthz` reports; `None` while it does not answer.
+async fn assigned(http: &reqwest::Client, worker: &Proc) -> Option<Vec<u64>> {
+    let body: Value = http
+        .get(format!("{}/healthz", worker.base))
+        .send()
+        .await
+        .ok()?
+        .json()
+        .await
+        .ok()?;
+    body["assigned_partitions"]
+        .as_array()?
+        .iter()
+        .map(Value::as_u64)
+        .collect()
+}
+
+#[tokio::test]
+async fn a_worker_stopped_by_sigterm_leaves_the_group_so_the_other_takes_its_partitions_at_once() {
+    let env = TestEnv::new().await;
+    let partitions = env.settings.kafka_partitions as usize;
+    // The broker evicts a member that stops without leaving only once it has not heard from
+    // it for the session timeout. tansu also holds every rebalance (a join, a leave, an
+    // eviction) open for about half of the session timeout. Measured with 30 s: after a
+    // leave the other worker owns every partition ~16 s after the SIGTERM (one heartbeat,
+    // then the rebalance); without one, ~45 s (the eviction at 30 s, then the rebalance).
+    // The limit, 25 s, is below the session timeout and leaves ~9 s for a slow machine.
+    let session_timeout = Duration::from_secs(30);
+    let handover_limit = session_timeout * 5 / 6;
+    let session = [(
+        "SECKILL_WORKER_SESSION_TIMEOUT_MS",
+        session_timeout.as_millis().to_string(),
+    )];
+    // Both join at once, so that one rebalance (~15 s) splits the partitions.
+    let [a, b] = [(); 2].map(|_| {
+        let (mut cmd, port) = Proc::worker_command(&env, &[]);
+        cmd.envs(session.clone());
+        Proc::spawn(cmd, port, false)
+    });
+    let http = reqwest::Client::new();
+    eventually(
+        "the two workers to split the partitions",
+        Duration::from_secs(90),
+        || async {
+            let (pa, pb) = (assigned(&http, &a).await?, assigned(&http, &b).await?);
+            (!pa.is_empty() && !pb.is_empty() && pa.len() + pb.len() == partitions).then_some(())
+        },
+    )
+    .await;
+
+    a.sigterm();
+    let stopped = Instant::now();
+    a.exits_cleanly("the stopped worker").await;
+    let left = handover_limit
+        .checked_sub(stopped.elapsed())
+        .expect("the worker exits well within the limit");
+    eventually(
+        &format!(
+            "the other worker to own every partition within {handover_limit:?} of the SIGTERM \
+             (a member that does not leave is evicted only after {session_timeout:?})"
+        ),
+        left,
+        || async { (assigned(&http, &b).await?.len() == partitions).then_some(()) },
+    )
+    .await;
+    eprintln!("handover {:?} after the SIGTERM", stopped.elapsed());
+
+    b.sigterm();
+    b.exits_cleanly("the other worker").await;
 }
