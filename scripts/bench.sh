@@ -384,13 +384,13 @@ fi
 
 # ---------------------------------------------------- end-to-end (9) ---
 if want 9; then
-    new_namespace e
     if [[ -n $BENCH_E2E_RATE ]]; then
         peak=0
     elif [[ -f $OUT/f2.json ]]; then
         peak=$(json_field req_per_s <"$OUT/f2.json")
     else
         log "(9) needs the peak of (2): measuring it for 3 s"
+        new_namespace e
         start_gateway 3
         p=$(new_product 3 1000000000)
         load f9-peak --gateway "http://127.0.0.1:${GW_PORTS[3]}" --product "$p" --users 1000000000 \

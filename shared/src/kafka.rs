@@ -50,8 +50,8 @@ pub fn consumer_config(s: &Settings) -> ClientConfig {
         .set("heartbeat.interval.ms", HEARTBEAT_INTERVAL_MS.to_string())
         // How long the broker may hold a fetch that has no data. Apache Kafka answers a
         // waiting fetch as soon as data arrives; the local tansu broker does not, so with the
-        // default (500 ms) every order waited for the fetch to time out: p50 of 202 ->
-        // confirmed was ~170 ms even at 500 orders/s, ~30 ms with 10 (docs/BENCHMARKS.md).
+        // default (500 ms) every order waited for the fetch to time out: at 1,050 orders/s,
+        // p50 of 202 -> confirmed was 171 ms with 500 and 19 ms with 10 (docs/BENCHMARKS.md).
         // The price: an idle worker sends ~100 empty fetches a second. Apache Kafka shrugs
         // that off; tansu spends ~15% of a core on it per idle worker.
         .set("fetch.wait.max.ms", s.worker_fetch_wait_ms.to_string())

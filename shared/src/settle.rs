@@ -141,21 +141,13 @@ pub struct Claimed {
     chaos_failed: HashSet<String>,
 }
 
-/// A batch after step 2: MySQL has decided every claimed order.
-#[derive(Debug, Default)]
-pub struct Persisted {
-    skipped: Vec<(Ticket, Outcome)>,
-    claimed: Vec<OrderMessage>,
-    decided: Vec<Outcome>,
-}
-
 impl Settler {
     /// Steps 1 to 3 in a row. The worker runs them as a pipeline instead (one batch per step
     /// at a time); both are correct because every step is idempotent and only step 2 decides.
     pub async fn settle(&self, orders: &[OrderMessage]) -> anyhow::Result<BatchReport> {
         let claimed = self.claim(orders).await?;
-        let persisted = self.persist(&claimed).await?;
-        self.finish(&persisted).await
+        let decided = self.persist(&claimed).await?;
+        self.finish(&claimed, &decided).await
     }
 
     /// Step 1: claim in Redis, product by product (one script call each), dropping duplicate
@@ -202,30 +194,27 @@ impl Settler {
         })
     }
 
-    /// Step 2: decide and persist the claimed orders in one MySQL transaction.
-    pub async fn persist(&self, claimed: &Claimed) -> anyhow::Result<Persisted> {
-        let decided = if claimed.claimed.is_empty() {
-            Vec::new()
-        } else {
-            let refs: Vec<&OrderMessage> = claimed.claimed.iter().collect();
-            let chaos: HashSet<&str> = claimed.chaos_failed.iter().map(String::as_str).collect();
-            self.write(&refs, &chaos).await?
-        };
-        Ok(Persisted {
-            skipped: claimed.skipped.clone(),
-            claimed: claimed.claimed.clone(),
-            decided,
-        })
+    /// Step 2: decide and persist the claimed orders in one MySQL transaction. Returns one
+    /// outcome per claimed order, in order.
+    pub async fn persist(&self, claimed: &Claimed) -> anyhow::Result<Vec<Outcome>> {
+        if claimed.claimed.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.write(&claimed.claimed, &claimed.chaos_failed).await
     }
 
-    /// Step 3: make Redis follow MySQL: confirm, and compensate the failures.
-    pub async fn finish(&self, persisted: &Persisted) -> anyhow::Result<BatchReport> {
-        let claimed = &persisted.claimed;
-        let decided = &persisted.decided;
+    /// Step 3: make Redis follow MySQL (confirm, and compensate the failures), given what
+    /// step 2 decided.
+    pub async fn finish(
+        &self,
+        claimed: &Claimed,
+        decided: &[Outcome],
+    ) -> anyhow::Result<BatchReport> {
         let mut report = BatchReport {
-            outcomes: persisted.skipped.clone(),
+            outcomes: claimed.skipped.clone(),
             ..BatchReport::default()
         };
+        let claimed = &claimed.claimed;
         let mut confirms: BTreeMap<ProductId, Vec<(&Ticket, u64)>> = BTreeMap::new();
         for (m, outcome) in claimed.iter().zip(decided) {
             if let Outcome::Confirmed { order_id } = outcome {
@@ -254,11 +243,11 @@ impl Settler {
         Ok(report)
     }
 
-    /// The MySQL transaction. Returns one outcome per claimed order, in order.
+    /// The MySQL transaction of [`Self::persist`].
     async fn write(
         &self,
-        claimed: &[&OrderMessage],
-        chaos_failed: &HashSet<&str>,
+        claimed: &[OrderMessage],
+        chaos_failed: &HashSet<String>,
     ) -> anyhow::Result<Vec<Outcome>> {
         let id_step = self.ids.step(&self.db).await?;
         let started = std::time::Instant::now();

@@ -5,37 +5,12 @@ use crate::startup::Worker;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
 use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::{ClientContext, Statistics};
-use seckill_shared::settle::{BatchReport, Claimed, Outcome, Persisted};
+use seckill_shared::settle::{BatchReport, Claimed, Outcome};
 use seckill_shared::OrderMessage;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
-
-/// A message copied out of the client: where it was, and the order it carried (`None` when it
-/// could not be decoded; it is logged and skipped, but its offset still counts).
-struct Received {
-    partition: i32,
-    offset: i64,
-    order: Option<OrderMessage>,
-}
-
-impl From<&BorrowedMessage<'_>> for Received {
-    fn from(m: &BorrowedMessage<'_>) -> Self {
-        let order = match OrderMessage::decode(m.payload().unwrap_or_default()) {
-            Ok(o) => Some(o),
-            Err(e) => {
-                tracing::error!(error = %e, partition = m.partition(), offset = m.offset(), "skipping an undecodable message");
-                None
-            }
-        };
-        Self {
-            partition: m.partition(),
-            offset: m.offset(),
-            order,
-        }
-    }
-}
 
 /// Partitions currently assigned to this worker.
 pub type Assignment = Arc<Mutex<BTreeSet<i32>>>;
@@ -88,21 +63,30 @@ impl ConsumerContext for WorkerContext {
     }
 }
 
-/// A batch copied out of the client: its messages' places, and the orders they carried.
+/// A batch copied out of the client, so nothing of the client's is held while it settles (a
+/// rebalance may happen meanwhile): the orders, and the highest offset of each partition.
+#[derive(Default)]
 struct Batch {
-    received: Vec<Received>,
     orders: Vec<OrderMessage>,
-    gathered: Instant,
+    high: BTreeMap<i32, i64>,
+    messages: usize,
+    gathered: Option<Instant>,
 }
 
 impl Batch {
-    fn new(received: Vec<Received>) -> Self {
-        let orders = received.iter().filter_map(|r| r.order.clone()).collect();
-        Self {
-            received,
-            orders,
-            gathered: Instant::now(),
+    /// Takes one message. One that cannot be decoded is logged and skipped, but its offset
+    /// still counts.
+    fn push(&mut self, m: &BorrowedMessage<'_>) {
+        match OrderMessage::decode(m.payload().unwrap_or_default()) {
+            Ok(o) => self.orders.push(o),
+            Err(e) => {
+                tracing::error!(error = %e, partition = m.partition(), offset = m.offset(), "skipping an undecodable message");
+            }
         }
+        let h = self.high.entry(m.partition()).or_insert(m.offset());
+        *h = (*h).max(m.offset());
+        self.messages += 1;
+        self.gathered.get_or_insert_with(Instant::now);
     }
 }
 
@@ -120,7 +104,7 @@ impl Worker {
     pub(crate) async fn consume(&self, shutdown: &CancellationToken) {
         let mut claiming: Option<Batch> = None;
         let mut persisting: Option<(Batch, Claimed)> = None;
-        let mut finishing: Option<(Batch, Persisted)> = None;
+        let mut finishing: Option<(Batch, Claimed, Vec<Outcome>)> = None;
         let mut backoff = Duration::from_millis(100);
         loop {
             let busy = persisting.is_some() || finishing.is_some();
@@ -138,7 +122,7 @@ impl Worker {
             let (finished, persisted, claimed) = tokio::join!(
                 async {
                     match &finishing {
-                        Some((_, p)) => Some(settler.finish(p).await),
+                        Some((_, c, decided)) => Some(settler.finish(c, decided).await),
                         None => None,
                     }
                 },
@@ -160,16 +144,16 @@ impl Worker {
             let mut failed = None;
             match finished {
                 Some(Ok(report)) => {
-                    let (batch, _) = finishing.take().expect("finished a batch");
+                    let (batch, _, _) = finishing.take().expect("finished a batch");
                     self.finished(&batch, report).await;
                 }
                 Some(Err(e)) => failed = Some(e.context("confirming in Redis")),
                 None => {}
             }
             match persisted {
-                Some(Ok(p)) if finishing.is_none() => {
-                    let (batch, _) = persisting.take().expect("persisted a batch");
-                    finishing = Some((batch, p));
+                Some(Ok(decided)) if finishing.is_none() => {
+                    let (batch, c) = persisting.take().expect("persisted a batch");
+                    finishing = Some((batch, c, decided));
                 }
                 // Written, but the step after is still busy: written again next round, which
                 // changes nothing.
@@ -212,7 +196,7 @@ impl Worker {
     /// only what has already arrived, and may return `None`.
     async fn gather(&self, busy: bool, shutdown: &CancellationToken) -> Option<Batch> {
         let size = self.settings.worker_batch_size;
-        let mut batch = Vec::new();
+        let mut batch = Batch::default();
         if !busy {
             let first = tokio::select! {
                 biased;
@@ -220,9 +204,7 @@ impl Worker {
                 m = self.consumer.recv() => m,
             };
             match first {
-                // Copied out of librdkafka at once, so nothing of the client's is held while
-                // the batch settles (a rebalance may happen meanwhile).
-                Ok(m) => batch.push(Received::from(&m)),
+                Ok(m) => batch.push(&m),
                 Err(e) => {
                     tracing::warn!(error = %e, "Kafka receive error");
                     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -238,9 +220,9 @@ impl Worker {
         // A zero linger still takes every message that is ready: the timeout polls the
         // receive before it looks at the clock.
         let deadline = tokio::time::Instant::now() + linger;
-        while batch.len() < size {
+        while batch.messages < size {
             match tokio::time::timeout_at(deadline, self.consumer.recv()).await {
-                Ok(Ok(m)) => batch.push(Received::from(&m)),
+                Ok(Ok(m)) => batch.push(&m),
                 Ok(Err(e)) => {
                     tracing::warn!(error = %e, "Kafka receive error");
                     break;
@@ -248,23 +230,20 @@ impl Worker {
                 Err(_) => break,
             }
         }
-        (!batch.is_empty()).then(|| Batch::new(batch))
+        (batch.messages > 0).then_some(batch)
     }
 
     /// A batch went through every step: record it and store its offsets.
     async fn finished(&self, batch: &Batch, report: BatchReport) {
-        self.metrics
-            .commit_seconds
-            .observe(batch.gathered.elapsed().as_secs_f64());
+        if let Some(gathered) = batch.gathered {
+            self.metrics
+                .commit_seconds
+                .observe(gathered.elapsed().as_secs_f64());
+        }
         self.record(&batch.orders, &report).await;
         // The highest offset of each partition: librdkafka commits offset + 1.
         let topic = self.settings.kafka_topic.as_str();
-        let mut high: BTreeMap<i32, i64> = BTreeMap::new();
-        for r in &batch.received {
-            let h = high.entry(r.partition).or_insert(r.offset);
-            *h = (*h).max(r.offset);
-        }
-        for (partition, offset) in high {
+        for (&partition, &offset) in &batch.high {
             if let Err(e) = self.consumer.store_offset(topic, partition, offset) {
                 // A partition revoked meanwhile: its new owner sees the batch again, and
                 // settling it again changes nothing.

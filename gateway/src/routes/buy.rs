@@ -84,7 +84,7 @@ impl TicketBody {
 /// 5. the reservation and the hand-off, in their own task.
 ///
 /// The `buy` span starts after the marker check: a marker hit logs nothing, and a sold-out
-/// flood is mostly marker hits, so it skips the span's cost (measured in docs/BENCHMARKS.md).
+/// flood is mostly marker hits, so it skips the span's cost.
 /// Its fields are `product_id`, `user_id` and, once reserved, `ticket`: every event logged
 /// while the buy runs carries them (at `debug`, one event per accepted buy).
 pub async fn buy(
