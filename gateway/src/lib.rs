@@ -4,6 +4,8 @@
 //! # Layout
 //! - [`startup`]: `Application::build` binds the listener and wires the state;
 //!   `run_until_stopped` serves until SIGTERM, then flushes the producer.
+//! - [`state`]: `AppState`, what every handler shares.
+//! - [`recovery`]: a product that Redis lost is rebuilt from MySQL while its buys get `503`.
 //! - [`routes`]: one module per endpoint group: `buy`, `orders`, `admin`, `health`, `openapi`
 //!   (`GET /openapi.json`, written by hand in `src/openapi.json`).
 //! - [`error`]: the API's error enum and its mapping to status codes and JSON bodies.
@@ -21,8 +23,10 @@ pub mod error;
 pub mod metrics;
 pub mod publish;
 pub mod rate_limit;
+pub mod recovery;
 pub mod routes;
 pub mod sold_out;
 pub mod startup;
+pub mod state;
 
 pub use startup::Application;

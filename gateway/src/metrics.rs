@@ -7,7 +7,7 @@
 //! path does for `sold_out_marker` and `overloaded`).
 
 use crate::routes::route_label;
-use crate::startup::AppState;
+use crate::state::AppState;
 use actix_web::body::MessageBody;
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::middleware::Next;

@@ -54,7 +54,8 @@ impl OrderPublisher {
     }
 
     /// Sends one order and waits for its delivery report, at most the delivery timeout.
-    pub async fn publish(&self, order: &OrderMessage) -> anyhow::Result<()> {
+    /// Returns where it landed: (partition, offset).
+    pub async fn publish(&self, order: &OrderMessage) -> anyhow::Result<(i32, i64)> {
         let payload = order.encode();
         let ticket = order.ticket.as_str();
         let record = FutureRecord::to(&self.topic)
@@ -70,7 +71,7 @@ impl OrderPublisher {
         // report.
         let result =
             match tokio::time::timeout(self.timeout + Duration::from_millis(500), delivery).await {
-                Ok(Ok(_)) => return Ok(()),
+                Ok(Ok(d)) => return Ok((d.partition, d.offset)),
                 Ok(Err((e, _))) => Err(anyhow!(e).context("Kafka did not take the order")),
                 Err(_) => Err(anyhow!("Kafka delivery report timed out")),
             };

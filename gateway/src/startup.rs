@@ -5,8 +5,10 @@ use crate::error::{json_error, path_error};
 use crate::metrics::{count_requests, Metrics};
 use crate::publish::OrderPublisher;
 use crate::rate_limit::RateLimiter;
+use crate::recovery::Recovery;
 use crate::routes;
 use crate::sold_out::{watch_zookeeper, SoldOutMarkers};
+use crate::state::AppState;
 use actix_web::dev::{Server, ServerHandle};
 use actix_web::middleware::from_fn;
 use actix_web::{web, App, HttpServer};
@@ -14,7 +16,6 @@ use anyhow::Context;
 use seckill_shared::settle::{Chaos, Settler};
 use seckill_shared::store::TicketStore;
 use seckill_shared::{db, Settings};
-use sqlx::MySqlPool;
 use std::net::TcpListener;
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,31 +23,6 @@ use tokio_util::sync::CancellationToken;
 
 /// Largest JSON body the API accepts.
 pub const MAX_BODY_BYTES: usize = 4096;
-
-/// Everything a request needs. Shared by all of actix's worker threads.
-pub struct AppState {
-    pub store: TicketStore,
-    pub db: MySqlPool,
-    pub publisher: OrderPublisher,
-    pub sold_out: Arc<SoldOutMarkers>,
-    pub metrics: Metrics,
-    pub admin_token: String,
-    pub sync_mode: bool,
-    pub settler: Settler,
-    /// Caps the buys in flight (`SECKILL_MAX_IN_FLIGHT`).
-    pub admission: Admission,
-    /// The per-user rate limit; `None` when it is off.
-    pub rate_limiter: Option<RateLimiter>,
-}
-
-impl AppState {
-    pub fn count(&self, route: &str, outcome: &str) {
-        self.metrics
-            .requests
-            .with_label_values(&[route, outcome])
-            .inc();
-    }
-}
 
 pub struct Application {
     port: u16,
@@ -98,6 +74,7 @@ impl Application {
             metrics,
             admin_token: settings.admin_token.clone(),
             sync_mode: settings.gateway_mode == "sync",
+            recovery: Recovery::new(&settings)?,
         });
         let data = state.clone();
         let mut server = HttpServer::new(move || {

@@ -76,9 +76,14 @@ pub struct Settings {
     pub worker_batch_size: usize,
     /// Worker: how long a batch waits to fill up.
     pub worker_batch_linger_ms: u64,
-    /// Worker: a ticket still `pending` (unclaimed) after this long has lost its message; the
-    /// sweeper fails it and gives its unit back.
+    /// Worker: the sweeper fails a ticket still `pending` (unclaimed) after this long, and
+    /// gives its unit back, only once the consumer group has read past its message (the
+    /// message was lost) or when the gateway never learnt where it landed (it died before
+    /// Kafka's ack). An order queued in Kafka is never failed for waiting.
     pub pending_timeout_ms: u64,
+    /// Worker: the last resort. A ticket still unsettled after this long is failed even though
+    /// the group has not read past its message: the broker lost its log.
+    pub pending_last_resort_ms: u64,
     /// Worker: how often librdkafka reports statistics (consumer lag); 0 turns them off.
     pub worker_stats_interval_ms: u64,
     /// Worker: the consumer's `fetch.wait.max.ms`, how long the broker may hold a fetch that
@@ -132,6 +137,7 @@ impl Default for Settings {
             worker_batch_size: 500,
             worker_batch_linger_ms: 20,
             pending_timeout_ms: 30_000,
+            pending_last_resort_ms: 900_000,
             worker_stats_interval_ms: 5000,
             worker_fetch_wait_ms: 10,
             worker_session_timeout_ms: 6000,
@@ -362,6 +368,11 @@ impl Settings {
             "must be 3001..=300000 (more than 3 heartbeats of 1000 ms)",
         )?;
         check(
+            self.pending_last_resort_ms >= self.pending_timeout_ms,
+            "pending_last_resort_ms",
+            "must be at least pending_timeout_ms",
+        )?;
+        check(
             (0.0..=1.0).contains(&self.chaos_fail_rate),
             "chaos_fail_rate",
             "must be between 0 and 1",
@@ -426,6 +437,9 @@ impl Settings {
     }
     pub fn pending_timeout(&self) -> Duration {
         Duration::from_millis(self.pending_timeout_ms)
+    }
+    pub fn pending_last_resort(&self) -> Duration {
+        Duration::from_millis(self.pending_last_resort_ms)
     }
     pub fn redis_timeout(&self) -> Duration {
         Duration::from_millis(self.redis_timeout_ms)

@@ -31,6 +31,25 @@ pub struct Product {
     pub initial_stock: i64,
     pub starts_at_ms: Option<i64>,
     pub ends_at_ms: Option<i64>,
+    /// When it was first loaded into Redis for sale.
+    pub loaded_at_ms: Option<i64>,
+}
+
+const PRODUCT_BY_ID: &str =
+    "SELECT id, name, stock, initial_stock, starts_at_ms, ends_at_ms, loaded_at_ms FROM products WHERE id = ?";
+const PRODUCT_BY_ID_FOR_UPDATE: &str =
+    "SELECT id, name, stock, initial_stock, starts_at_ms, ends_at_ms, loaded_at_ms FROM products WHERE id = ? FOR UPDATE";
+
+fn product_from_row(r: sqlx::mysql::MySqlRow) -> Product {
+    Product {
+        id: r.get::<i64, _>("id") as u64,
+        name: r.get("name"),
+        stock: r.get("stock"),
+        initial_stock: r.get("initial_stock"),
+        starts_at_ms: r.get("starts_at_ms"),
+        ends_at_ms: r.get("ends_at_ms"),
+        loaded_at_ms: r.get("loaded_at_ms"),
+    }
 }
 
 pub async fn create_product(
@@ -58,21 +77,54 @@ pub async fn product<'e>(
     exec: impl sqlx::Executor<'e, Database = sqlx::MySql>,
     id: ProductId,
 ) -> anyhow::Result<Option<Product>> {
-    let row = sqlx::query(
-        "SELECT id, name, stock, initial_stock, starts_at_ms, ends_at_ms FROM products WHERE id = ?",
+    let row = sqlx::query(PRODUCT_BY_ID)
+        .bind(id.as_i64())
+        .fetch_optional(exec)
+        .await
+        .context("reading a product")?;
+    Ok(row.map(product_from_row))
+}
+
+/// The product, with its row locked until the transaction ends (the lock every batch takes).
+pub async fn product_for_update<'e>(
+    exec: impl sqlx::Executor<'e, Database = sqlx::MySql>,
+    id: ProductId,
+) -> anyhow::Result<Option<Product>> {
+    let row = sqlx::query(PRODUCT_BY_ID_FOR_UPDATE)
+        .bind(id.as_i64())
+        .fetch_optional(exec)
+        .await
+        .context("locking a product")?;
+    Ok(row.map(product_from_row))
+}
+
+/// Records that the product was loaded into Redis for sale (the first time only).
+pub async fn mark_loaded(pool: &MySqlPool, id: ProductId, now_ms: i64) -> anyhow::Result<()> {
+    sqlx::query("UPDATE products SET loaded_at_ms = COALESCE(loaded_at_ms, ?) WHERE id = ?")
+        .bind(now_ms)
+        .bind(id.as_i64())
+        .execute(pool)
+        .await
+        .context("marking a product loaded")?;
+    Ok(())
+}
+
+/// How long after its end a product still counts as live: its last orders settle meanwhile.
+pub const LIVE_GRACE_MS: i64 = 3_600_000;
+
+/// Products loaded for sale whose sale has not ended (or ended within [`LIVE_GRACE_MS`]).
+pub async fn live_products(pool: &MySqlPool, now_ms: i64) -> anyhow::Result<Vec<ProductId>> {
+    Ok(sqlx::query(
+        "SELECT id FROM products WHERE loaded_at_ms IS NOT NULL \
+         AND (ends_at_ms IS NULL OR ends_at_ms > ?) ORDER BY id",
     )
-    .bind(id.as_i64())
-    .fetch_optional(exec)
+    .bind(now_ms - LIVE_GRACE_MS)
+    .fetch_all(pool)
     .await
-    .context("reading a product")?;
-    Ok(row.map(|r| Product {
-        id: r.get::<i64, _>("id") as u64,
-        name: r.get("name"),
-        stock: r.get("stock"),
-        initial_stock: r.get("initial_stock"),
-        starts_at_ms: r.get("starts_at_ms"),
-        ends_at_ms: r.get("ends_at_ms"),
-    }))
+    .context("listing live products")?
+    .into_iter()
+    .filter_map(|r| ProductId::new(r.get::<i64, _>("id") as u64).ok())
+    .collect())
 }
 
 /// A settled ticket as MySQL knows it: the fallback once the Redis copy has expired.

@@ -143,21 +143,71 @@ pub enum TicketStatus {
 }
 
 impl TicketStatus {
-    /// Maps the status field of a Redis ticket record.
-    pub fn from_record(s: &str) -> Option<Self> {
-        match s {
-            "pending" | "processing" => Some(Self::Pending),
-            "confirmed" => Some(Self::Confirmed),
-            "failed" => Some(Self::Failed),
-            _ => None,
-        }
-    }
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Pending => "pending",
             Self::Confirmed => "confirmed",
             Self::Failed => "failed",
         }
+    }
+}
+
+/// Why a ticket failed. Stored as its text in Redis (`reason`) and MySQL
+/// (`failed_tickets.reason`), and shown to the buyer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureReason {
+    /// Failed on purpose by fault injection (`SECKILL_CHAOS_*`).
+    Chaos,
+    /// MySQL does not know the product.
+    UnknownProduct,
+    /// The user already holds an order for the product.
+    DuplicateUser,
+    /// MySQL had no unit left. Redis reserved one, so the stores had diverged.
+    OutOfStock,
+    /// No worker took the order: its message never reached the consumer group.
+    Expired,
+    /// A worker claimed it, then the worker and the message were both lost.
+    Lost,
+    /// The gateway could not hand the order to Kafka.
+    KafkaUnavailable,
+    /// Sync mode: MySQL could not take the order.
+    Unavailable,
+}
+
+impl FailureReason {
+    pub const ALL: [Self; 8] = [
+        Self::Chaos,
+        Self::UnknownProduct,
+        Self::DuplicateUser,
+        Self::OutOfStock,
+        Self::Expired,
+        Self::Lost,
+        Self::KafkaUnavailable,
+        Self::Unavailable,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Chaos => "chaos",
+            Self::UnknownProduct => "unknown_product",
+            Self::DuplicateUser => "duplicate_user",
+            Self::OutOfStock => "out_of_stock",
+            Self::Expired => "expired",
+            Self::Lost => "lost",
+            Self::KafkaUnavailable => "kafka_unavailable",
+            Self::Unavailable => "unavailable",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+}
+
+impl fmt::Display for FailureReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -296,5 +346,14 @@ mod tests {
         v["v"] = 1.into();
         v["product_id"] = 4.into();
         assert!(OrderMessage::decode(v.to_string().as_bytes()).is_err());
+    }
+
+    #[test]
+    fn failure_reasons_round_trip_through_their_text() {
+        for r in FailureReason::ALL {
+            assert_eq!(FailureReason::parse(r.as_str()), Some(r));
+            assert_eq!(serde_json::to_value(r).unwrap(), r.as_str());
+        }
+        assert_eq!(FailureReason::parse("nope"), None);
     }
 }

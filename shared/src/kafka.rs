@@ -5,12 +5,26 @@ use crate::config::Settings;
 use anyhow::Context;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::RDKafkaErrorCode;
-use rdkafka::ClientConfig;
+use rdkafka::message::{Header, Headers, OwnedHeaders};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::util::Timeout;
+use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Header that carries the ticket id, for tracing across the pipeline.
 pub const TICKET_HEADER: &str = "ticket";
+
+/// Header of a fence message (see [`Fence`]); workers skip such messages.
+pub const FENCE_HEADER: &str = "seckill-fence";
+
+/// Is this a fence message? Workers skip it; its offset still counts.
+pub fn is_fence(headers: Option<&rdkafka::message::BorrowedHeaders>) -> bool {
+    headers.is_some_and(|h| h.iter().any(|x| x.key == FENCE_HEADER))
+}
 
 /// The consumer's `heartbeat.interval.ms`. `SECKILL_WORKER_SESSION_TIMEOUT_MS` must allow
 /// more than three of them.
@@ -87,4 +101,143 @@ pub async fn ensure_topic(brokers: &str, topic: &str, partitions: i32) -> anyhow
         }
     }
     Ok(())
+}
+
+/// Reads the worker group's committed offsets, without joining the group.
+#[derive(Clone)]
+pub struct GroupOffsets {
+    consumer: Arc<BaseConsumer>,
+    topic: String,
+}
+
+impl GroupOffsets {
+    pub fn new(s: &Settings) -> anyhow::Result<Self> {
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &s.kafka_brokers)
+            .set("group.id", &s.worker_group)
+            .set("enable.auto.commit", "false")
+            .set("client.id", "seckill-offsets")
+            .create()
+            .context("creating the Kafka offsets reader")?;
+        Ok(Self {
+            consumer: Arc::new(consumer),
+            topic: s.kafka_topic.clone(),
+        })
+    }
+
+    /// The partitions of the order topic.
+    pub async fn partitions(&self) -> anyhow::Result<Vec<i32>> {
+        let (consumer, topic) = (self.consumer.clone(), self.topic.clone());
+        tokio::task::spawn_blocking(move || partitions(&consumer, &topic))
+            .await
+            .context("joining the metadata request")?
+    }
+
+    /// The next offset the group will read, per partition of the topic. A partition the group
+    /// has never committed is left out.
+    pub async fn committed(&self) -> anyhow::Result<HashMap<i32, i64>> {
+        let (consumer, topic) = (self.consumer.clone(), self.topic.clone());
+        tokio::task::spawn_blocking(move || {
+            let mut tpl = TopicPartitionList::new();
+            for p in partitions(&consumer, &topic)? {
+                tpl.add_partition(&topic, p);
+            }
+            let committed = consumer
+                .committed_offsets(tpl, Duration::from_secs(5))
+                .context("reading the group's committed offsets")?;
+            Ok(committed
+                .elements()
+                .iter()
+                .filter_map(|e| match e.offset() {
+                    Offset::Offset(o) => Some((e.partition(), o)),
+                    _ => None,
+                })
+                .collect())
+        })
+        .await
+        .context("joining the offsets request")?
+    }
+}
+
+fn partitions(consumer: &BaseConsumer, topic: &str) -> anyhow::Result<Vec<i32>> {
+    let md = consumer
+        .fetch_metadata(Some(topic), Duration::from_secs(5))
+        .context("fetching the topic's metadata")?;
+    let parts: Vec<i32> = md
+        .topics()
+        .iter()
+        .filter(|t| t.name() == topic)
+        .flat_map(|t| t.partitions().iter().map(|p| p.id()))
+        .collect();
+    anyhow::ensure!(!parts.is_empty(), "topic {topic} has no partitions");
+    Ok(parts)
+}
+
+/// Waits until the worker group has read every order published before it was called: it
+/// writes one fence message into each partition and waits until the group's committed offset
+/// has passed all of them. Reconcile uses it after Redis lost a product, so that every order
+/// reserved before the loss has been adopted, and is counted, before the stock is rebuilt.
+pub struct Fence {
+    producer: FutureProducer,
+    offsets: GroupOffsets,
+    topic: String,
+    /// A publish started before the loss lands within the delivery timeout: the fence is
+    /// written after it.
+    in_flight: Duration,
+}
+
+impl Fence {
+    pub fn new(s: &Settings) -> anyhow::Result<Self> {
+        Ok(Self {
+            producer: producer_config(s)
+                .set("client.id", "seckill-fence")
+                .create()
+                .context("creating the fence producer")?,
+            offsets: GroupOffsets::new(s)?,
+            topic: s.kafka_topic.clone(),
+            in_flight: s.delivery_timeout() + Duration::from_millis(500),
+        })
+    }
+
+    /// See [`Fence`]. Fails after `limit`, for instance when no worker is running.
+    pub async fn drain(&self, limit: Duration) -> anyhow::Result<()> {
+        let deadline = tokio::time::Instant::now() + limit;
+        // Every publish that was in flight when Redis was lost has landed after this.
+        tokio::time::sleep(self.in_flight).await;
+        let mut fence: HashMap<i32, i64> = HashMap::new();
+        for p in self.offsets.partitions().await? {
+            let record = FutureRecord::<str, [u8]>::to(&self.topic)
+                .partition(p)
+                .key("fence")
+                .payload(b"{}")
+                .headers(OwnedHeaders::new().insert(Header {
+                    key: FENCE_HEADER,
+                    value: Some("1"),
+                }));
+            let delivery = self
+                .producer
+                .send(record, Timeout::After(Duration::from_secs(5)))
+                .await
+                .map_err(|(e, _)| e)
+                .context("writing a fence message")?;
+            fence.insert(delivery.partition, delivery.offset);
+        }
+        loop {
+            let committed = self.offsets.committed().await?;
+            let behind: Vec<i32> = fence
+                .iter()
+                .filter(|(p, o)| committed.get(p).is_none_or(|c| c <= o))
+                .map(|(p, _)| *p)
+                .collect();
+            if behind.is_empty() {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() >= deadline {
+                anyhow::bail!(
+                    "the workers have not read past the fence within {limit:?} (partitions {behind:?})"
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
 }

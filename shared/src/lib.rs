@@ -25,7 +25,7 @@ pub mod telemetry;
 pub mod zk;
 
 pub use config::Settings;
-pub use domain::{OrderMessage, ProductId, Ticket, TicketStatus, UserId};
+pub use domain::{FailureReason, OrderMessage, ProductId, Ticket, TicketStatus, UserId};
 
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> i64 {

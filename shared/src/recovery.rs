@@ -1,33 +1,51 @@
 //! Recovery paths: the stale-reservation sweeper and reconcile after Redis loses its data.
 //!
 //! **Sweeper.** A gateway can die after reserving a unit and before Kafka took the order, and
-//! a broker restart can lose messages. Either way a ticket stays `pending` with no message
-//! behind it. [`sweep`] fails `pending` tickets older than the timeout, giving their units
-//! back. It only ever takes `pending` tickets (atomically, in `compensate.lua`), and a worker
-//! must claim a ticket (`pending` → `processing`) before it writes the order, so the sweeper
-//! and a late message can never both win.
+//! a broker can lose messages. Either way a ticket stays `pending` with no message behind it.
+//! [`sweep`] fails such tickets and gives their units back, and never one whose order is only
+//! queued ([`decide`]):
+//! - a ticket whose Kafka location (partition, offset) the gateway recorded is failed once the
+//!   consumer group's committed offset on that partition has passed it, which means the
+//!   message was read and the ticket was still not claimed (its message was lost), and it is
+//!   older than the pending timeout;
+//! - a ticket without a location (the gateway died before Kafka's ack) is failed after the
+//!   pending timeout;
+//! - any ticket is failed after the last-resort timeout, for a broker that lost its log.
 //!
-//! A ticket stuck in `processing` far longer (a worker claimed it, then both the worker and
-//! the message were lost) is settled by MySQL: under the product's row lock, which the
-//! worker's batch transaction also takes, an existing order row confirms it, and otherwise a
+//! It only ever takes `pending` tickets (atomically, in `compensate.lua`), and a worker must
+//! claim a ticket (`pending` → `processing`) before it writes the order, so the sweeper and a
+//! late message can never both win.
+//!
+//! A ticket stuck in `processing` (a worker claimed it, then both the worker and the message
+//! were lost) follows the same rules, with three pending timeouts when its location is
+//! unknown. It is settled by MySQL: under the product's row lock, which the worker's batch
+//! transaction also takes, an existing order row confirms it, and otherwise a
 //! `failed_tickets` row fails it for good before its unit goes back.
 //!
 //! Every step is idempotent, so any number of workers may sweep at once.
 //!
 //! **Reconcile.** [`reconcile`] rebuilds a product's Redis state from MySQL: settled tickets,
-//! buyers, counters and stock (MySQL stock less the tickets still in flight in Redis).
+//! buyers, counters and stock (MySQL stock less the tickets still in flight in Redis). It
+//! holds the product's row lock while it rewrites Redis, so no batch commits in between, and
+//! after a loss it first waits for the workers to read every order published before it
+//! ([`Fence`]), so that those orders are counted as in flight. One pass is exact.
 
 use crate::db;
-use crate::domain::{ProductId, Ticket, TicketStatus};
-use crate::store::TicketStore;
+use crate::domain::{FailureReason, ProductId, Ticket, TicketStatus};
+use crate::kafka::Fence;
+use crate::store::{RecordStatus, TicketRecord, TicketStore};
 use anyhow::Context;
 use sqlx::mysql::MySqlPool;
 use sqlx::Row;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-/// A `processing` ticket is settled by the sweeper once it is this many pending timeouts old.
+/// A `processing` ticket without a Kafka location is settled by the sweeper once it is this
+/// many pending timeouts old.
 pub const STUCK_FACTOR: i64 = 3;
+
+/// How long reconcile waits for the workers to read past its fence.
+pub const FENCE_LIMIT: Duration = Duration::from_secs(60);
 
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct SweepReport {
@@ -35,43 +53,106 @@ pub struct SweepReport {
     pub given_back: BTreeMap<ProductId, u64>,
     /// Stuck tickets confirmed because MySQL had their order.
     pub confirmed: u64,
+    /// Products found without their Redis state (Redis lost it), and reconciled.
+    pub reconciled: Vec<ProductId>,
 }
 
-/// Fails stale reservations of every product. See the module docs.
+/// The sweeper's timeouts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SweepRules {
+    pub timeout: Duration,
+    pub last_resort: Duration,
+}
+
+/// What the sweeper does with one unsettled ticket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SweepAction {
+    Leave,
+    /// Fail the `pending` ticket (`expired`) and give its unit back.
+    Expire,
+    /// Settle the `processing` ticket through MySQL.
+    SettleStuck,
+}
+
+/// The sweeper's rule for one ticket (see the module docs). `committed` holds the group's
+/// committed offsets, `None` when Kafka could not be asked.
+pub fn decide(
+    record: &TicketRecord,
+    now_ms: i64,
+    rules: SweepRules,
+    committed: Option<&HashMap<i32, i64>>,
+) -> SweepAction {
+    let age = now_ms - record.created_at_ms;
+    let timeout = rules.timeout.as_millis() as i64;
+    let act = match record.state {
+        RecordStatus::Pending => SweepAction::Expire,
+        RecordStatus::Processing => SweepAction::SettleStuck,
+        RecordStatus::Confirmed | RecordStatus::Failed => return SweepAction::Leave,
+    };
+    if age >= rules.last_resort.as_millis() as i64 {
+        return act;
+    }
+    let due = match record.location {
+        Some((partition, offset)) => {
+            let read_past = committed
+                .and_then(|c| c.get(&partition))
+                .is_some_and(|next| *next > offset);
+            read_past && age >= timeout
+        }
+        None if record.state == RecordStatus::Pending => age >= timeout,
+        None => age >= STUCK_FACTOR * timeout,
+    };
+    if due {
+        act
+    } else {
+        SweepAction::Leave
+    }
+}
+
+/// Fails stale reservations of every live product, and reconciles a live product whose Redis
+/// state is gone. See the module docs.
 pub async fn sweep(
     store: &TicketStore,
     db: &MySqlPool,
-    timeout: Duration,
+    rules: SweepRules,
+    committed: Option<&HashMap<i32, i64>>,
+    fence: Option<&Fence>,
 ) -> anyhow::Result<SweepReport> {
     let mut report = SweepReport::default();
     let now = crate::now_ms();
-    let cutoff = now - timeout.as_millis() as i64;
-    let stuck_cutoff = now - STUCK_FACTOR * timeout.as_millis() as i64;
-    let products: Vec<i64> = sqlx::query("SELECT id FROM products")
-        .fetch_all(db)
-        .await
-        .context("listing products")?
-        .into_iter()
-        .map(|r| r.get("id"))
-        .collect();
-    for id in products {
-        let Ok(product) = ProductId::new(id as u64) else {
+    let cutoff = now - rules.timeout.as_millis() as i64;
+    for product in db::live_products(db, now).await? {
+        if store.stock(product).await?.is_none() {
+            tracing::warn!(%product, "Redis lost the product's state; reconciling it");
+            if reconcile(store, db, product, fence).await?.is_some() {
+                report.reconciled.push(product);
+            }
             continue;
-        };
+        }
         for ticket in store.unsettled_before(product, cutoff, 1000).await? {
-            let record = store.ticket(&ticket).await?;
-            let Some(record) = record else { continue };
-            let pending = record.raw_status == "pending";
-            let stuck = record.raw_status == "processing" && record.created_at_ms <= stuck_cutoff;
-            if pending && store.expire_pending(&ticket, "expired", cutoff).await? {
-                record_failure(db, &ticket, record.user_id, "expired").await?;
-                *report.given_back.entry(product).or_default() += 1;
-                tracing::warn!(%ticket, "stale reservation expired");
-            } else if stuck {
-                if settle_stuck(store, db, &ticket, record.user_id).await? {
-                    *report.given_back.entry(product).or_default() += 1;
-                } else {
-                    report.confirmed += 1;
+            let Some(record) = store.ticket(&ticket).await? else {
+                continue;
+            };
+            match decide(&record, now, rules, committed) {
+                SweepAction::Leave => {}
+                SweepAction::Expire => {
+                    if store
+                        .expire_pending(&ticket, FailureReason::Expired.as_str(), cutoff)
+                        .await?
+                    {
+                        *report.given_back.entry(product).or_default() += 1;
+                    }
+                    record_failure(db, &ticket, record.user_id, FailureReason::Expired).await?;
+                    tracing::warn!(%ticket, location = ?record.location, "stale reservation expired");
+                }
+                SweepAction::SettleStuck => {
+                    match settle_stuck(store, db, &ticket, record.user_id).await? {
+                        Stuck::Failed { given_back: true } => {
+                            *report.given_back.entry(product).or_default() += 1;
+                        }
+                        Stuck::Failed { given_back: false } => {}
+                        Stuck::Confirmed { .. } => report.confirmed += 1,
+                    }
                 }
             }
         }
@@ -83,27 +164,39 @@ async fn record_failure(
     db: &MySqlPool,
     ticket: &Ticket,
     user: u64,
-    reason: &str,
+    reason: FailureReason,
 ) -> anyhow::Result<()> {
     sqlx::query("INSERT IGNORE INTO failed_tickets (ticket, product_id, user_id, reason) VALUES (?, ?, ?, ?)")
         .bind(ticket.as_str())
         .bind(ticket.product().as_i64())
         .bind(user as i64)
-        .bind(reason)
+        .bind(reason.as_str())
         .execute(db)
         .await
         .context("recording a failed ticket")?;
     Ok(())
 }
 
-/// Settles a ticket stuck in `processing` through MySQL. Returns `true` when it failed (and
-/// its unit went back), `false` when MySQL had its order and it was confirmed.
-async fn settle_stuck(
+/// How [`settle_stuck`] settled a ticket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stuck {
+    /// MySQL had its order.
+    Confirmed { order_id: u64 },
+    /// MySQL had no order: the ticket failed for good; `given_back` when its unit went back.
+    Failed { given_back: bool },
+}
+
+/// Settles an unsettled ticket through MySQL, under the product's row lock that every batch
+/// transaction also takes: an existing order row confirms it in Redis, and otherwise a
+/// `failed_tickets` row (`lost`, unless one exists) fails it for good before its unit goes
+/// back. Used for tickets stuck in `processing`, and by the gateway's sync mode when the
+/// outcome of its own settle is unknown.
+pub async fn settle_stuck(
     store: &TicketStore,
     db: &MySqlPool,
     ticket: &Ticket,
     user: u64,
-) -> anyhow::Result<bool> {
+) -> anyhow::Result<Stuck> {
     let mut tx = db.begin().await.context("starting a transaction")?;
     sqlx::query("SELECT id FROM products WHERE id = ? FOR UPDATE")
         .bind(ticket.product().as_i64())
@@ -127,25 +220,28 @@ async fn settle_stuck(
         store
             .confirm(ticket.product(), &[(ticket, order_id as u64)])
             .await?;
-        return Ok(false);
+        return Ok(Stuck::Confirmed {
+            order_id: order_id as u64,
+        });
     }
     let reason = match reason {
         Some(r) => r,
         None => {
-            sqlx::query("INSERT INTO failed_tickets (ticket, product_id, user_id, reason) VALUES (?, ?, ?, 'lost')")
+            sqlx::query("INSERT INTO failed_tickets (ticket, product_id, user_id, reason) VALUES (?, ?, ?, ?)")
                 .bind(ticket.as_str())
                 .bind(ticket.product().as_i64())
                 .bind(user as i64)
+                .bind(FailureReason::Lost.as_str())
                 .execute(&mut *tx)
                 .await
                 .context("recording a lost ticket")?;
-            "lost".to_owned()
+            FailureReason::Lost.as_str().to_owned()
         }
     };
     tx.commit().await.context("committing a lost ticket")?;
     let given_back = store.compensate(ticket, &reason).await?;
-    tracing::warn!(%ticket, "stuck ticket failed: its message was lost");
-    Ok(given_back)
+    tracing::warn!(%ticket, %reason, "unsettled ticket failed through MySQL: its message was lost");
+    Ok(Stuck::Failed { given_back })
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -158,17 +254,42 @@ pub struct ReconcileReport {
     pub restored: u64,
     /// Pending entries dropped because their ticket record was gone.
     pub pruned: u64,
+    /// Redis had lost the product: the workers' reading of older orders was awaited first.
+    pub was_lost: bool,
 }
 
 /// Rebuilds a product's Redis state from MySQL. `Ok(None)` for a product MySQL does not know.
+///
+/// When Redis has lost the product (no stock key) and a `fence` is given, it first waits
+/// until the workers have read every order published before the call ([`Fence::drain`]):
+/// they adopt those orders (`claim.lua`), so the rebuilt stock counts them as in flight and
+/// no unit they hold is sold again. Meanwhile buys of the product get `503`. Then, holding
+/// the product's row lock so that no batch commits in between, it rewrites the settled
+/// tickets, the buyers, the counters and the stock (MySQL stock less what is in flight).
 pub async fn reconcile(
     store: &TicketStore,
     db: &MySqlPool,
     product: ProductId,
+    fence: Option<&Fence>,
 ) -> anyhow::Result<Option<ReconcileReport>> {
-    // One transaction, so the stock and the rows come from one snapshot.
+    // Lost: loaded for sale once, and now without Redis state. A product never loaded has no
+    // orders in Kafka to wait for.
+    let Some(known) = db::product(db, product).await? else {
+        return Ok(None);
+    };
+    let lost = known.loaded_at_ms.is_some() && store.stock(product).await?.is_none();
+    if lost {
+        if let Some(fence) = fence {
+            fence
+                .drain(FENCE_LIMIT)
+                .await
+                .context("waiting for the workers to read the orders published before the loss")?;
+        }
+    }
+    // One transaction that holds the product's row lock until Redis is rewritten: batches
+    // take the same lock to commit, so MySQL cannot move between the read and the rebuild.
     let mut tx = db.begin().await.context("starting a transaction")?;
-    let Some(p) = db::product(&mut *tx, product).await? else {
+    let Some(p) = db::product_for_update(&mut *tx, product).await? else {
         return Ok(None);
     };
     let orders: Vec<(Ticket, u64, String)> =
@@ -203,7 +324,6 @@ pub async fn reconcile(
                 ))
             })
             .collect();
-    tx.commit().await?;
 
     let mut restored = store
         .restore_settled(product, TicketStatus::Confirmed, &orders)
@@ -223,6 +343,9 @@ pub async fn reconcile(
             p.ends_at_ms,
         )
         .await?;
+    tx.commit()
+        .await
+        .context("releasing the product's row lock")?;
     Ok(Some(ReconcileReport {
         stock_db: p.stock,
         stock_redis,
@@ -230,5 +353,6 @@ pub async fn reconcile(
         failed: failed.len() as i64,
         restored,
         pruned,
+        was_lost: lost,
     }))
 }

@@ -12,8 +12,8 @@
 //!
 //! Every step is idempotent, so the caller retries the whole batch on any error.
 
-use crate::domain::{OrderMessage, ProductId, Ticket};
-use crate::store::TicketStore;
+use crate::domain::{FailureReason, OrderMessage, ProductId, Ticket};
+use crate::store::{ClaimStatus, GiveBack, TicketStore};
 use anyhow::Context;
 use sqlx::mysql::MySqlPool;
 use sqlx::{MySql, QueryBuilder, Row};
@@ -54,11 +54,12 @@ pub enum Outcome {
         order_id: u64,
     },
     Failed {
-        reason: String,
+        reason: FailureReason,
     },
-    /// Not claimed: released, already settled earlier, or a duplicate within the batch.
+    /// Not claimed: already settled, its record expired, or a duplicate within the batch.
     Skipped {
-        status: String,
+        /// What the claim found; `None` for a duplicate within the batch.
+        found: Option<ClaimStatus>,
     },
 }
 
@@ -69,6 +70,9 @@ pub struct BatchReport {
     pub newly_confirmed: u64,
     /// Products that got a unit back in Redis: their sold-out markers must go.
     pub given_back: BTreeMap<ProductId, u64>,
+    /// Products where MySQL had no unit for a ticket that Redis reserved: the stores have
+    /// diverged, Redis over-counts, and the product must be reconciled.
+    pub diverged: BTreeMap<ProductId, u64>,
 }
 
 impl BatchReport {
@@ -160,22 +164,22 @@ impl Settler {
             if seen.insert(m.ticket.as_str()) {
                 by_product.entry(m.product_id).or_default().push(m);
             } else {
-                skipped.push((
-                    m.ticket.clone(),
-                    Outcome::Skipped {
-                        status: "duplicate".into(),
-                    },
-                ));
+                skipped.push((m.ticket.clone(), Outcome::Skipped { found: None }));
             }
         }
         let mut claimed = Vec::with_capacity(orders.len());
         for (product, msgs) in &by_product {
             let statuses = self.store.claim(*product, msgs).await?;
             for (m, status) in msgs.iter().zip(statuses) {
-                if status == "processing" {
+                if status == ClaimStatus::Claimed {
                     claimed.push((*m).clone());
                 } else {
-                    skipped.push((m.ticket.clone(), Outcome::Skipped { status }));
+                    skipped.push((
+                        m.ticket.clone(),
+                        Outcome::Skipped {
+                            found: Some(status),
+                        },
+                    ));
                 }
             }
         }
@@ -228,10 +232,23 @@ impl Settler {
             report.newly_confirmed += self.store.confirm(*product, list).await?;
         }
         for (m, outcome) in claimed.iter().zip(decided) {
-            if let Outcome::Failed { reason } = outcome {
-                if self.store.compensate(&m.ticket, reason).await? {
-                    *report.given_back.entry(m.product_id).or_default() += 1;
-                }
+            let Outcome::Failed { reason } = outcome else {
+                continue;
+            };
+            // MySQL out of stock for a unit Redis reserved: Redis over-counts. Giving the unit
+            // back would sell it again and fail the next buyer too, so it is healed instead.
+            let give_back = if *reason == FailureReason::OutOfStock {
+                *report.diverged.entry(m.product_id).or_default() += 1;
+                GiveBack::Heal
+            } else {
+                GiveBack::Unit
+            };
+            if self
+                .store
+                .compensate_with(&m.ticket, reason.as_str(), give_back)
+                .await?
+            {
+                *report.given_back.entry(m.product_id).or_default() += 1;
             }
         }
         report.outcomes.extend(
@@ -275,7 +292,7 @@ impl Settler {
 
         let locked = started.elapsed();
         let tickets: Vec<&str> = claimed.iter().map(|m| m.ticket.as_str()).collect();
-        let already_failed: HashMap<String, String> = {
+        let already_failed: HashMap<String, FailureReason> = {
             let mut q = QueryBuilder::<MySql>::new(
                 "SELECT ticket, reason FROM failed_tickets WHERE ticket IN (",
             );
@@ -286,8 +303,13 @@ impl Settler {
                 .await
                 .context("reading failed tickets")?
                 .into_iter()
-                .map(|r| (r.get("ticket"), r.get("reason")))
-                .collect()
+                .map(|r| {
+                    let reason: String = r.get("reason");
+                    let reason = FailureReason::parse(&reason)
+                        .with_context(|| format!("unknown failure reason {reason:?} in MySQL"))?;
+                    anyhow::Ok((r.get("ticket"), reason))
+                })
+                .collect::<anyhow::Result<_>>()?
         };
         // The orders of these (product, user) pairs: who already holds a unit, and which of
         // these tickets are persisted already (a ticket's row has its message's pair). One
@@ -328,30 +350,26 @@ impl Settler {
         let mut outcomes: Vec<Option<Outcome>> = Vec::with_capacity(claimed.len());
         let mut accepted: Vec<&OrderMessage> = Vec::new();
         let mut sold: BTreeMap<i64, i64> = BTreeMap::new();
-        let mut failures: Vec<(&OrderMessage, &str)> = Vec::new();
+        let mut failures: Vec<(&OrderMessage, FailureReason)> = Vec::new();
         for m in claimed {
             let t = m.ticket.as_str();
             let key = (m.product_id.as_i64(), m.user_id.as_i64());
-            let fail = |reason: &str| {
-                Some(Outcome::Failed {
-                    reason: reason.to_owned(),
-                })
-            };
+            let fail = |reason: FailureReason| Some(Outcome::Failed { reason });
             let outcome = if let Some(id) = existing.get(t) {
                 Some(Outcome::Confirmed {
                     order_id: *id as u64,
                 })
             } else if let Some(reason) = already_failed.get(t) {
-                fail(reason)
+                fail(*reason)
             } else {
                 let reason = if chaos_failed.contains(t) {
-                    Some("chaos")
+                    Some(FailureReason::Chaos)
                 } else if !stock.contains_key(&key.0) {
-                    Some("unknown_product")
+                    Some(FailureReason::UnknownProduct)
                 } else if holders.contains(&key) {
-                    Some("duplicate_user")
+                    Some(FailureReason::DuplicateUser)
                 } else if stock[&key.0] <= 0 {
-                    Some("out_of_stock")
+                    Some(FailureReason::OutOfStock)
                 } else {
                     None
                 };
@@ -427,7 +445,7 @@ impl Settler {
                 b.push_bind(m.ticket.as_str())
                     .push_bind(m.product_id.as_i64())
                     .push_bind(m.user_id.as_i64())
-                    .push_bind(*reason);
+                    .push_bind(reason.as_str());
             });
             q.build()
                 .execute(&mut *tx)

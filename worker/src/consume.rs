@@ -6,7 +6,7 @@ use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Reb
 use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::{ClientContext, Statistics};
 use seckill_shared::settle::{BatchReport, Claimed, Outcome};
-use seckill_shared::OrderMessage;
+use seckill_shared::{kafka, recovery, OrderMessage};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -77,10 +77,18 @@ impl Batch {
     /// Takes one message. One that cannot be decoded is logged and skipped, but its offset
     /// still counts.
     fn push(&mut self, m: &BorrowedMessage<'_>) {
-        match OrderMessage::decode(m.payload().unwrap_or_default()) {
-            Ok(o) => self.orders.push(o),
-            Err(e) => {
-                tracing::error!(error = %e, partition = m.partition(), offset = m.offset(), "skipping an undecodable message");
+        if kafka::is_fence(m.headers()) {
+            tracing::debug!(
+                partition = m.partition(),
+                offset = m.offset(),
+                "read a fence"
+            );
+        } else {
+            match OrderMessage::decode(m.payload().unwrap_or_default()) {
+                Ok(o) => self.orders.push(o),
+                Err(e) => {
+                    tracing::error!(error = %e, partition = m.partition(), offset = m.offset(), "skipping an undecodable message");
+                }
             }
         }
         let h = self.high.entry(m.partition()).or_insert(m.offset());
@@ -279,6 +287,28 @@ impl Worker {
             };
             self.metrics.orders.with_label_values(&[label]).inc();
             tracing::debug!(%ticket, ?outcome, "settled");
+        }
+        for (product, tickets) in &report.diverged {
+            // Redis reserved units MySQL did not have: rebuild the product from MySQL now,
+            // instead of letting each phantom unit fail one buyer after another.
+            self.metrics.diverged.inc_by(*tickets);
+            tracing::error!(%product, tickets, "MySQL was out of stock for units Redis reserved: the stores diverged; reconciling");
+            match recovery::reconcile(
+                &self.settler.store,
+                &self.settler.db,
+                *product,
+                Some(&self.fence),
+            )
+            .await
+            {
+                Ok(report) => {
+                    self.metrics.reconciled.inc();
+                    tracing::warn!(%product, ?report, "reconciled after a divergence");
+                }
+                Err(e) => {
+                    tracing::error!(error = format!("{e:#}"), %product, "could not reconcile")
+                }
+            }
         }
         for (product, units) in &report.given_back {
             self.metrics.compensations.inc_by(*units);

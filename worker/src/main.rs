@@ -1,7 +1,7 @@
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use seckill_shared::store::TicketStore;
-use seckill_shared::{db, recovery, telemetry, zk, ProductId, Settings};
+use seckill_shared::{db, kafka, recovery, telemetry, zk, ProductId, Settings};
 use seckill_worker::Worker;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -34,8 +34,10 @@ struct Cli {
 enum Command {
     /// Apply the MySQL migrations and exit.
     Migrate,
-    /// Rebuild a product's Redis state from MySQL (after Redis lost its data), publish
-    /// "false" so every gateway drops its sold-out marker, and exit.
+    /// Rebuild a product's Redis state from MySQL (after Redis lost its data, once the
+    /// workers have read every order published before), publish "false" so every gateway
+    /// drops its sold-out marker, and exit. Workers do this on their own when they find a
+    /// live product missing from Redis.
     Reconcile {
         /// The product to rebuild.
         product_id: String,
@@ -68,7 +70,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         let product = ProductId::parse(&product_id)?;
         let pool = db::pool(&settings.mysql_url, 1)?;
         let store = TicketStore::from_settings(&settings)?;
-        let report = recovery::reconcile(&store, &pool, product)
+        let fence = kafka::Fence::new(&settings)?;
+        let report = recovery::reconcile(&store, &pool, product, Some(&fence))
             .await?
             .ok_or_else(|| anyhow::anyhow!("product {product} is not in MySQL"))?;
         zk::Publisher::new(&settings.zk_hosts, &settings.namespace)

@@ -20,6 +20,10 @@ pub struct Metrics {
     pub compensations: IntCounter,
     pub retries: IntCounter,
     pub swept: IntCounter,
+    /// Tickets MySQL failed as out of stock although Redis had reserved their unit.
+    pub diverged: IntCounter,
+    /// Products rebuilt from MySQL because Redis had lost or miscounted them.
+    pub reconciled: IntCounter,
     pub assigned_partitions: IntGauge,
     /// Sum of `consumer_lag` over this worker's partitions, from librdkafka's statistics.
     pub consumer_lag: IntGauge,
@@ -69,6 +73,16 @@ impl Metrics {
             "Stale reservations failed by the sweeper",
         )
         .unwrap();
+        let diverged = IntCounter::new(
+            "seckill_worker_store_divergence_total",
+            "Tickets MySQL failed as out of stock although Redis had reserved a unit: the stores diverged",
+        )
+        .unwrap();
+        let reconciled = IntCounter::new(
+            "seckill_worker_reconciles_total",
+            "Products rebuilt from MySQL after Redis lost or miscounted them",
+        )
+        .unwrap();
         let assigned_partitions = IntGauge::new(
             "seckill_worker_assigned_partitions",
             "Partitions assigned to this worker",
@@ -97,6 +111,8 @@ impl Metrics {
         registry.register(Box::new(compensations.clone())).unwrap();
         registry.register(Box::new(retries.clone())).unwrap();
         registry.register(Box::new(swept.clone())).unwrap();
+        registry.register(Box::new(diverged.clone())).unwrap();
+        registry.register(Box::new(reconciled.clone())).unwrap();
         registry
             .register(Box::new(assigned_partitions.clone()))
             .unwrap();
@@ -108,6 +124,8 @@ impl Metrics {
             compensations,
             retries,
             swept,
+            diverged,
+            reconciled,
             assigned_partitions,
             consumer_lag,
             pending_tickets,

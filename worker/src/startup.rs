@@ -8,7 +8,7 @@ use anyhow::Context;
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use seckill_shared::settle::{Chaos, Settler};
 use seckill_shared::store::TicketStore;
-use seckill_shared::{db, kafka, zk, Settings};
+use seckill_shared::{db, kafka, recovery, zk, Settings};
 use std::future::Future;
 use std::net::TcpListener;
 use std::sync::Arc;
@@ -21,6 +21,10 @@ pub struct Worker {
     pub(crate) settler: Settler,
     pub(crate) zk: Arc<zk::Publisher>,
     pub(crate) metrics: Metrics,
+    /// Reconcile's fence, after Redis lost a product.
+    pub(crate) fence: Arc<kafka::Fence>,
+    /// The group's committed offsets, for the sweeper.
+    offsets: kafka::GroupOffsets,
     assigned: Assignment,
     http: std::sync::Mutex<Option<Server>>,
     port: u16,
@@ -99,6 +103,8 @@ impl Worker {
 
         Ok(Self {
             zk: Arc::new(zk::Publisher::new(&settings.zk_hosts, &settings.namespace)),
+            fence: Arc::new(kafka::Fence::new(&settings)?),
+            offsets: kafka::GroupOffsets::new(&settings)?,
             settler: Settler {
                 store,
                 db: pool,
@@ -152,14 +158,21 @@ impl Worker {
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
         });
-        let sweeper = tokio::spawn(crate::sweep::run(
-            self.settler.store.clone(),
-            self.settler.db.clone(),
-            self.zk.clone(),
-            self.settings.pending_timeout(),
-            self.metrics.clone(),
-            shutdown.clone(),
-        ));
+        let sweeper = tokio::spawn(
+            crate::sweep::Sweeper {
+                store: self.settler.store.clone(),
+                db: self.settler.db.clone(),
+                zk: self.zk.clone(),
+                offsets: self.offsets.clone(),
+                fence: self.fence.clone(),
+                rules: recovery::SweepRules {
+                    timeout: self.settings.pending_timeout(),
+                    last_resort: self.settings.pending_last_resort(),
+                },
+                metrics: self.metrics.clone(),
+            }
+            .run(shutdown.clone()),
+        );
         self.consume(&shutdown).await;
         let _ = sweeper.await;
         gauge.abort();

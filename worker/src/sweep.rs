@@ -1,7 +1,8 @@
-//! The stale-reservation sweeper loop. The logic is `seckill_shared::recovery::sweep`.
+//! The sweeper loop. The logic is `seckill_shared::recovery::sweep`.
 
 use crate::metrics::Metrics;
-use seckill_shared::recovery;
+use seckill_shared::kafka::{Fence, GroupOffsets};
+use seckill_shared::recovery::{self, SweepRules};
 use seckill_shared::store::TicketStore;
 use seckill_shared::zk;
 use sqlx::MySqlPool;
@@ -9,31 +10,68 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-/// Sweeps every quarter of the pending timeout (between 0.2 s and 5 s) until `shutdown`.
-pub async fn run(
-    store: TicketStore,
-    db: MySqlPool,
-    zk: Arc<zk::Publisher>,
-    timeout: Duration,
-    metrics: Metrics,
-    shutdown: CancellationToken,
-) {
-    let every = (timeout / 4).clamp(Duration::from_millis(200), Duration::from_secs(5));
-    loop {
-        tokio::select! {
-            _ = tokio::time::sleep(every) => {},
-            _ = shutdown.cancelled() => return,
-        }
-        match recovery::sweep(&store, &db, timeout).await {
-            Ok(report) => {
-                for (product, units) in report.given_back {
-                    metrics.swept.inc_by(units);
-                    if let Err(e) = zk.not_sold_out(product, Duration::from_secs(2)).await {
-                        tracing::warn!(error = format!("{e:#}"), %product, "could not publish \"false\"");
+pub struct Sweeper {
+    pub store: TicketStore,
+    pub db: MySqlPool,
+    pub zk: Arc<zk::Publisher>,
+    pub offsets: GroupOffsets,
+    pub fence: Arc<Fence>,
+    pub rules: SweepRules,
+    pub metrics: Metrics,
+}
+
+impl Sweeper {
+    /// Sweeps every quarter of the pending timeout (between 0.2 s and 5 s) until `shutdown`.
+    pub async fn run(self, shutdown: CancellationToken) {
+        let every =
+            (self.rules.timeout / 4).clamp(Duration::from_millis(200), Duration::from_secs(5));
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(every) => {},
+                _ = shutdown.cancelled() => return,
+            }
+            // Without the group's offsets, tickets with a known location wait (for the next
+            // sweep, or the last resort); the others follow the pending timeout.
+            let committed = match self.offsets.committed().await {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    tracing::warn!(
+                        error = format!("{e:#}"),
+                        "could not read the group's offsets"
+                    );
+                    None
+                }
+            };
+            match recovery::sweep(
+                &self.store,
+                &self.db,
+                self.rules,
+                committed.as_ref(),
+                Some(&self.fence),
+            )
+            .await
+            {
+                Ok(report) => {
+                    self.metrics
+                        .reconciled
+                        .inc_by(report.reconciled.len() as u64);
+                    let products = report
+                        .given_back
+                        .iter()
+                        .map(|(p, units)| {
+                            self.metrics.swept.inc_by(*units);
+                            *p
+                        })
+                        .chain(report.reconciled.iter().copied());
+                    for product in products {
+                        if let Err(e) = self.zk.not_sold_out(product, Duration::from_secs(2)).await
+                        {
+                            tracing::warn!(error = format!("{e:#}"), %product, "could not publish \"false\"");
+                        }
                     }
                 }
+                Err(e) => tracing::warn!(error = format!("{e:#}"), "sweep failed; will retry"),
             }
-            Err(e) => tracing::warn!(error = format!("{e:#}"), "sweep failed; will retry"),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! Admin endpoints, behind `Authorization: Bearer <SECKILL_ADMIN_TOKEN>`.
 
 use crate::error::{ApiError, Object};
-use crate::startup::AppState;
+use crate::state::AppState;
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 use chrono::{DateTime, Utc};
@@ -108,6 +108,8 @@ async fn announce_for_sale(state: &AppState, id: ProductId) -> bool {
 }
 
 /// `POST /admin/products/{id}/preload`: copy the MySQL stock into Redis and publish `"false"`.
+/// A product that was loaded before and that Redis has lost is reconciled instead, so that
+/// the orders still in Kafka are counted.
 pub async fn preload(
     req: HttpRequest,
     state: web::Data<AppState>,
@@ -116,11 +118,25 @@ pub async fn preload(
     authorize(&req, &state)?;
     let id = product_id(&path)?;
     let product = mysql_product(&state, id).await?;
-    let stock_redis = state
-        .store
-        .preload(id, product.stock, product.starts_at_ms, product.ends_at_ms)
-        .await
-        .map_err(|e| ApiError::unavailable("Redis", e))?;
+    let lost = product.loaded_at_ms.is_some()
+        && state
+            .store
+            .stock(id)
+            .await
+            .map_err(|e| ApiError::unavailable("Redis", e))?
+            .is_none();
+    let stock_redis = if lost {
+        reconcile_product(&state, id).await?.stock_redis
+    } else {
+        db::mark_loaded(&state.db, id, seckill_shared::now_ms())
+            .await
+            .map_err(|e| ApiError::unavailable("MySQL", e))?;
+        state
+            .store
+            .preload(id, product.stock, product.starts_at_ms, product.ends_at_ms)
+            .await
+            .map_err(|e| ApiError::unavailable("Redis", e))?
+    };
     let published = announce_for_sale(&state, id).await;
     Ok(HttpResponse::Ok().json(json!({
         "id": id.get(),
@@ -130,8 +146,19 @@ pub async fn preload(
     })))
 }
 
-/// `POST /admin/products/{id}/reconcile`: rebuild the product's Redis state from MySQL (after
-/// Redis lost its data) and publish `"false"`.
+async fn reconcile_product(
+    state: &AppState,
+    id: ProductId,
+) -> Result<seckill_shared::recovery::ReconcileReport, ApiError> {
+    seckill_shared::recovery::reconcile(&state.store, &state.db, id, Some(state.recovery.fence()))
+        .await
+        .map_err(|e| ApiError::unavailable("Redis, MySQL or Kafka", e))?
+        .ok_or(ApiError::UnknownProduct)
+}
+
+/// `POST /admin/products/{id}/reconcile`: rebuild the product's Redis state from MySQL and
+/// publish `"false"`. After a Redis loss it first waits until the workers have read every
+/// order published before (at most a minute); one call is exact.
 pub async fn reconcile(
     req: HttpRequest,
     state: web::Data<AppState>,
@@ -139,10 +166,7 @@ pub async fn reconcile(
 ) -> Result<HttpResponse, ApiError> {
     authorize(&req, &state)?;
     let id = product_id(&path)?;
-    let report = seckill_shared::recovery::reconcile(&state.store, &state.db, id)
-        .await
-        .map_err(|e| ApiError::unavailable("Redis or MySQL", e))?
-        .ok_or(ApiError::UnknownProduct)?;
+    let report = reconcile_product(&state, id).await?;
     let published = announce_for_sale(&state, id).await;
     let mut body = serde_json::to_value(&report).map_err(anyhow::Error::from)?;
     body["id"] = id.get().into();

@@ -3,12 +3,15 @@
 use crate::error::{ApiError, Object};
 use crate::metrics::Outcome as OutcomeLabel;
 use crate::rate_limit::Decision;
-use crate::startup::AppState;
+use crate::state::AppState;
 use actix_web::http::header;
 use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
+use seckill_shared::recovery::{self, Stuck};
 use seckill_shared::settle::Outcome;
 use seckill_shared::store::{Reservation, TicketRecord};
-use seckill_shared::{db, now_ms, OrderMessage, ProductId, Ticket, TicketStatus, UserId};
+use seckill_shared::{
+    db, now_ms, FailureReason, OrderMessage, ProductId, Ticket, TicketStatus, UserId,
+};
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
 use tracing::Instrument;
@@ -206,7 +209,10 @@ async fn reserve_and_hand_off(
             state.sold_out.on_sold_out(product, &state.store).await;
             Err(ApiError::SoldOut)
         }
-        Reservation::UnknownProduct => Err(ApiError::UnknownProduct),
+        Reservation::UnknownProduct => Err(state
+            .recovery
+            .on_unknown_product(&state.store, &state.db, product)
+            .await),
         Reservation::NotStarted => Err(ApiError::SaleNotStarted),
         Reservation::Ended => Err(ApiError::SaleEnded),
     }
@@ -222,9 +228,20 @@ async fn hand_off(state: &AppState, order: OrderMessage) -> Result<HttpResponse,
         .with_label_values(&["kafka_ack"])
         .observe(t0.elapsed().as_secs_f64());
     match published {
-        Ok(()) => Ok(HttpResponse::Accepted()
-            .insert_header((header::LOCATION, format!("/v1/orders/{}", order.ticket)))
-            .json(TicketBody::pending(&order.ticket, order.user_id))),
+        Ok((partition, offset)) => {
+            // Where the order landed, so the sweeper never fails it for waiting in Kafka. Off
+            // the answer's path: until it is recorded, the sweeper treats the ticket as one
+            // without a location, whose timeout is far longer than this takes.
+            let (store, ticket) = (state.store.clone(), order.ticket.clone());
+            tokio::spawn(async move {
+                if let Err(e) = store.locate(&ticket, partition, offset).await {
+                    tracing::warn!(error = format!("{e:#}"), %ticket, "could not record the order's Kafka offset");
+                }
+            });
+            Ok(HttpResponse::Accepted()
+                .insert_header((header::LOCATION, format!("/v1/orders/{}", order.ticket)))
+                .json(TicketBody::pending(&order.ticket, order.user_id)))
+        }
         Err(e) => {
             give_back(state, &order).await;
             Err(ApiError::unavailable("Kafka", e))
@@ -249,12 +266,12 @@ async fn settle_now(state: &AppState, order: OrderMessage) -> Result<HttpRespons
                         .insert_header((header::LOCATION, format!("/v1/orders/{}", order.ticket)))
                         .json(body))
                 }
-                Some(Outcome::Failed { reason }) if reason == "out_of_stock" => {
-                    Err(ApiError::SoldOut)
-                }
+                Some(Outcome::Failed {
+                    reason: FailureReason::OutOfStock,
+                }) => Err(ApiError::SoldOut),
                 Some(Outcome::Failed { reason }) => {
                     body.status = TicketStatus::Failed;
-                    body.reason = Some(reason);
+                    body.reason = Some(reason.as_str().to_owned());
                     Ok(HttpResponse::Ok().json(body))
                 }
                 other => Err(ApiError::Unexpected(anyhow::anyhow!(
@@ -263,15 +280,40 @@ async fn settle_now(state: &AppState, order: OrderMessage) -> Result<HttpRespons
             }
         }
         Err(e) => {
-            // MySQL could not take it: the unit goes back, exactly once.
-            match state.store.compensate(&order.ticket, "unavailable").await {
-                Ok(true) => {
-                    state.sold_out.publish_not_sold_out(order.product_id).await;
+            // The outcome is unknown: the MySQL commit may have happened before the error (the
+            // Redis confirm failed, or the commit's reply was lost). Giving the unit back now
+            // could sell a unit MySQL already sold, so MySQL decides, under the product's row
+            // lock: an order row confirms the ticket, otherwise it fails for good and only
+            // then is its unit given back. If MySQL cannot answer either, the ticket stays
+            // unsettled for the sweeper, which follows the same rule.
+            tracing::warn!(error = format!("{e:#}"), ticket = %order.ticket, "sync settle failed; asking MySQL");
+            match recovery::settle_stuck(
+                &state.store,
+                &state.db,
+                &order.ticket,
+                order.user_id.get(),
+            )
+            .await
+            {
+                Ok(Stuck::Confirmed { order_id }) => {
+                    let mut body = TicketBody::pending(&order.ticket, order.user_id);
+                    body.status = TicketStatus::Confirmed;
+                    body.order_id = Some(order_id);
+                    Ok(HttpResponse::Created()
+                        .insert_header((header::LOCATION, format!("/v1/orders/{}", order.ticket)))
+                        .json(body))
                 }
-                Ok(false) => {}
-                Err(e) => tracing::error!(error = format!("{e:#}"), "could not give back a unit"),
+                Ok(Stuck::Failed { given_back }) => {
+                    if given_back {
+                        state.sold_out.publish_not_sold_out(order.product_id).await;
+                    }
+                    Err(ApiError::unavailable("MySQL", e))
+                }
+                Err(e2) => {
+                    tracing::error!(error = format!("{e2:#}"), ticket = %order.ticket, "could not settle through MySQL; the sweeper will");
+                    Err(ApiError::unavailable("MySQL", e))
+                }
             }
-            Err(ApiError::unavailable("MySQL", e))
         }
     }
 }

@@ -1,6 +1,6 @@
 //! Health and metrics.
 
-use crate::startup::AppState;
+use crate::state::AppState;
 use actix_web::{web, HttpResponse};
 use serde_json::{json, Value};
 use std::time::Duration;

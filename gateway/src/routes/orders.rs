@@ -2,7 +2,7 @@
 
 use crate::error::ApiError;
 use crate::routes::TicketBody;
-use crate::startup::AppState;
+use crate::state::AppState;
 use actix_web::{web, HttpResponse};
 use seckill_shared::{db, Ticket};
 
@@ -21,8 +21,26 @@ pub async fn get_order(
         Ok(Some(s)) => Ok(HttpResponse::Ok().json(TicketBody::from_settled(&ticket, s))),
         Ok(None) => match redis_err {
             Some(e) => Err(ApiError::unavailable("Redis", e)),
-            None => Err(ApiError::UnknownTicket),
+            None => Err(unknown(&state, &ticket).await),
         },
         Err(e) => Err(ApiError::unavailable("MySQL", redis_err.unwrap_or(e))),
+    }
+}
+
+/// Neither store knows the ticket. If Redis lost its product, the ticket may be an order still
+/// in Kafka: answer `503` while the product is rebuilt, not `404`.
+async fn unknown(state: &AppState, ticket: &Ticket) -> ApiError {
+    let product = ticket.product();
+    match state.store.stock(product).await {
+        Ok(Some(_)) => ApiError::UnknownTicket,
+        Ok(None) => match state
+            .recovery
+            .on_unknown_product(&state.store, &state.db, product)
+            .await
+        {
+            ApiError::UnknownProduct => ApiError::UnknownTicket,
+            other => other,
+        },
+        Err(e) => ApiError::unavailable("Redis", e),
     }
 }

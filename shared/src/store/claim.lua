@@ -1,33 +1,45 @@
 -- A worker claims tickets of one product before it writes them to MySQL:
 -- pending -> processing. A ticket already processing (a redelivery after a crash) stays claimed.
 --
--- A ticket with no record at all is an orphan: its message outlived the Redis copy (Redis lost
--- its data and was reconciled from MySQL). It is adopted as if it had just been reserved:
--- record, buyer and pending entry are recreated and one unit is taken, even below zero, so
--- that `initial = stock + pending + confirmed` still holds. MySQL has the last word on stock.
+-- A ticket with no record is adopted only when Redis really lost it:
+-- * the product has no stock key (Redis lost its data and the product is not rebuilt yet), or
+-- * the product was rebuilt (reconciled) after the order was reserved (`loaded_at` in meta).
+-- Adopting recreates the record, the buyer and the pending entry, so the rebuild counts the
+-- order as in flight. The unit is taken only while the product is loaded; before the
+-- rebuild there is no stock to take it from, and the rebuild sets the stock from MySQL less
+-- what is pending.
+-- Any other missing record has expired (SECKILL_TICKET_TTL_SECS): the order settled long
+-- ago, so it is skipped as `expired` and MySQL keeps the last word.
 --
--- KEYS: 1 stock, 2 buyers, 3 pending, 4.. ticket records
--- ARGV: triples (ticket, user id, reserved at ms) in the order of KEYS[4..], then ttl (s), product id
--- Returns one status per ticket: 'processing' when claimed, else the status found.
-local n = #KEYS - 3
+-- KEYS: 1 stock, 2 meta, 3 buyers, 4 pending, 5.. ticket records
+-- ARGV: triples (ticket, user id, reserved at ms) in the order of KEYS[5..], then ttl (s), product id
+-- Returns one status per ticket: 'processing' when claimed, else the status found ('expired'
+-- for a record that is gone and was not lost).
+local n = #KEYS - 4
 local ttl = ARGV[n * 3 + 1]
 local product = ARGV[n * 3 + 2]
+local loaded = redis.call('EXISTS', KEYS[1]) == 1
+local loaded_at = tonumber(redis.call('HGET', KEYS[2], 'loaded_at') or '0')
 local out = {}
 for i = 1, n do
-  local key = KEYS[i + 3]
+  local key = KEYS[i + 4]
   local ticket, user, created = ARGV[i * 3 - 2], ARGV[i * 3 - 1], ARGV[i * 3]
   local status = redis.call('HGET', key, 'status')
   if status == 'pending' then
     redis.call('HSET', key, 'status', 'processing')
     status = 'processing'
   elseif not status then
-    redis.call('HSET', key, 'status', 'processing', 'user_id', user, 'product_id', product,
-      'created_at', created, 'orphan', '1')
-    redis.call('EXPIRE', key, ttl)
-    redis.call('ZADD', KEYS[3], created, ticket)
-    if not redis.call('HGET', KEYS[2], user) then redis.call('HSET', KEYS[2], user, ticket) end
-    redis.call('DECR', KEYS[1])
-    status = 'processing'
+    if (not loaded) or tonumber(created) < loaded_at then
+      redis.call('HSET', key, 'status', 'processing', 'user_id', user, 'product_id', product,
+        'created_at', created, 'orphan', '1')
+      redis.call('EXPIRE', key, ttl)
+      redis.call('ZADD', KEYS[4], created, ticket)
+      if not redis.call('HGET', KEYS[3], user) then redis.call('HSET', KEYS[3], user, ticket) end
+      if loaded then redis.call('DECR', KEYS[1]) end
+      status = 'processing'
+    else
+      status = 'expired'
+    end
   end
   out[i] = status
 end

@@ -1,10 +1,18 @@
--- An order failed for good: give its unit back and free the user, exactly once.
+-- An order failed for good: free the user and, exactly once, settle the ticket as failed.
 -- Only a ticket that is still pending or processing is compensated, so a redelivered message
--- can never restore the stock twice. With ARGV[3] = 'pending_only' (the sweeper), a ticket a
--- worker has claimed is left alone, and so is one reserved after ARGV[4] (ms).
+-- can never restore the stock twice.
+-- Modes (ARGV[3]):
+-- * 'any': give the unit back.
+-- * 'pending_only' (the sweeper): as 'any', but a ticket a worker has claimed is left alone,
+--   and so is one reserved after ARGV[4] (ms).
+-- * 'heal': MySQL had no unit for this reservation, so Redis over-counted: the unit is not
+--   given back (it never existed).
+-- The unit goes back only while the product is loaded: after Redis lost its data, the
+-- rebuild sets the stock from MySQL, and a unit added before it would be sold twice.
 -- KEYS: 1 stock, 2 meta, 3 buyers, 4 pending, 5 ticket record
--- ARGV: 1 ticket, 2 reason, 3 mode ('any' or 'pending_only'), 4 reserved-before cutoff (ms)
--- Returns 1 when compensated, 0 when the ticket had already settled, is claimed or is gone.
+-- ARGV: 1 ticket, 2 reason, 3 mode, 4 reserved-before cutoff (ms)
+-- Returns 1 when compensated and the unit went back, 2 when compensated without giving a
+-- unit back, 0 when the ticket had already settled, is claimed or is gone.
 local status = redis.call('HGET', KEYS[5], 'status')
 if ARGV[3] == 'pending_only' then
   if status ~= 'pending' then return 0 end
@@ -18,5 +26,6 @@ if user and redis.call('HGET', KEYS[3], user) == ARGV[1] then redis.call('HDEL',
 redis.call('ZREM', KEYS[4], ARGV[1])
 redis.call('HSET', KEYS[5], 'status', 'failed', 'reason', ARGV[2])
 redis.call('HINCRBY', KEYS[2], 'failed', 1)
+if ARGV[3] == 'heal' or redis.call('EXISTS', KEYS[1]) == 0 then return 2 end
 redis.call('INCR', KEYS[1])
 return 1

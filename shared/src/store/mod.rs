@@ -11,8 +11,10 @@
 //! | `sk:{ns:P}:pending` | sorted set | tickets not yet settled, scored by reservation time |
 //! | `sk:{ns:P}:t:<ticket>` | hash | `status`, `user_id`, `product_id`, `created_at`, `order_id`, `confirmed_at`, `reason` |
 //!
-//! Ticket states: `pending` → `processing` (claimed by a worker) → `confirmed` | `failed`, and
-//! `pending` → released (deleted) when the gateway could not hand the order to Kafka.
+//! Ticket states ([`RecordStatus`]): `pending` → `processing` (claimed by a worker) →
+//! `confirmed` | `failed`. A reservation the gateway could not hand to Kafka is released:
+//! its unit goes back and the ticket becomes `failed` (`kafka_unavailable`); it is never
+//! deleted, so a message that reached Kafka after all is skipped.
 
 use crate::domain::{OrderMessage, ProductId, Ticket, TicketStatus, UserId};
 use anyhow::Context;
@@ -30,6 +32,7 @@ static COMPENSATE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!(
 static PRELOAD: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("preload.lua")));
 static RESTORE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("restore.lua")));
 static REBUILD: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("rebuild.lua")));
+static LOCATE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("locate.lua")));
 
 /// The keys of one product.
 #[derive(Debug, Clone)]
@@ -72,17 +75,92 @@ pub enum Reservation {
     Ended,
 }
 
+/// The `status` field of a Redis ticket record, parsed once where it is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordStatus {
+    /// Reserved; no worker has claimed it yet.
+    Pending,
+    /// Claimed by a worker, not yet settled.
+    Processing,
+    Confirmed,
+    Failed,
+}
+
+impl RecordStatus {
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "pending" => Self::Pending,
+            "processing" => Self::Processing,
+            "confirmed" => Self::Confirmed,
+            "failed" => Self::Failed,
+            _ => return None,
+        })
+    }
+
+    /// What a client sees: `processing` is shown as `pending`.
+    pub fn public(self) -> TicketStatus {
+        match self {
+            Self::Pending | Self::Processing => TicketStatus::Pending,
+            Self::Confirmed => TicketStatus::Confirmed,
+            Self::Failed => TicketStatus::Failed,
+        }
+    }
+}
+
+/// What `claim.lua` found for one order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClaimStatus {
+    /// This call owns the order now (`processing`), or a redelivery found it still claimed.
+    Claimed,
+    /// Settled already: confirmed or failed.
+    Settled(RecordStatus),
+    /// No record, and Redis did not lose it: it expired after the order settled.
+    Expired,
+}
+
+impl ClaimStatus {
+    fn parse(s: &str) -> anyhow::Result<Self> {
+        Ok(match s {
+            "processing" => Self::Claimed,
+            "expired" => Self::Expired,
+            other => match RecordStatus::parse(other) {
+                Some(r @ (RecordStatus::Confirmed | RecordStatus::Failed)) => Self::Settled(r),
+                _ => anyhow::bail!("claim script returned {other:?}"),
+            },
+        })
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Claimed => "processing",
+            Self::Settled(RecordStatus::Confirmed) => "confirmed",
+            Self::Settled(_) => "failed",
+            Self::Expired => "expired",
+        }
+    }
+}
+
+/// How a failed ticket's unit is treated by [`TicketStore::compensate`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GiveBack {
+    /// The unit goes back on sale.
+    Unit,
+    /// MySQL had no unit for the reservation, so Redis over-counted: nothing goes back.
+    Heal,
+}
+
 /// The Redis copy of a ticket.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TicketRecord {
-    /// Raw status: pending, processing, confirmed or failed.
-    pub raw_status: String,
+    pub state: RecordStatus,
     pub status: TicketStatus,
     pub user_id: u64,
     pub order_id: Option<u64>,
     pub reason: Option<String>,
     pub created_at_ms: i64,
     pub confirmed_at_ms: Option<i64>,
+    /// Where the order landed in Kafka (partition, offset), once the gateway recorded it.
+    pub location: Option<(i32, i64)>,
 }
 
 /// Redis view of a product, for the admin API and the auditor.
@@ -228,20 +306,22 @@ impl TicketStore {
         Ok(n == 1)
     }
 
-    /// Claims the orders of one product for a worker. Returns the raw status of each, in
-    /// order: `processing` means the caller now owns it. An order whose ticket record is gone
-    /// (Redis lost it) is adopted; see `claim.lua`.
+    /// Claims the orders of one product for a worker, in order. An order whose ticket record
+    /// Redis lost is adopted; one whose record expired is not. See `claim.lua`.
     pub async fn claim(
         &self,
         product: ProductId,
         orders: &[&OrderMessage],
-    ) -> anyhow::Result<Vec<String>> {
+    ) -> anyhow::Result<Vec<ClaimStatus>> {
         if orders.is_empty() {
             return Ok(vec![]);
         }
         let k = self.keys(product);
         let mut inv = CLAIM.prepare_invoke();
-        inv.key(k.stock()).key(k.buyers()).key(k.pending());
+        inv.key(k.stock())
+            .key(k.meta())
+            .key(k.buyers())
+            .key(k.pending());
         for m in orders {
             inv.key(k.ticket(&m.ticket));
             inv.arg(m.ticket.as_str())
@@ -250,9 +330,29 @@ impl TicketStore {
         }
         inv.arg(self.ticket_ttl_secs).arg(product.get());
         let mut c = self.conn.clone();
-        inv.invoke_async(&mut c)
+        let raw: Vec<String> = inv
+            .invoke_async(&mut c)
             .await
-            .context("running the claim script")
+            .context("running the claim script")?;
+        raw.iter().map(|s| ClaimStatus::parse(s)).collect()
+    }
+
+    /// Records where the order of `ticket` landed in Kafka. `false` when the record is gone.
+    pub async fn locate(
+        &self,
+        ticket: &Ticket,
+        partition: i32,
+        offset: i64,
+    ) -> anyhow::Result<bool> {
+        let mut c = self.conn.clone();
+        let n: i64 = LOCATE
+            .key(self.keys(ticket.product()).ticket(ticket))
+            .arg(partition)
+            .arg(offset)
+            .invoke_async(&mut c)
+            .await
+            .context("running the locate script")?;
+        Ok(n == 1)
     }
 
     /// Confirms claimed tickets of one product with their order ids. Returns how many changed.
@@ -278,13 +378,28 @@ impl TicketStore {
             .context("running the confirm script")
     }
 
-    /// Fails a ticket for good and gives its unit back, once. `true` when this call did it.
+    /// Fails a ticket for good and gives its unit back, once. `true` when this call gave a
+    /// unit back.
     pub async fn compensate(&self, ticket: &Ticket, reason: &str) -> anyhow::Result<bool> {
-        self.run_compensate(ticket, reason, "any", 0).await
+        self.compensate_with(ticket, reason, GiveBack::Unit).await
+    }
+
+    /// [`Self::compensate`], choosing what happens to the unit. `true` when a unit went back.
+    pub async fn compensate_with(
+        &self,
+        ticket: &Ticket,
+        reason: &str,
+        give_back: GiveBack,
+    ) -> anyhow::Result<bool> {
+        let mode = match give_back {
+            GiveBack::Unit => "any",
+            GiveBack::Heal => "heal",
+        };
+        self.run_compensate(ticket, reason, mode, 0).await
     }
 
     /// The sweeper's variant: fails the ticket only if it is still `pending` (no worker has
-    /// claimed it) and was reserved at or before `cutoff_ms`.
+    /// claimed it) and was reserved at or before `cutoff_ms`. `true` when a unit went back.
     pub async fn expire_pending(
         &self,
         ticket: &Ticket,
@@ -396,6 +511,7 @@ impl TicketStore {
             .arg(failed)
             .arg(opt(starts_at_ms))
             .arg(opt(ends_at_ms))
+            .arg(crate::now_ms())
             .invoke_async(&mut c)
             .await
             .context("running the rebuild script")
@@ -439,6 +555,7 @@ impl TicketStore {
             .arg(mysql_stock)
             .arg(opt(starts_at_ms))
             .arg(opt(ends_at_ms))
+            .arg(crate::now_ms())
             .invoke_async(&mut c)
             .await
             .context("running the preload script")
@@ -452,20 +569,21 @@ impl TicketStore {
             .hgetall(k.ticket(ticket))
             .await
             .context("reading a ticket")?;
-        let Some(raw_status) = h.get("status").cloned() else {
+        let Some(raw) = h.get("status") else {
             return Ok(None);
         };
-        let status =
-            TicketStatus::from_record(&raw_status).context("unknown ticket status in Redis")?;
+        let state = RecordStatus::parse(raw)
+            .with_context(|| format!("unknown ticket status {raw:?} in Redis"))?;
         let num = |f: &str| h.get(f).and_then(|v| v.parse::<i64>().ok());
         Ok(Some(TicketRecord {
-            raw_status,
-            status,
+            state,
+            status: state.public(),
             user_id: num("user_id").unwrap_or_default() as u64,
             order_id: num("order_id").map(|v| v as u64),
             reason: h.get("reason").cloned(),
             created_at_ms: num("created_at").unwrap_or_default(),
             confirmed_at_ms: num("confirmed_at"),
+            location: num("kp").zip(num("ko")).map(|(p, o)| (p as i32, o)),
         }))
     }
 

@@ -236,6 +236,7 @@ impl TestWorker {
     }
 }
 
+#[derive(Clone)]
 pub struct TestGateway {
     pub base: String,
     pub http: reqwest::Client,
@@ -290,10 +291,14 @@ impl TestGateway {
         (status, res.json().await.unwrap_or(Value::Null))
     }
 
-    /// Polls a ticket until it is confirmed or failed.
+    /// Polls a ticket until it is confirmed or failed. A `503` (a product being rebuilt after
+    /// a Redis loss) is polled again, as a client would after its `Retry-After`.
     pub async fn settled(&self, ticket: &str, timeout: Duration) -> Value {
         eventually(&format!("ticket {ticket} to settle"), timeout, || async {
             let (status, body) = self.get_json(&format!("/v1/orders/{ticket}")).await;
+            if status == StatusCode::SERVICE_UNAVAILABLE {
+                return None;
+            }
             assert_eq!(status, StatusCode::OK, "{body}");
             (body["status"] != "pending").then_some(body)
         })

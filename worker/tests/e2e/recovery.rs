@@ -3,6 +3,7 @@
 use crate::helpers::*;
 use reqwest::StatusCode;
 use seckill_shared::settle::Outcome;
+use seckill_shared::store::{ClaimStatus, RecordStatus};
 use seckill_shared::{now_ms, OrderMessage, Ticket, UserId};
 use seckill_worker::Worker;
 use std::time::Duration;
@@ -51,7 +52,7 @@ async fn sweeper_fails_a_reservation_whose_message_never_came_and_a_late_message
         vec![(
             ticket,
             Outcome::Skipped {
-                status: "failed".into()
+                found: Some(ClaimStatus::Settled(RecordStatus::Failed))
             }
         )]
     );
@@ -73,7 +74,7 @@ async fn a_ticket_stuck_in_processing_is_settled_through_mysql() {
         .unwrap();
     assert_eq!(
         env.store.claim(product, &[&order]).await.unwrap(),
-        vec!["processing"]
+        vec![ClaimStatus::Claimed]
     );
 
     let _worker = env.worker_with(fast_sweeper).await;
@@ -88,10 +89,30 @@ async fn a_ticket_stuck_in_processing_is_settled_through_mysql() {
     assert!(env.order_rows(product).await.is_empty());
 }
 
-/// Redis restarts without persistence: reconcile rebuilds the product from MySQL, an order
-/// still in Kafka is adopted, and the sale goes on without overselling.
+/// Deletes every Redis key of the test's namespace, as a Redis restart without persistence
+/// does.
+async fn lose_redis(env: &TestEnv) {
+    let mut conn = env.store.connection();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("sk:{{{}:*", env.settings.namespace))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(!keys.is_empty());
+    let _: () = redis::cmd("DEL")
+        .arg(&keys)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+}
+
+/// Redis restarts without persistence while an order waits in Kafka with no worker running.
+/// Buys get `503` (not `404`) while the gateway rebuilds the product by itself; the rebuild
+/// waits until a worker has read the order that was in Kafka, so that order keeps its unit,
+/// and the sale goes on to exactly the stock.
 #[tokio::test]
-async fn reconcile_rebuilds_redis_from_mysql_after_data_loss() {
+async fn after_a_redis_loss_the_gateway_rebuilds_the_product_and_the_order_in_kafka_keeps_its_unit()
+{
     let env = TestEnv::new().await;
     let gw = env.gateway().await;
     let product = env.product(&gw, 10).await;
@@ -107,55 +128,32 @@ async fn reconcile_rebuilds_redis_from_mysql_after_data_loss() {
     let (status, in_flight) = gw.buy(product, 4).await;
     assert_eq!(status, StatusCode::ACCEPTED);
 
-    // Redis loses everything of this namespace.
-    let mut conn = env.store.connection();
-    let keys: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("sk:{{{}:*", env.settings.namespace))
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    assert!(!keys.is_empty());
-    let _: () = redis::cmd("DEL")
-        .arg(&keys)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    lose_redis(&env).await;
+    let (status, body) = gw.buy(product, 5).await;
     assert_eq!(
-        gw.buy(product, 5).await.0,
-        StatusCode::NOT_FOUND,
-        "the product is gone from Redis"
+        (status, body["error"].as_str()),
+        (StatusCode::SERVICE_UNAVAILABLE, Some("unavailable")),
+        "a product MySQL knows is being rebuilt: {body}"
     );
+    assert_eq!(gw.buy(product, 5).await.0, StatusCode::SERVICE_UNAVAILABLE);
 
-    let (status, report) = gw
-        .admin_post(
-            &format!("/admin/products/{product}/reconcile"),
-            serde_json::Value::Null,
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "{report}");
-    assert_eq!(
-        (report["stock_redis"].as_i64(), report["confirmed"].as_i64()),
-        (Some(7), Some(3)),
-        "{report}"
-    );
+    // The rebuild waits for a worker to read the order that was in Kafka.
+    let _second = env.worker().await;
+    let ticket = in_flight["ticket"].as_str().unwrap();
+    let body = gw.settled(ticket, Duration::from_secs(60)).await;
+    assert_eq!(body["status"], "confirmed", "{body}");
+    eventually(
+        "buys to be served again",
+        Duration::from_secs(60),
+        || async { (gw.buy(product, 1).await.0 != StatusCode::SERVICE_UNAVAILABLE).then_some(()) },
+    )
+    .await;
     let (status, again) = gw.buy(product, 1).await;
     assert_eq!(
         (status, &again["ticket"], again["status"].as_str()),
-        (StatusCode::OK, &held[0]["ticket"], Some("confirmed"))
+        (StatusCode::OK, &held[0]["ticket"], Some("confirmed")),
+        "a buyer who already holds a unit keeps it"
     );
-
-    // The order that was in Kafka during the loss is adopted by the next worker.
-    let _second = env.worker().await;
-    let ticket = in_flight["ticket"].as_str().unwrap();
-    eventually(
-        "the in-flight order to be confirmed",
-        Duration::from_secs(30),
-        || async {
-            let (status, body) = gw.get_json(&format!("/v1/orders/{ticket}")).await;
-            (status == StatusCode::OK && body["status"] == "confirmed").then_some(())
-        },
-    )
-    .await;
     let counts = env.store.counts(product).await.unwrap();
     assert_eq!(
         (counts.stock, counts.pending, counts.confirmed),
@@ -168,8 +166,10 @@ async fn reconcile_rebuilds_redis_from_mysql_after_data_loss() {
         let (status, body) = gw.buy(product, user).await;
         if user <= 10 {
             assert_eq!(status, StatusCode::ACCEPTED, "user {user}: {body}");
-            gw.settled(body["ticket"].as_str().unwrap(), Duration::from_secs(30))
+            let body = gw
+                .settled(body["ticket"].as_str().unwrap(), Duration::from_secs(30))
                 .await;
+            assert_eq!(body["status"], "confirmed", "{body}");
         } else {
             assert_eq!(status, StatusCode::CONFLICT);
         }
@@ -181,5 +181,253 @@ async fn reconcile_rebuilds_redis_from_mysql_after_data_loss() {
             env.redis_stock(product).await
         ),
         (0, 0)
+    );
+}
+
+/// The scenario-8 mechanism: Redis is lost in the middle of a herd, while orders are in
+/// Kafka, in workers' batches and being confirmed, and buys keep coming. Every buyer who got a
+/// `202` ends confirmed, the sale sells exactly its stock, and the stores agree.
+#[tokio::test]
+async fn a_redis_loss_in_the_middle_of_a_herd_breaks_no_promise() {
+    let env = TestEnv::new().await;
+    let gw = env.gateway().await;
+    let stock = 100;
+    let product = env.product(&gw, stock).await;
+    let _w1 = env.worker().await;
+    let _w2 = env.worker().await;
+
+    let accepted = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let unavailable = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let mut herd = Vec::new();
+    for user in 1..=300u64 {
+        let (gw, mine, busy) = (gw.clone(), accepted.clone(), unavailable.clone());
+        herd.push(tokio::spawn(async move {
+            // Each buyer retries a 503 until the product answers.
+            let deadline = std::time::Instant::now() + Duration::from_secs(120);
+            loop {
+                let (status, body) = gw.buy(product, user).await;
+                match status {
+                    StatusCode::ACCEPTED | StatusCode::OK => {
+                        mine.lock()
+                            .unwrap()
+                            .push(body["ticket"].as_str().unwrap().to_owned());
+                        return;
+                    }
+                    StatusCode::CONFLICT => return,
+                    StatusCode::SERVICE_UNAVAILABLE | StatusCode::TOO_MANY_REQUESTS => {
+                        busy.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        assert!(
+                            std::time::Instant::now() < deadline,
+                            "user {user}: still 503"
+                        );
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                    other => panic!("user {user}: {other} {body}"),
+                }
+            }
+        }));
+        if user == 60 {
+            // A third of the herd in, and some units sold, Redis loses everything.
+            eventually("some buys accepted", Duration::from_secs(30), || async {
+                (accepted.lock().unwrap().len() >= 10).then_some(())
+            })
+            .await;
+            lose_redis(&env).await;
+        }
+    }
+    for h in herd {
+        h.await.unwrap();
+    }
+    assert!(
+        unavailable.load(std::sync::atomic::Ordering::Relaxed) > 0,
+        "the loss hit the sale: some buys were answered 503 while the product was rebuilt"
+    );
+    let tickets = accepted.lock().unwrap().clone();
+    let mut confirmed = 0;
+    for t in &tickets {
+        let body = gw.settled(t, Duration::from_secs(60)).await;
+        assert_eq!(
+            body["status"], "confirmed",
+            "a 202 must mean a unit: {body}"
+        );
+        confirmed += 1;
+    }
+    let mut distinct = tickets.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(
+        distinct.len() as i64,
+        stock,
+        "exactly the stock was promised"
+    );
+    assert_eq!(confirmed as i64, stock);
+    assert_eq!(env.order_rows(product).await.len() as i64, stock);
+    assert_eq!(env.mysql_stock(product).await, 0);
+    // Redis agrees, once a gateway or a worker's sweeper has found the loss (a gateway that
+    // marked the product sold out before the loss answers 409 from its marker meanwhile).
+    eventually("the stores to agree", Duration::from_secs(30), || async {
+        let c = env.store.counts(product).await.unwrap();
+        (c.stock == Some(0) && c.pending == 0 && c.confirmed == stock).then_some(())
+    })
+    .await;
+}
+
+/// Orders wait in Kafka far longer than the pending timeout (no worker runs). The sweeper
+/// must not fail them: the group has not read past them. Once a worker runs, every one is
+/// confirmed.
+#[tokio::test]
+async fn an_order_queued_in_kafka_past_the_pending_timeout_is_not_expired() {
+    let env = TestEnv::new().await;
+    let gw = env.gateway().await;
+    let product = env.product(&gw, 20).await;
+    let mut tickets = Vec::new();
+    for user in 1..=10 {
+        let (status, body) = gw.buy(product, user).await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+        tickets.push(ticket_of(&body));
+    }
+    // Each ticket knows where its order landed.
+    eventually("the Kafka locations", Duration::from_secs(10), || async {
+        let mut all = true;
+        for t in &tickets {
+            all &= env
+                .store
+                .ticket(t)
+                .await
+                .unwrap()
+                .unwrap()
+                .location
+                .is_some();
+        }
+        all.then_some(())
+    })
+    .await;
+    // The orders are now older than twice the timeout the worker will use.
+    let timeout_ms = 1000;
+    eventually("the orders to age", Duration::from_secs(10), || async {
+        let rec = env
+            .store
+            .ticket(tickets.last().unwrap())
+            .await
+            .unwrap()
+            .unwrap();
+        (now_ms() - rec.created_at_ms > 2 * timeout_ms).then_some(())
+    })
+    .await;
+
+    // The sweeper runs every 250 ms; the consumer's first join takes seconds.
+    let _worker = env
+        .worker_with(|s| {
+            s.pending_timeout_ms = timeout_ms as u64;
+        })
+        .await;
+    for t in &tickets {
+        let body = gw.settled(t.as_str(), Duration::from_secs(60)).await;
+        assert_eq!(body["status"], "confirmed", "{body}");
+    }
+    assert_eq!(env.order_rows(product).await.len(), 10);
+}
+
+/// A redelivered order whose Redis record expired long after it settled (say the group's
+/// offsets expired and the topic was replayed) must not be taken for lost data: no unit is
+/// taken and `confirmed` is not counted twice. An order whose record Redis really lost (it
+/// was reserved before the product was rebuilt) is adopted.
+#[tokio::test]
+async fn a_redelivered_order_whose_record_expired_takes_no_unit() {
+    let env = TestEnv::new().await;
+    let gw = env.gateway().await;
+    let product = env.product(&gw, 5).await;
+    let before = env.store.counts(product).await.unwrap();
+
+    // Reserved after the product was loaded; its record is gone: it expired.
+    let expired = OrderMessage::new(Ticket::generate(product), UserId::new(1).unwrap(), now_ms());
+    assert_eq!(
+        env.store.claim(product, &[&expired]).await.unwrap(),
+        vec![ClaimStatus::Expired]
+    );
+    assert_eq!(
+        env.store.counts(product).await.unwrap(),
+        before,
+        "nothing taken"
+    );
+
+    // Reserved before a rebuild: Redis lost it, so it is adopted and takes its unit.
+    let lost = OrderMessage::new(
+        Ticket::generate(product),
+        UserId::new(2).unwrap(),
+        now_ms() - 60_000,
+    );
+    let (status, _) = gw
+        .admin_post(
+            &format!("/admin/products/{product}/reconcile"),
+            serde_json::Value::Null,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        env.store.claim(product, &[&lost]).await.unwrap(),
+        vec![ClaimStatus::Claimed]
+    );
+    let after = env.store.counts(product).await.unwrap();
+    assert_eq!((after.stock, after.pending), (Some(4), 1), "{after:?}");
+}
+
+/// Redis over-counts (its stock is higher than MySQL's): MySQL fails the extra reservations
+/// as out of stock. Those units must not go back on sale, or each would fail one buyer after
+/// another; the worker heals Redis from MySQL instead.
+#[tokio::test]
+async fn out_of_stock_in_mysql_heals_redis_instead_of_reselling_the_phantom_unit() {
+    let env = TestEnv::new().await;
+    let gw = env.gateway().await;
+    let product = env.product(&gw, 5).await;
+    // Three phantom units in Redis.
+    let mut conn = env.store.connection();
+    let _: i64 = redis::cmd("INCRBY")
+        .arg(env.store.keys(product).stock())
+        .arg(3)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let mut tickets = Vec::new();
+    for user in 1..=8 {
+        let (status, body) = gw.buy(product, user).await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+        tickets.push(body["ticket"].as_str().unwrap().to_owned());
+    }
+    let _worker = env.worker().await;
+    let mut reasons = Vec::new();
+    for t in &tickets {
+        let body = gw.settled(t, Duration::from_secs(60)).await;
+        reasons.push(body["reason"].as_str().unwrap_or("confirmed").to_owned());
+    }
+    reasons.sort();
+    assert_eq!(
+        reasons,
+        [
+            "confirmed",
+            "confirmed",
+            "confirmed",
+            "confirmed",
+            "confirmed",
+            "out_of_stock",
+            "out_of_stock",
+            "out_of_stock"
+        ]
+    );
+    eventually(
+        "Redis to agree with MySQL",
+        Duration::from_secs(30),
+        || async {
+            let c = env.store.counts(product).await.unwrap();
+            (c.stock == Some(0) && c.pending == 0 && c.confirmed == 5).then_some(())
+        },
+    )
+    .await;
+    assert_eq!(env.mysql_stock(product).await, 0);
+    let (status, body) = gw.buy(product, 9).await;
+    assert_eq!(
+        status,
+        StatusCode::CONFLICT,
+        "no phantom unit is resold: {body}"
     );
 }

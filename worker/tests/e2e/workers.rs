@@ -2,6 +2,7 @@
 
 use crate::helpers::*;
 use reqwest::StatusCode;
+use seckill_shared::store::RecordStatus;
 use seckill_shared::{OrderMessage, UserId};
 use std::collections::HashSet;
 use std::process::{Command, Stdio};
@@ -37,7 +38,7 @@ async fn worker_killed_mid_batch_and_a_duplicate_delivery_leave_no_duplicate_row
         Duration::from_secs(60),
         || async {
             let rec = env.store.ticket(&tickets[0]).await.unwrap().unwrap();
-            (rec.raw_status == "processing").then_some(())
+            (rec.state == RecordStatus::Processing).then_some(())
         },
     )
     .await;

@@ -1,0 +1,39 @@
+//! [`AppState`]: what every request handler shares.
+
+use crate::admission::Admission;
+use crate::metrics::Metrics;
+use crate::publish::OrderPublisher;
+use crate::rate_limit::RateLimiter;
+use crate::recovery::Recovery;
+use crate::sold_out::SoldOutMarkers;
+use seckill_shared::settle::Settler;
+use seckill_shared::store::TicketStore;
+use sqlx::MySqlPool;
+use std::sync::Arc;
+
+/// Everything a request needs. Shared by all of actix's worker threads.
+pub struct AppState {
+    pub store: TicketStore,
+    pub db: MySqlPool,
+    pub publisher: OrderPublisher,
+    pub sold_out: Arc<SoldOutMarkers>,
+    pub metrics: Metrics,
+    pub admin_token: String,
+    pub sync_mode: bool,
+    pub settler: Settler,
+    /// Caps the buys in flight (`SECKILL_MAX_IN_FLIGHT`).
+    pub admission: Admission,
+    /// The per-user rate limit; `None` when it is off.
+    pub rate_limiter: Option<RateLimiter>,
+    /// Rebuilds a product that Redis lost.
+    pub recovery: Recovery,
+}
+
+impl AppState {
+    pub fn count(&self, route: &str, outcome: &str) {
+        self.metrics
+            .requests
+            .with_label_values(&[route, outcome])
+            .inc();
+    }
+}
