@@ -1,5 +1,5 @@
-//! The command line: `seckill-bench load …`, `seckill-bench audit …` and
-//! `seckill-bench mysql-ceiling …`.
+//! The command line: `seckill-bench load …`, `seckill-bench audit …`,
+//! `seckill-bench mysql-ceiling …` and `seckill-bench report …`.
 
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -42,6 +42,9 @@ pub enum Command {
     /// Measure the raw MySQL ceiling: write order rows with plain multi-row INSERTs, one
     /// transaction per batch, nothing else involved.
     MysqlCeiling(MysqlCeilingArgs),
+    /// Build the results of a `scripts/bench.sh` run: each figure checked for a valid run
+    /// before its goal is judged.
+    Report(crate::report::ReportArgs),
 }
 
 #[derive(Debug, Clone, Args)]
@@ -76,9 +79,17 @@ pub struct LoadArgs {
     pub concurrency: usize,
 
     /// Pace the requests: at most this many per second in all (request `i` starts no earlier
-    /// than `i / RATE` seconds after the start). Default: as fast as the concurrency allows.
+    /// than `i / RATE` seconds after the start). Alone, this is a paced closed loop: a request
+    /// waits for a free worker, so the rate falls when answers are slow. Default: as fast as
+    /// the concurrency allows.
     #[arg(long, value_name = "REQ_PER_SEC", value_parser = positive_rate)]
     pub rate: Option<f64>,
+
+    /// With --rate: an open loop, as wrk2 does. Request `i` is due at `i / RATE` s whatever the
+    /// answers, up to --concurrency requests in flight, and its latency counts from when it was
+    /// due. The summary reports the rate achieved and the most requests in flight.
+    #[arg(long, requires = "rate")]
+    pub open_loop: bool,
 
     /// Requests each user makes (in rounds: every user's first, then every user's second…).
     #[arg(long, default_value_t = 1, value_name = "R")]
@@ -172,9 +183,21 @@ pub struct AuditArgs {
     #[arg(long, value_name = "URL")]
     pub mysql_url: Option<String>,
 
-    /// Units the sale started with (default: MySQL `products.initial_stock`).
+    /// Units the sale started with, from the scenario: the database under test does not
+    /// get to say.
     #[arg(long, value_name = "N")]
-    pub initial_stock: Option<i64>,
+    pub initial_stock: i64,
+
+    /// A failure reason the run allows (e.g. `chaos` when the workers fail orders on purpose);
+    /// repeat for several. A ticket answered 202, 200 or 201 that fails for any other reason
+    /// is a broken promise.
+    #[arg(long = "allow-failure", value_name = "REASON")]
+    pub allow_failures: Vec<String>,
+
+    /// The sale had to sell out: fail unless the load reached sold out and nothing is left
+    /// over that an allowed failure did not hand back.
+    #[arg(long)]
+    pub until_sold_out: bool,
 
     /// Ticket look-ups in flight.
     #[arg(long, default_value_t = 32, value_name = "N")]

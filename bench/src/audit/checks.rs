@@ -1,34 +1,98 @@
-//! The audit's invariants, as pure functions over an [`AuditInput`] that
+//! The audit's checks: was every buyer's promise kept, and do the stores agree with what the
+//! buyers were told and with each other? Pure functions over an [`AuditInput`] that
 //! [`super::gather`] fills from the history file, Redis and MySQL.
+//!
+//! A promise is a ticket answered with `202`, `200` or `201`. It is kept when the ticket ends
+//! `confirmed`, or `failed` for a reason the run allows (`--allow-failure`, e.g. `chaos` when the
+//! workers fail orders on purpose). Every other end breaks it.
 
+use crate::history::SettledLine;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// A ticket's state now, from its Redis record or, once that is gone, from MySQL.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
+/// Where a ticket ended, from its Redis record or, once that is gone, from MySQL.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TicketState {
     /// Pending or processing.
-    Pending,
-    Confirmed,
-    Failed,
+    Pending { user_id: u64 },
+    Confirmed {
+        user_id: u64,
+        order_id: Option<u64>,
+        /// When the worker confirmed it in Redis, ms since the epoch (worker clock); `None` once
+        /// only MySQL knows the ticket.
+        confirmed_at_ms: Option<i64>,
+    },
+    Failed {
+        user_id: u64,
+        reason: Option<String>,
+    },
     /// Neither Redis nor MySQL knows it.
     Unknown,
+}
+
+/// How a failure without a reason is counted: `failed:none`.
+const NO_REASON: &str = "none";
+
+impl TicketState {
+    /// The user the stores file the ticket under.
+    pub fn user_id(&self) -> Option<u64> {
+        match self {
+            Self::Pending { user_id }
+            | Self::Confirmed { user_id, .. }
+            | Self::Failed { user_id, .. } => Some(*user_id),
+            Self::Unknown => None,
+        }
+    }
+
+    /// `pending`, `confirmed`, `failed` or `unknown`.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Self::Pending { .. } => "pending",
+            Self::Confirmed { .. } => "confirmed",
+            Self::Failed { .. } => "failed",
+            Self::Unknown => "unknown",
+        }
+    }
+
+    /// The outcome the ticket is counted under: `confirmed`, `failed:<reason>`, `pending` or
+    /// `unknown`.
+    pub fn outcome(&self) -> String {
+        match self {
+            Self::Failed { reason, .. } => {
+                format!("failed:{}", reason.as_deref().unwrap_or(NO_REASON))
+            }
+            other => other.label().to_owned(),
+        }
+    }
+}
+
+/// What the history says of one ticket.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HistoryTicket {
+    /// The user the ticket was first answered to.
+    pub user: u64,
+    /// Other users the same ticket was answered to; there must be none.
+    pub other_users: BTreeSet<u64>,
+    /// What the buyer saw when the polling ended.
+    pub settled: Option<SettledLine>,
 }
 
 /// What the history file says.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HistoryFacts {
     pub requests: u64,
-    /// Every ticket answered with 202, 200 or 201, and the user it was answered to.
-    pub tickets: BTreeMap<String, u64>,
-    /// Users answered 202, 200 or 201.
-    pub accepted_users: BTreeSet<u64>,
-    /// Users answered 409.
-    pub sold_out_users: BTreeSet<u64>,
+    /// Every ticket of the product answered with 202, 200 or 201: the promises made.
+    pub tickets: BTreeMap<String, HistoryTicket>,
+    /// Answers 202, 200 or 201 the audit cannot follow (no ticket, a ticket that does not
+    /// parse, no user), described.
+    pub malformed: Vec<String>,
+    /// Settled lines of tickets that no request line was answered with.
+    pub stray_settled: Vec<String>,
     /// The history has a summary line.
     pub has_summary: bool,
+    /// The summary's `until_sold_out`: the load ran until every gateway answered 409.
     pub until_sold_out: bool,
+    /// The summary's `sold_out_reached`.
     pub sold_out_reached: Option<bool>,
 }
 
@@ -57,13 +121,11 @@ pub struct OrderRow {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MysqlFacts {
     pub stock: i64,
+    /// `products.initial_stock`, for information only: the database under test does not say
+    /// how many units the sale had.
     pub initial_stock: i64,
     /// Every `orders` row of the product.
     pub orders: Vec<OrderRow>,
-    /// `GROUP BY user_id HAVING COUNT(*) > 1` over the product's orders: (user, rows).
-    pub duplicate_users: Vec<(u64, i64)>,
-    /// `GROUP BY ticket HAVING COUNT(*) > 1` over the product's orders: (ticket, rows).
-    pub duplicate_tickets: Vec<(String, i64)>,
     /// Tickets of the product in `failed_tickets`.
     pub failed_tickets: BTreeSet<String>,
 }
@@ -72,22 +134,132 @@ pub struct MysqlFacts {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AuditInput {
     pub product: u64,
-    /// Units the sale started with (`--initial-stock`, else `products.initial_stock`).
+    /// Units the sale started with (`--initial-stock`, from the scenario).
     pub initial_stock: i64,
+    /// Failure reasons the run allows (`--allow-failure`).
+    pub allowed_failures: BTreeSet<String>,
+    /// The sale had to sell out (`--until-sold-out`).
+    pub until_sold_out: bool,
     pub history: HistoryFacts,
     pub redis: RedisFacts,
     pub mysql: MysqlFacts,
-    /// The state now of every history ticket and every order row's ticket.
+    /// The final state of every history ticket and every order row's ticket.
     pub ticket_states: BTreeMap<String, TicketState>,
 }
 
+static UNKNOWN: TicketState = TicketState::Unknown;
+
 impl AuditInput {
-    pub fn state(&self, ticket: &str) -> TicketState {
-        self.ticket_states
-            .get(ticket)
-            .copied()
-            .unwrap_or(TicketState::Unknown)
+    pub fn state(&self, ticket: &str) -> &TicketState {
+        self.ticket_states.get(ticket).unwrap_or(&UNKNOWN)
     }
+
+    /// Failed for a reason the run allows.
+    fn allowed_failure(&self, state: &TicketState) -> bool {
+        matches!(state, TicketState::Failed { reason: Some(r), .. } if self.allowed_failures.contains(r))
+    }
+
+    /// The promise was kept: confirmed, or failed for a reason the run allows.
+    fn kept(&self, state: &TicketState) -> bool {
+        matches!(state, TicketState::Confirmed { .. }) || self.allowed_failure(state)
+    }
+
+    fn orders_by_ticket(&self) -> BTreeMap<&str, &OrderRow> {
+        self.mysql
+            .orders
+            .iter()
+            .map(|o| (o.ticket.as_str(), o))
+            .collect()
+    }
+}
+
+/// The promises made and what became of them, as the JSON report's `promises`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Promises {
+    /// Tickets answered 202, 200 or 201.
+    pub made: u64,
+    /// Of those, confirmed or failed for an allowed reason.
+    pub kept: u64,
+    /// Tickets per outcome: `confirmed`, `failed:<reason>`, `pending` and `unknown` (the first,
+    /// third and fourth always present).
+    pub outcomes: BTreeMap<String, u64>,
+}
+
+impl Promises {
+    /// `confirmed=3 failed:chaos=2 pending=0 unknown=0`.
+    pub fn outcomes_text(&self) -> String {
+        self.outcomes
+            .iter()
+            .map(|(k, n)| format!("{k}={n}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+/// Counts the promises made and their outcomes.
+pub fn promises(input: &AuditInput) -> Promises {
+    let mut p = Promises::default();
+    for key in ["confirmed", "pending", "unknown"] {
+        p.outcomes.insert(key.to_owned(), 0);
+    }
+    for ticket in input.history.tickets.keys() {
+        let state = input.state(ticket);
+        p.made += 1;
+        if input.kept(state) {
+            p.kept += 1;
+        }
+        *p.outcomes.entry(state.outcome()).or_default() += 1;
+    }
+    p
+}
+
+/// Time from the answer that issued a ticket to its confirmation, over the confirmed tickets
+/// that have both times, as the JSON report's `settle_ms`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SettleMs {
+    pub count: u64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+/// The ticket's answer (the settled line's `answered_at_us`, else its `reserved_at_ms`) to its
+/// confirmation (the settled line's `confirmed_at_ms`, else Redis's), for every confirmed
+/// ticket. `None` when no ticket has both times. Clocks differ a little between the load tool,
+/// the gateways and the workers: a negative time counts as 0.
+pub fn settle_ms(input: &AuditInput) -> Option<SettleMs> {
+    let mut times: Vec<f64> = input
+        .history
+        .tickets
+        .iter()
+        .filter_map(|(ticket, h)| {
+            let TicketState::Confirmed {
+                confirmed_at_ms, ..
+            } = input.state(ticket)
+            else {
+                return None;
+            };
+            let s = h.settled.as_ref();
+            let start_us = s.and_then(|s| {
+                s.answered_at_us
+                    .map(|us| us as i64)
+                    .or(s.reserved_at_ms.map(|ms| ms.saturating_mul(1000)))
+            })?;
+            let end_ms = s.and_then(|s| s.confirmed_at_ms).or(*confirmed_at_ms)?;
+            let us = end_ms.saturating_mul(1000).saturating_sub(start_us).max(0);
+            Some(us as f64 / 1000.0)
+        })
+        .collect();
+    if times.is_empty() {
+        return None;
+    }
+    times.sort_by(f64::total_cmp);
+    // Nearest rank.
+    let rank = (0.99 * times.len() as f64).ceil() as usize;
+    Some(SettleMs {
+        count: times.len() as u64,
+        p99: times[rank.clamp(1, times.len()) - 1],
+        max: times[times.len() - 1],
+    })
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -158,263 +330,486 @@ impl Problems {
     }
 }
 
-/// Check 1: no more order rows than units.
-pub fn no_oversell(input: &AuditInput) -> CheckResult {
-    let orders = input.mysql.orders.len() as i64;
+/// Check 1: every ticket answered 202, 200 or 201 ends confirmed, or failed for a reason the
+/// run allows. Pending, unknown and any other failure break the buyer's promise.
+pub fn promise_kept(input: &AuditInput) -> CheckResult {
+    let p = promises(input);
+    let mut broken: BTreeMap<String, usize> = BTreeMap::new();
+    let mut samples = Problems::default();
+    for (ticket, h) in &input.history.tickets {
+        let state = input.state(ticket);
+        if !input.kept(state) {
+            let outcome = state.outcome();
+            samples.add(|| format!("ticket {ticket} of user {} ended {outcome}", h.user));
+            *broken.entry(outcome).or_default() += 1;
+        }
+    }
     let mut r = CheckResult::new(
         1,
-        "nothing oversold",
-        orders <= input.initial_stock,
-        format!(
-            "orders={orders} initial={} (redis confirmed={})",
-            input.initial_stock, input.redis.confirmed
-        ),
+        "promise kept",
+        broken.is_empty(),
+        format!("made={} kept={}: {}", p.made, p.kept, p.outcomes_text()),
     );
-    if orders > input.initial_stock {
-        r.problems
-            .push(format!("{} units oversold", orders - input.initial_stock));
+    // The count per broken outcome first, so that the reasons show before the samples.
+    r.problems = broken
+        .iter()
+        .map(|(outcome, n)| format!("{n} promises ended {outcome}, which the run does not allow"))
+        .chain(samples.samples)
+        .collect();
+    if !input.allowed_failures.is_empty() {
+        let allowed: Vec<&str> = input.allowed_failures.iter().map(String::as_str).collect();
+        r.info
+            .push(format!("failures allowed: {}", allowed.join(", ")));
     }
     r
 }
 
-/// Check 2: one order per (product, user), one row per ticket.
-pub fn no_duplicates(input: &AuditInput) -> CheckResult {
-    let m = &input.mysql;
+/// Check 2: the promises still held (every ticket but those that failed for an allowed
+/// reason) are no more than the units the sale had.
+pub fn promises_within_stock(input: &AuditInput) -> CheckResult {
+    let made = input.history.tickets.len() as i64;
+    let held = input
+        .history
+        .tickets
+        .keys()
+        .filter(|t| !input.allowed_failure(input.state(t)))
+        .count() as i64;
+    let initial = input.initial_stock;
     let mut r = CheckResult::new(
         2,
-        "no duplicate orders",
-        m.duplicate_users.is_empty() && m.duplicate_tickets.is_empty(),
+        "no more promises than units",
+        held <= initial,
         format!(
-            "users with >1 order={} tickets with >1 row={}",
-            m.duplicate_users.len(),
-            m.duplicate_tickets.len()
+            "held={held} (made={made} - allowed failures={}) initial={initial}",
+            made - held
         ),
     );
-    for (user, n) in m.duplicate_users.iter().take(SAMPLES) {
-        r.problems.push(format!("user {user} has {n} orders"));
-    }
-    for (ticket, n) in m.duplicate_tickets.iter().take(SAMPLES) {
-        r.problems.push(format!("ticket {ticket} has {n} rows"));
-    }
-    r
-}
-
-/// Check 3: every ticket the gateways handed out is settled: confirmed or failed.
-pub fn nothing_lost(input: &AuditInput) -> CheckResult {
-    let mut by_state: BTreeMap<&'static str, usize> = BTreeMap::new();
-    let mut problems = Problems::default();
-    for ticket in input.history.tickets.keys() {
-        let state = input.state(ticket);
-        let label = match state {
-            TicketState::Pending => "pending",
-            TicketState::Confirmed => "confirmed",
-            TicketState::Failed => "failed",
-            TicketState::Unknown => "unknown",
-        };
-        *by_state.entry(label).or_default() += 1;
-        if matches!(state, TicketState::Pending | TicketState::Unknown) {
-            problems.add(|| format!("ticket {ticket} is {label}"));
-        }
-    }
-    let n = |k: &str| by_state.get(k).copied().unwrap_or(0);
-    let mut r = CheckResult::new(
-        3,
-        "nothing lost",
-        problems.count == 0,
-        format!(
-            "tickets={} confirmed={} failed={} pending={} unknown={}",
-            input.history.tickets.len(),
-            n("confirmed"),
-            n("failed"),
-            n("pending"),
-            n("unknown")
-        ),
-    );
-    r.problems = problems.samples;
-    r
-}
-
-/// Check 4: confirmed tickets are exactly the tickets with an order row.
-pub fn orders_match_tickets(input: &AuditInput) -> CheckResult {
-    let rows: BTreeMap<&str, &OrderRow> = input
-        .mysql
-        .orders
-        .iter()
-        .map(|o| (o.ticket.as_str(), o))
-        .collect();
-    let mut problems = Problems::default();
-    let (mut confirmed_without_row, mut failed_with_row, mut row_not_confirmed) = (0, 0, 0);
-    let mut wrong_user = 0;
-    for (ticket, user) in &input.history.tickets {
-        match (input.state(ticket), rows.get(ticket.as_str())) {
-            (TicketState::Confirmed, None) => {
-                confirmed_without_row += 1;
-                problems.add(|| format!("ticket {ticket} is confirmed but has no order row"));
-            }
-            (_, Some(row)) if row.user_id != *user => {
-                wrong_user += 1;
-                problems.add(|| {
-                    format!(
-                        "ticket {ticket} was handed to user {user} but its order is for user {}",
-                        row.user_id
-                    )
-                });
-            }
-            _ => {}
-        }
-    }
-    for ticket in &input.mysql.failed_tickets {
-        if rows.contains_key(ticket.as_str()) {
-            failed_with_row += 1;
-            problems.add(|| format!("ticket {ticket} is in failed_tickets and has an order row"));
-        }
-    }
-    let mut not_in_history = 0;
-    for row in &input.mysql.orders {
-        let state = input.state(&row.ticket);
-        if state == TicketState::Failed && !input.mysql.failed_tickets.contains(&row.ticket) {
-            failed_with_row += 1;
-            problems.add(|| {
-                format!(
-                    "ticket {} is failed but has order row {}",
-                    row.ticket, row.id
-                )
-            });
-        } else if !matches!(state, TicketState::Confirmed | TicketState::Failed) {
-            row_not_confirmed += 1;
-            problems.add(|| {
-                format!(
-                    "order row {} belongs to ticket {} whose status is {state:?}",
-                    row.id, row.ticket
-                )
-            });
-        }
-        if !input.history.tickets.contains_key(&row.ticket) {
-            not_in_history += 1;
-        }
-    }
-    let mut r = CheckResult::new(
-        4,
-        "orders match confirmed tickets",
-        problems.count == 0,
-        format!(
-            "rows={} confirmed-without-row={confirmed_without_row} failed-with-row={failed_with_row} \
-             row-not-confirmed={row_not_confirmed} wrong-user={wrong_user}",
-            input.mysql.orders.len()
-        ),
-    );
-    r.problems = problems.samples;
-    if not_in_history > 0 {
-        r.info.push(format!(
-            "{not_in_history} order rows belong to tickets not in this history (other runs or clients)"
+    if held > initial {
+        r.problems.push(format!(
+            "{} more promises held than units: {held} tickets did not end in an allowed failure",
+            held - initial
         ));
     }
     r
 }
 
-/// Check 5: units are conserved. In Redis `initial = stock + pending + confirmed`; in MySQL
-/// `stock = initial - order rows`.
-pub fn stock_conserved(input: &AuditInput) -> CheckResult {
-    let initial = input.initial_stock;
+/// Check 3: the stores agree with each other. Redis's `confirmed` counter is the number of
+/// order rows; Redis stock + pending is MySQL's stock; nothing is left pending; MySQL stock +
+/// order rows is the initial stock (no unit appeared or vanished); and ticket by ticket, a
+/// ticket is confirmed exactly when it has an order row, of the order id Redis gives.
+pub fn stores_agree(input: &AuditInput) -> CheckResult {
     let rd = &input.redis;
-    let orders = input.mysql.orders.len() as i64;
-    let redis_sum = rd.stock.map(|s| s + rd.pending + rd.confirmed);
-    let redis_ok = redis_sum == Some(initial);
-    let mysql_ok = input.mysql.stock == initial - orders;
-    let stock = rd.stock.map_or("none".to_owned(), |s| s.to_string());
-    let mut r = CheckResult::new(
-        5,
-        "stock conserved",
-        redis_ok && mysql_ok,
-        format!(
-            "initial={initial}; redis stock={stock} pending={} confirmed={}; \
-             mysql stock={} orders={orders}",
-            rd.pending, rd.confirmed, input.mysql.stock
-        ),
-    );
-    match redis_sum {
-        None => r
-            .problems
-            .push("the product has no stock key in Redis (not loaded?)".into()),
-        Some(sum) if sum != initial => r.problems.push(format!(
-            "redis: stock + pending + confirmed = {sum}, not {initial} ({:+})",
-            sum - initial
-        )),
+    let my = &input.mysql;
+    let orders = my.orders.len() as i64;
+    let initial = input.initial_stock;
+    let mut problems = Problems::default();
+
+    if rd.confirmed != orders {
+        problems.add(|| {
+            format!(
+                "redis confirmed counter {} != {orders} MySQL order rows ({:+})",
+                rd.confirmed,
+                rd.confirmed - orders
+            )
+        });
+    }
+    match rd.stock {
+        None => problems.add(|| "the product has no stock key in Redis (not loaded?)".into()),
+        Some(s) if s + rd.pending != my.stock => problems.add(|| {
+            format!(
+                "redis stock {s} + pending {} = {} != MySQL stock {} ({:+})",
+                rd.pending,
+                s + rd.pending,
+                my.stock,
+                s + rd.pending - my.stock
+            )
+        }),
         Some(_) => {}
     }
-    if !mysql_ok {
-        r.problems.push(format!(
-            "mysql: stock {} != initial {initial} - orders {orders} = {}",
-            input.mysql.stock,
-            initial - orders
-        ));
+    if rd.pending != 0 {
+        problems.add(|| {
+            format!(
+                "{} tickets still pending in Redis after settling",
+                rd.pending
+            )
+        });
+    }
+    if my.stock + orders != initial {
+        problems.add(|| {
+            format!(
+                "MySQL stock {} + {orders} order rows = {} != initial stock {initial} ({:+})",
+                my.stock,
+                my.stock + orders,
+                my.stock + orders - initial
+            )
+        });
+    }
+
+    let rows = input.orders_by_ticket();
+    let mut ticket_mismatches = 0;
+    for (ticket, state) in &input.ticket_states {
+        let row = rows.get(ticket.as_str());
+        let problem = match (state, row) {
+            (TicketState::Confirmed { .. }, None) => {
+                Some(format!("ticket {ticket} is confirmed but has no order row"))
+            }
+            (
+                TicketState::Confirmed {
+                    order_id: Some(id), ..
+                },
+                Some(row),
+            ) if *id != row.id => Some(format!(
+                "ticket {ticket} is confirmed as order {id} but its order row is {}",
+                row.id
+            )),
+            (TicketState::Confirmed { .. }, Some(_)) | (_, None) => None,
+            (other, Some(row)) => Some(format!(
+                "order row {} belongs to ticket {ticket}, which is {}",
+                row.id,
+                other.outcome()
+            )),
+        };
+        if let Some(p) = problem {
+            ticket_mismatches += 1;
+            problems.add(|| p);
+        }
+    }
+    for ticket in &my.failed_tickets {
+        if let Some(row) = rows.get(ticket.as_str()) {
+            ticket_mismatches += 1;
+            problems.add(|| {
+                format!(
+                    "ticket {ticket} is in failed_tickets and has order row {}",
+                    row.id
+                )
+            });
+        }
+    }
+
+    let stock = rd.stock.map_or("none".to_owned(), |s| s.to_string());
+    let mut r = CheckResult::new(
+        3,
+        "stores agree",
+        problems.count == 0,
+        format!(
+            "redis stock={stock} pending={} confirmed={}; mysql stock={} orders={orders}; \
+             initial={initial}; ticket mismatches={ticket_mismatches}",
+            rd.pending, rd.confirmed, my.stock
+        ),
+    );
+    r.problems = problems.samples;
+    if let Some(s) = rd.stock {
+        let sum = s + rd.pending + rd.confirmed;
+        if sum != initial {
+            r.info.push(format!(
+                "redis stock + pending + confirmed = {sum}, not {initial} ({:+})",
+                sum - initial
+            ));
+        }
     }
     if let Some(meta) = rd.initial.filter(|m| *m != initial) {
         r.info.push(format!("redis meta initial is {meta}"));
     }
+    if my.initial_stock != initial {
+        r.info.push(format!(
+            "MySQL products.initial_stock is {}",
+            my.initial_stock
+        ));
+    }
     r
 }
 
-/// Check 6: a run that went on until sold out, with at least as many buyers as units, sold
-/// every unit.
-pub fn no_undersell(input: &AuditInput) -> CheckResult {
-    let h = &input.history;
-    let demand = h.accepted_users.union(&h.sold_out_users).count() as i64;
-    let orders = input.mysql.orders.len() as i64;
-    let found = format!(
-        "until_sold_out={} demand={demand} (ticket {} + 409 {}) initial={} orders={orders}",
-        h.until_sold_out,
-        h.accepted_users.len(),
-        h.sold_out_users.len(),
-        input.initial_stock
-    );
-    let skip = |why: String| CheckResult {
-        id: 6,
-        name: "nothing undersold",
-        status: Status::Skip,
-        found: found.clone(),
-        problems: vec![],
-        info: vec![why],
-    };
-    if !h.has_summary {
-        return skip("the history has no summary line (the run did not finish)".into());
+/// Check 4: each ticket belongs to exactly one user, and each user holds at most one ticket
+/// that did not fail (and at most one order row).
+///
+/// The load tool records the user each request named, not the `user_id` of the answer (the
+/// request line and the settled line both carry the requested user). So "the answer's user is
+/// the one the request named" is checked against the user the stores file the ticket under:
+/// the order row's user, else the Redis record's or `failed_tickets`'s, which is what the
+/// gateways answer with when the ticket is polled.
+pub fn identity(input: &AuditInput) -> CheckResult {
+    let rows = input.orders_by_ticket();
+    let mut problems = Problems::default();
+    let (mut shared, mut wrong_user) = (0, 0);
+    let mut held: BTreeMap<u64, Vec<&str>> = BTreeMap::new();
+    for (ticket, h) in &input.history.tickets {
+        if !h.other_users.is_empty() {
+            shared += 1;
+            problems.add(|| {
+                format!(
+                    "ticket {ticket} was answered to user {} and to users {:?}",
+                    h.user, h.other_users
+                )
+            });
+        }
+        let state = input.state(ticket);
+        let stored_user = match rows.get(ticket.as_str()) {
+            Some(row) => Some(("its order row is for", row.user_id)),
+            None => state.user_id().map(|u| ("the stores file it under", u)),
+        };
+        if let Some((whose, user)) = stored_user.filter(|(_, u)| *u != h.user) {
+            wrong_user += 1;
+            problems.add(|| {
+                format!(
+                    "ticket {ticket} was answered to user {} but {whose} user {user}",
+                    h.user
+                )
+            });
+        } else if let Some(s) = h.settled.as_ref().filter(|s| s.user_id != h.user) {
+            wrong_user += 1;
+            problems.add(|| {
+                format!(
+                    "ticket {ticket} was answered to user {} but its settled line names user {}",
+                    h.user, s.user_id
+                )
+            });
+        }
+        if !matches!(state, TicketState::Failed { .. }) {
+            held.entry(h.user).or_default().push(ticket);
+        }
     }
-    if !h.until_sold_out {
-        return skip("the run was not --until-sold-out".into());
+    let mut double = 0;
+    for (user, tickets) in held.iter().filter(|(_, t)| t.len() > 1) {
+        double += 1;
+        problems.add(|| {
+            format!(
+                "user {user} holds {} tickets that did not fail: {}",
+                tickets.len(),
+                tickets.join(", ")
+            )
+        });
     }
-    if demand < input.initial_stock {
-        return skip(format!(
-            "only {demand} distinct buyers for {} units",
-            input.initial_stock
-        ));
+    // UNIQUE(product_id, user_id) and UNIQUE(ticket) forbid these; cheap to look anyway.
+    let mut rows_per_user: BTreeMap<u64, usize> = BTreeMap::new();
+    for o in &input.mysql.orders {
+        *rows_per_user.entry(o.user_id).or_default() += 1;
+    }
+    for (user, n) in rows_per_user.iter().filter(|(_, n)| **n > 1) {
+        double += 1;
+        problems.add(|| format!("user {user} has {n} order rows"));
+    }
+    let mut rows_per_ticket: BTreeMap<&str, usize> = BTreeMap::new();
+    for o in &input.mysql.orders {
+        *rows_per_ticket.entry(&o.ticket).or_default() += 1;
+    }
+    for (ticket, n) in rows_per_ticket.iter().filter(|(_, n)| **n > 1) {
+        double += 1;
+        problems.add(|| format!("ticket {ticket} has {n} order rows"));
     }
     let mut r = CheckResult::new(
-        6,
-        "nothing undersold",
-        orders == input.initial_stock,
-        found.clone(),
+        4,
+        "one ticket, one user",
+        problems.count == 0,
+        format!(
+            "tickets answered to several users={shared} user differs={wrong_user} \
+             users holding several={double}"
+        ),
     );
-    if orders != input.initial_stock {
-        r.problems.push(format!(
-            "{} units unsold with {demand} buyers",
-            input.initial_stock - orders
-        ));
+    r.problems = problems.samples;
+    r
+}
+
+/// Check 5: the history is complete. Every 2xx carries a ticket, every order row's ticket is in
+/// the history (each chaos run has its own database), and every ticket has a settled line.
+pub fn history_complete(input: &AuditInput) -> CheckResult {
+    let h = &input.history;
+    let mut problems = Problems::default();
+    for m in &h.malformed {
+        problems.add(|| m.clone());
     }
-    if h.sold_out_reached == Some(false) {
-        r.info
-            .push("the load stopped before every gateway answered 409".into());
+    let mut not_in_history = 0;
+    for row in &input.mysql.orders {
+        if !h.tickets.contains_key(&row.ticket) {
+            not_in_history += 1;
+            problems.add(|| {
+                format!(
+                    "order row {} (ticket {}, user {}) is not in the history",
+                    row.id, row.ticket, row.user_id
+                )
+            });
+        }
     }
+    let mut unsettled = 0;
+    for (ticket, t) in &h.tickets {
+        if t.settled.is_none() {
+            unsettled += 1;
+            problems.add(|| format!("ticket {ticket} has no settled line"));
+        }
+    }
+    for s in &h.stray_settled {
+        problems.add(|| format!("settled line of ticket {s}, which no request was answered"));
+    }
+    let mut r = CheckResult::new(
+        5,
+        "history complete",
+        problems.count == 0,
+        format!(
+            "2xx without a ticket={} rows not in history={not_in_history} \
+             tickets without settled line={unsettled} stray settled lines={}",
+            h.malformed.len(),
+            h.stray_settled.len()
+        ),
+    );
+    r.problems = problems.samples;
+    r
+}
+
+/// Check 6: what each buyer was told when the polling ended is the final state: the same
+/// status, the order row's id for a confirmed ticket, the same reason for a failed one. A
+/// buyer still told `pending` was never told the outcome. Reports the time from the answer to
+/// the confirmation ([`settle_ms`]).
+pub fn buyer_told_truth(input: &AuditInput) -> CheckResult {
+    let rows = input.orders_by_ticket();
+    let mut problems = Problems::default();
+    let (mut settled, mut still_pending, mut status_differs) = (0, 0, 0);
+    let (mut order_differs, mut reason_differs) = (0, 0);
+    for (ticket, h) in &input.history.tickets {
+        let Some(s) = &h.settled else { continue };
+        settled += 1;
+        let state = input.state(ticket);
+        match (s.status.as_str(), state) {
+            ("pending", _) => {
+                still_pending += 1;
+                problems.add(|| {
+                    format!(
+                        "ticket {ticket}: the buyer was still told pending when the polling \
+                         ended (now {})",
+                        state.outcome()
+                    )
+                });
+            }
+            ("confirmed", TicketState::Confirmed { order_id, .. }) => {
+                let expected = rows.get(ticket.as_str()).map(|r| r.id).or(*order_id);
+                if s.order_id != expected {
+                    order_differs += 1;
+                    problems.add(|| {
+                        format!(
+                            "ticket {ticket}: the buyer was told order {:?}, the stores say {:?}",
+                            s.order_id, expected
+                        )
+                    });
+                }
+            }
+            ("failed", TicketState::Failed { reason, .. }) => {
+                if s.reason != *reason {
+                    reason_differs += 1;
+                    problems.add(|| {
+                        format!(
+                            "ticket {ticket}: the buyer was told failed ({:?}), the stores say {:?}",
+                            s.reason, reason
+                        )
+                    });
+                }
+            }
+            (told, _) => {
+                status_differs += 1;
+                problems.add(|| {
+                    format!(
+                        "ticket {ticket}: the buyer was told {told}, the stores say {}",
+                        state.outcome()
+                    )
+                });
+            }
+        }
+    }
+    let times = settle_ms(input);
+    let timing = match &times {
+        Some(t) => format!(
+            "answer->confirmed p99={:.1} ms max={:.1} ms over {}",
+            t.p99, t.max, t.count
+        ),
+        None => "answer->confirmed: no timings".into(),
+    };
+    let mut r = CheckResult::new(
+        6,
+        "buyer told the final state",
+        problems.count == 0,
+        format!(
+            "settled={settled} still pending={still_pending} status differs={status_differs} \
+             order id differs={order_differs} reason differs={reason_differs}; {timing}"
+        ),
+    );
+    r.problems = problems.samples;
+    r
+}
+
+/// Check 7: the load finished (the history has its summary line), and with `--until-sold-out`
+/// the sale sold out: the load saw every gateway answer 409, and no unit is left over but those
+/// that failures allowed by the run may have handed back after the last buyer (with none
+/// allowed, both stocks must be 0).
+pub fn sale_ended(input: &AuditInput) -> CheckResult {
+    let h = &input.history;
+    let reached = h
+        .sold_out_reached
+        .map_or("none".to_owned(), |b| b.to_string());
+    let stock = input
+        .redis
+        .stock
+        .map_or("none".to_owned(), |s| s.to_string());
+    let allowed = input
+        .history
+        .tickets
+        .keys()
+        .filter(|t| input.allowed_failure(input.state(t)))
+        .count() as i64;
+    let found = format!(
+        "summary={} until_sold_out={} sold_out_reached={reached}; left: redis={stock} mysql={} \
+         (allowed failures={allowed})",
+        if h.has_summary { "yes" } else { "missing" },
+        h.until_sold_out,
+        input.mysql.stock
+    );
+    if !h.has_summary {
+        let mut r = CheckResult::new(7, "sale ended", false, found);
+        r.problems
+            .push("the history has no summary line: the load did not finish".into());
+        return r;
+    }
+    if !input.until_sold_out {
+        return CheckResult {
+            status: Status::Skip,
+            info: vec!["not audited as --until-sold-out".into()],
+            ..CheckResult::new(7, "sale ended", true, found)
+        };
+    }
+    let mut problems = vec![];
+    if !h.until_sold_out {
+        problems.push("the load did not run --until-sold-out".to_owned());
+    }
+    match h.sold_out_reached {
+        Some(true) => {
+            let left = [
+                ("Redis", input.redis.stock),
+                ("MySQL", Some(input.mysql.stock)),
+            ];
+            for (store, s) in left {
+                if let Some(s) = s.filter(|s| *s > allowed) {
+                    problems.push(format!(
+                        "{s} units left in {store}, more than the {allowed} allowed failures \
+                         could have handed back"
+                    ));
+                }
+            }
+        }
+        Some(false) => problems.push(
+            "the sale never sold out: the load stopped before every gateway answered 409".into(),
+        ),
+        None => problems.push("the summary does not say whether the sale sold out".into()),
+    }
+    let mut r = CheckResult::new(7, "sale ended", problems.is_empty(), found);
+    r.problems = problems;
     r
 }
 
 pub fn run_all(input: &AuditInput) -> Vec<CheckResult> {
     vec![
-        no_oversell(input),
-        no_duplicates(input),
-        nothing_lost(input),
-        orders_match_tickets(input),
-        stock_conserved(input),
-        no_undersell(input),
+        promise_kept(input),
+        promises_within_stock(input),
+        stores_agree(input),
+        identity(input),
+        history_complete(input),
+        buyer_told_truth(input),
+        sale_ended(input),
     ]
 }
 
@@ -426,57 +821,123 @@ mod tests {
         format!("7-{n:032x}")
     }
 
-    /// A sold-out run of 3 units over 5 users: users 1-3 confirmed, users 4 and 5 failed
-    /// (say the worker refused them) and users 6 and 7 answered 409.
-    fn healthy() -> AuditInput {
+    /// When the load received ticket `n`'s answer, µs; it is confirmed 40 ms + `n` µs later.
+    fn answered_at_us(n: u64) -> u64 {
+        1_700_000_000_000_000 + n * 1000
+    }
+
+    /// A sale of `initial` units with nothing issued yet: the summary says it sold out.
+    fn sale(initial: i64) -> AuditInput {
         let mut input = AuditInput {
             product: 7,
-            initial_stock: 3,
+            initial_stock: initial,
+            until_sold_out: true,
             ..Default::default()
         };
-        let h = &mut input.history;
-        h.has_summary = true;
-        h.until_sold_out = true;
-        h.sold_out_reached = Some(true);
-        h.requests = 7;
-        for user in 1..=5 {
-            h.tickets.insert(ticket(user), user);
-            h.accepted_users.insert(user);
-        }
-        h.sold_out_users.extend([6, 7]);
-        let mut orders = vec![];
-        for user in 1..=3 {
-            orders.push(OrderRow {
-                id: user + 100,
-                ticket: ticket(user),
-                user_id: user,
-            });
-            input
-                .ticket_states
-                .insert(ticket(user), TicketState::Confirmed);
-        }
-        input.ticket_states.insert(ticket(4), TicketState::Failed);
-        input.ticket_states.insert(ticket(5), TicketState::Failed);
-        input.mysql = MysqlFacts {
-            stock: 0,
-            initial_stock: 3,
-            orders,
-            duplicate_users: vec![],
-            duplicate_tickets: vec![],
-            failed_tickets: [ticket(4), ticket(5)].into_iter().collect(),
-        };
-        input.redis = RedisFacts {
-            stock: Some(0),
-            initial: Some(3),
-            pending: 0,
-            confirmed: 3,
-            failed: 2,
-        };
+        input.history.has_summary = true;
+        input.history.until_sold_out = true;
+        input.history.sold_out_reached = Some(true);
+        input.mysql.initial_stock = initial;
+        input.redis.initial = Some(initial);
         input
     }
 
-    fn status_of(r: &CheckResult) -> Status {
-        r.status
+    /// Ticket `n`, answered 202 to `user`, ended as `end`: `confirmed` (order row `1000 + n`)
+    /// or a failure reason. Its settled line tells the buyer just that.
+    fn issue(input: &mut AuditInput, n: u64, user: u64, end: &str) {
+        let t = ticket(n);
+        input.history.requests += 1;
+        let (state, order_id, reason) = if end == "confirmed" {
+            input.mysql.orders.push(OrderRow {
+                id: 1000 + n,
+                ticket: t.clone(),
+                user_id: user,
+            });
+            let confirmed_at_ms = Some((answered_at_us(n) / 1000 + 40) as i64);
+            let state = TicketState::Confirmed {
+                user_id: user,
+                order_id: Some(1000 + n),
+                confirmed_at_ms,
+            };
+            (state, Some(1000 + n), None)
+        } else {
+            input.mysql.failed_tickets.insert(t.clone());
+            let reason = Some(end.to_owned());
+            let state = TicketState::Failed {
+                user_id: user,
+                reason: reason.clone(),
+            };
+            (state, None, reason)
+        };
+        let confirmed_at_ms = match &state {
+            TicketState::Confirmed {
+                confirmed_at_ms, ..
+            } => *confirmed_at_ms,
+            _ => None,
+        };
+        input.history.tickets.insert(
+            t.clone(),
+            HistoryTicket {
+                user,
+                other_users: BTreeSet::new(),
+                settled: Some(SettledLine {
+                    ticket: t.clone(),
+                    user_id: user,
+                    status: if end == "confirmed" {
+                        "confirmed"
+                    } else {
+                        "failed"
+                    }
+                    .into(),
+                    order_id,
+                    reason,
+                    answered_at_us: Some(answered_at_us(n)),
+                    reserved_at_ms: Some((answered_at_us(n) / 1000) as i64),
+                    confirmed_at_ms,
+                }),
+            },
+        );
+        input.ticket_states.insert(t, state);
+    }
+
+    /// Sets both stores' counters to what the tickets say, as after a clean sale.
+    fn stores_settled(input: &mut AuditInput) {
+        let orders = input.mysql.orders.len() as i64;
+        input.mysql.stock = input.initial_stock - orders;
+        input.redis.stock = Some(input.mysql.stock);
+        input.redis.pending = 0;
+        input.redis.confirmed = orders;
+        input.redis.failed = input.mysql.failed_tickets.len() as i64;
+    }
+
+    /// A sold-out run of 3 units: users 1-3 confirmed, users 4 and 5 failed with `chaos`,
+    /// which the run allows.
+    fn healthy() -> AuditInput {
+        let mut input = sale(3);
+        input.allowed_failures.insert("chaos".into());
+        for user in 1..=5 {
+            issue(
+                &mut input,
+                user,
+                user,
+                if user <= 3 { "confirmed" } else { "chaos" },
+            );
+        }
+        stores_settled(&mut input);
+        input
+    }
+
+    fn settled(input: &mut AuditInput, n: u64) -> &mut SettledLine {
+        let t = input.history.tickets.get_mut(&ticket(n)).unwrap();
+        t.settled.as_mut().unwrap()
+    }
+
+    fn failing(input: &AuditInput) -> Vec<u8> {
+        run_all(input)
+            .into_iter()
+            .filter(|r| !r.passed())
+            .map(|r| r.id)
+            .collect()
     }
 
     #[test]
@@ -489,169 +950,489 @@ mod tests {
     }
 
     #[test]
-    fn check1_oversold() {
+    fn promises_count_outcomes_per_reason() {
         let mut input = healthy();
-        assert_eq!(status_of(&no_oversell(&input)), Status::Pass);
-        input.mysql.orders.push(OrderRow {
-            id: 9,
-            ticket: ticket(9),
-            user_id: 9,
-        });
-        let r = no_oversell(&input);
-        assert_eq!(r.status, Status::Fail);
-        assert!(r.problems[0].contains("1 units oversold"), "{r:?}");
+        issue(&mut input, 6, 6, "out_of_stock");
+        input.history.tickets.insert(
+            ticket(7),
+            HistoryTicket {
+                user: 7,
+                other_users: BTreeSet::new(),
+                settled: None,
+            },
+        );
+        let p = promises(&input);
+        assert_eq!((p.made, p.kept), (7, 5));
+        let want: BTreeMap<String, u64> = [
+            ("confirmed", 3),
+            ("failed:chaos", 2),
+            ("failed:out_of_stock", 1),
+            ("pending", 0),
+            ("unknown", 1),
+        ]
+        .into_iter()
+        .map(|(k, n)| (k.to_owned(), n))
+        .collect();
+        assert_eq!(p.outcomes, want);
+        assert_eq!(
+            p.outcomes_text(),
+            "confirmed=3 failed:chaos=2 failed:out_of_stock=1 pending=0 unknown=1"
+        );
     }
 
     #[test]
-    fn check2_duplicates() {
-        let mut input = healthy();
-        assert_eq!(status_of(&no_duplicates(&input)), Status::Pass);
-        input.mysql.duplicate_users.push((2, 2));
-        assert_eq!(status_of(&no_duplicates(&input)), Status::Fail);
-        let mut input = healthy();
-        input.mysql.duplicate_tickets.push((ticket(1), 2));
-        let r = no_duplicates(&input);
-        assert_eq!(r.status, Status::Fail);
-        assert!(r.problems[0].contains("2 rows"), "{r:?}");
-    }
-
-    #[test]
-    fn check3_lost_tickets() {
-        let input = healthy();
-        assert_eq!(status_of(&nothing_lost(&input)), Status::Pass);
-
-        let mut pending = healthy();
-        pending
-            .ticket_states
-            .insert(ticket(4), TicketState::Pending);
-        let r = nothing_lost(&pending);
-        assert_eq!(r.status, Status::Fail);
-        assert!(r.found.contains("pending=1"), "{r:?}");
-
-        let mut unknown = healthy();
-        unknown.ticket_states.remove(&ticket(5));
-        let r = nothing_lost(&unknown);
-        assert_eq!(r.status, Status::Fail);
-        assert!(r.problems[0].contains("unknown"), "{r:?}");
-    }
-
-    #[test]
-    fn check4_orders_and_tickets_agree() {
-        let input = healthy();
-        let r = orders_match_tickets(&input);
+    fn check1_promise_kept() {
+        let r = promise_kept(&healthy());
         assert_eq!(r.status, Status::Pass, "{r:?}");
-        assert!(r.info.is_empty());
+        assert!(r.found.contains("made=5 kept=5"), "{r:?}");
 
-        // A confirmed ticket without its row.
+        // A failure the run does not allow.
+        let mut expired = healthy();
+        issue(&mut expired, 6, 6, "expired");
+        let r = promise_kept(&expired);
+        assert_eq!(r.status, Status::Fail);
+        assert!(r.found.contains("failed:expired=1"), "{r:?}");
+        assert!(
+            r.problems[0].starts_with("1 promises ended failed:expired"),
+            "{r:?}"
+        );
+
+        // Still pending, unknown to the stores, or failed without a reason.
+        for state in [
+            TicketState::Pending { user_id: 4 },
+            TicketState::Unknown,
+            TicketState::Failed {
+                user_id: 4,
+                reason: None,
+            },
+        ] {
+            let mut input = healthy();
+            let outcome = state.outcome();
+            input.ticket_states.insert(ticket(4), state);
+            let r = promise_kept(&input);
+            assert_eq!(r.status, Status::Fail, "{r:?}");
+            assert!(r.found.contains(&format!("{outcome}=1")), "{r:?}");
+        }
+
+        // `chaos` is allowed only when the run says so.
+        let mut strict = healthy();
+        strict.allowed_failures.clear();
+        let r = promise_kept(&strict);
+        assert_eq!(r.status, Status::Fail);
+        assert!(
+            r.problems[0].starts_with("2 promises ended failed:chaos"),
+            "{r:?}"
+        );
+    }
+
+    #[test]
+    fn check2_promises_within_stock() {
+        let r = promises_within_stock(&healthy());
+        assert_eq!(r.status, Status::Pass, "{r:?}");
+        assert!(r.found.contains("held=3"), "{r:?}");
+
+        // A fourth promise held for three units: it is still pending.
+        let mut over = healthy();
+        over.history.tickets.insert(
+            ticket(6),
+            HistoryTicket {
+                user: 6,
+                other_users: BTreeSet::new(),
+                settled: None,
+            },
+        );
+        over.ticket_states
+            .insert(ticket(6), TicketState::Pending { user_id: 6 });
+        let r = promises_within_stock(&over);
+        assert_eq!(r.status, Status::Fail);
+        assert!(r.problems[0].starts_with("1 more promises"), "{r:?}");
+
+        // A failure the run does not allow still counts against the units.
+        let mut strict = healthy();
+        strict.allowed_failures.clear();
+        assert_eq!(promises_within_stock(&strict).status, Status::Fail);
+    }
+
+    #[test]
+    fn check3_stores_agree() {
+        let r = stores_agree(&healthy());
+        assert_eq!(r.status, Status::Pass, "{r:?}");
+        assert!(r.info.is_empty(), "{r:?}");
+
+        // Redis counted fewer confirmations than MySQL has rows, and kept their units.
+        let mut counter = healthy();
+        counter.redis.confirmed = 2;
+        counter.redis.stock = Some(1);
+        let r = stores_agree(&counter);
+        assert_eq!(r.status, Status::Fail);
+        assert!(
+            r.problems[0].contains("!= 3 MySQL order rows (-1)"),
+            "{r:?}"
+        );
+        assert!(r.problems[1].contains("!= MySQL stock 0 (+1)"), "{r:?}");
+
+        // Left pending after settling.
+        let mut pending = healthy();
+        pending.redis.pending = 1;
+        pending.redis.stock = Some(-1);
+        let r = stores_agree(&pending);
+        assert_eq!(r.status, Status::Fail);
+        assert!(
+            r.problems.iter().any(|p| p.contains("still pending")),
+            "{r:?}"
+        );
+
+        // A unit vanished from both stores alike.
+        let mut vanished = healthy();
+        vanished.mysql.orders.pop();
+        vanished.redis.confirmed = 2;
+        vanished
+            .ticket_states
+            .insert(ticket(3), TicketState::Unknown);
+        let r = stores_agree(&vanished);
+        assert_eq!(r.status, Status::Fail);
+        assert!(r.problems[0].contains("!= initial stock 3 (-1)"), "{r:?}");
+
+        // Ticket by ticket: confirmed without a row, a row of a failed ticket, another order id.
         let mut no_row = healthy();
         no_row.mysql.orders.retain(|o| o.user_id != 2);
-        let r = orders_match_tickets(&no_row);
+        no_row.mysql.stock = 1;
+        no_row.redis.stock = Some(1);
+        no_row.redis.confirmed = 2;
+        let r = stores_agree(&no_row);
         assert_eq!(r.status, Status::Fail);
-        assert!(r.found.contains("confirmed-without-row=1"), "{r:?}");
-
-        // A failed ticket with a row.
+        assert!(
+            r.problems[0].contains("confirmed but has no order row"),
+            "{r:?}"
+        );
         let mut failed_row = healthy();
-        failed_row.mysql.orders.push(OrderRow {
-            id: 10,
-            ticket: ticket(4),
-            user_id: 4,
-        });
-        let r = orders_match_tickets(&failed_row);
+        failed_row.ticket_states.insert(
+            ticket(1),
+            TicketState::Failed {
+                user_id: 1,
+                reason: Some("chaos".into()),
+            },
+        );
+        failed_row.mysql.failed_tickets.insert(ticket(1));
+        let r = stores_agree(&failed_row);
+        assert_eq!(r.problems.len(), 2, "{r:?}");
+        let mut other_id = healthy();
+        other_id.mysql.orders[0].id = 77;
+        let r = stores_agree(&other_id);
         assert_eq!(r.status, Status::Fail);
-        assert!(r.found.contains("failed-with-row=1"), "{r:?}");
-
-        // A failed ticket (in Redis only) with a row.
-        let mut redis_failed = healthy();
-        redis_failed.mysql.failed_tickets.clear();
-        redis_failed
-            .ticket_states
-            .insert(ticket(1), TicketState::Failed);
-        assert_eq!(orders_match_tickets(&redis_failed).status, Status::Fail);
-
-        // A row whose ticket is still pending in Redis.
-        let mut pending_row = healthy();
-        pending_row
-            .ticket_states
-            .insert(ticket(3), TicketState::Pending);
-        let r = orders_match_tickets(&pending_row);
-        assert_eq!(r.status, Status::Fail);
-        assert!(r.found.contains("row-not-confirmed=1"), "{r:?}");
-
-        // A row for another user than the history's.
-        let mut wrong_user = healthy();
-        wrong_user.mysql.orders[0].user_id = 99;
-        let r = orders_match_tickets(&wrong_user);
-        assert_eq!(r.status, Status::Fail);
-        assert!(r.found.contains("wrong-user=1"), "{r:?}");
-
-        // A confirmed row from outside the history is information only.
-        let mut foreign = healthy();
-        foreign.mysql.orders.pop();
-        foreign.history.tickets.remove(&ticket(3));
-        foreign.mysql.orders.push(OrderRow {
-            id: 11,
-            ticket: ticket(3),
-            user_id: 3,
-        });
-        let r = orders_match_tickets(&foreign);
-        assert_eq!(r.status, Status::Pass, "{r:?}");
-        assert_eq!(r.info.len(), 1, "{r:?}");
-    }
-
-    #[test]
-    fn check5_conservation() {
-        let input = healthy();
-        assert_eq!(status_of(&stock_conserved(&input)), Status::Pass);
-
-        let mut mid_sale = healthy();
-        // Still in flight: one unit pending instead of confirmed, one row fewer, and MySQL
-        // stock one higher.
-        mid_sale.redis.confirmed = 2;
-        mid_sale.redis.pending = 1;
-        mid_sale.mysql.orders.pop();
-        mid_sale.mysql.stock = 1;
-        assert_eq!(status_of(&stock_conserved(&mid_sale)), Status::Pass);
-
-        let mut leaked = healthy();
-        leaked.redis.stock = Some(1);
-        let r = stock_conserved(&leaked);
-        assert_eq!(r.status, Status::Fail);
-        assert!(r.problems[0].contains("(+1)"), "{r:?}");
-
-        let mut mysql = healthy();
-        mysql.mysql.stock = 1;
-        let r = stock_conserved(&mysql);
-        assert_eq!(r.status, Status::Fail);
-        assert!(r.problems[0].starts_with("mysql"), "{r:?}");
+        assert!(r.problems[0].contains("its order row is 77"), "{r:?}");
 
         let mut unloaded = healthy();
         unloaded.redis.stock = None;
-        assert_eq!(status_of(&stock_conserved(&unloaded)), Status::Fail);
+        assert_eq!(stores_agree(&unloaded).status, Status::Fail);
     }
 
     #[test]
-    fn check6_undersold() {
-        let input = healthy();
-        assert_eq!(status_of(&no_undersell(&input)), Status::Pass);
+    fn check4_identity() {
+        let r = identity(&healthy());
+        assert_eq!(r.status, Status::Pass, "{r:?}");
 
-        let mut under = healthy();
-        under.mysql.orders.pop();
-        let r = no_undersell(&under);
+        // One ticket answered to two users.
+        let mut shared = healthy();
+        shared
+            .history
+            .tickets
+            .get_mut(&ticket(1))
+            .unwrap()
+            .other_users
+            .insert(9);
+        let r = identity(&shared);
         assert_eq!(r.status, Status::Fail);
-        assert!(r.problems[0].contains("1 units unsold"), "{r:?}");
+        assert!(r.found.contains("several users=1"), "{r:?}");
 
-        // Does not apply: not an until-sold-out run, too few buyers, or no summary.
-        let mut planned = under.clone();
-        planned.history.until_sold_out = false;
-        assert_eq!(no_undersell(&planned).status, Status::Skip);
-        let mut few = under.clone();
-        few.history.accepted_users = [1].into_iter().collect();
-        few.history.sold_out_users = [1].into_iter().collect();
-        let r = no_undersell(&few);
-        assert_eq!(r.status, Status::Skip, "{r:?}");
-        assert!(r.passed());
-        let mut unfinished = under;
+        // The order row is another user's.
+        let mut row = healthy();
+        row.mysql.orders[0].user_id = 99;
+        let r = identity(&row);
+        assert_eq!(r.status, Status::Fail);
+        assert!(
+            r.problems[0].contains("its order row is for user 99"),
+            "{r:?}"
+        );
+
+        // A failed ticket filed under another user.
+        let mut stored = healthy();
+        stored.ticket_states.insert(
+            ticket(4),
+            TicketState::Failed {
+                user_id: 98,
+                reason: Some("chaos".into()),
+            },
+        );
+        let r = identity(&stored);
+        assert_eq!(r.status, Status::Fail);
+        assert!(
+            r.problems[0].contains("the stores file it under user 98"),
+            "{r:?}"
+        );
+
+        // The settled line names another user.
+        let mut told = healthy();
+        settled(&mut told, 2).user_id = 97;
+        assert_eq!(identity(&told).status, Status::Fail);
+
+        // User 1 holds two tickets that did not fail (the second one is pending).
+        let mut two = healthy();
+        two.history.tickets.insert(
+            ticket(6),
+            HistoryTicket {
+                user: 1,
+                other_users: BTreeSet::new(),
+                settled: None,
+            },
+        );
+        two.ticket_states
+            .insert(ticket(6), TicketState::Pending { user_id: 1 });
+        let r = identity(&two);
+        assert_eq!(r.status, Status::Fail);
+        assert!(r.problems[0].starts_with("user 1 holds 2 tickets"), "{r:?}");
+        // A second ticket that failed is fine.
+        two.ticket_states.insert(
+            ticket(6),
+            TicketState::Failed {
+                user_id: 1,
+                reason: Some("duplicate_user".into()),
+            },
+        );
+        assert_eq!(identity(&two).status, Status::Pass);
+    }
+
+    #[test]
+    fn check5_history_complete() {
+        let r = history_complete(&healthy());
+        assert_eq!(r.status, Status::Pass, "{r:?}");
+
+        let mut malformed = healthy();
+        malformed
+            .history
+            .malformed
+            .push("request 9: 202 to user 9 carries no ticket".into());
+        let r = history_complete(&malformed);
+        assert_eq!(r.status, Status::Fail);
+        assert!(r.found.contains("2xx without a ticket=1"), "{r:?}");
+
+        // An order row whose ticket the history never saw.
+        let mut foreign = healthy();
+        foreign.history.tickets.remove(&ticket(3));
+        let r = history_complete(&foreign);
+        assert_eq!(r.status, Status::Fail);
+        assert!(r.problems[0].contains("is not in the history"), "{r:?}");
+
+        let mut unsettled = healthy();
+        unsettled
+            .history
+            .tickets
+            .get_mut(&ticket(5))
+            .unwrap()
+            .settled = None;
+        let r = history_complete(&unsettled);
+        assert_eq!(r.status, Status::Fail);
+        assert!(r.found.contains("without settled line=1"), "{r:?}");
+
+        let mut stray = healthy();
+        stray.history.stray_settled.push(ticket(8));
+        assert_eq!(history_complete(&stray).status, Status::Fail);
+    }
+
+    #[test]
+    fn check6_buyer_told_the_final_state() {
+        let r = buyer_told_truth(&healthy());
+        assert_eq!(r.status, Status::Pass, "{r:?}");
+        assert!(r.found.contains("p99=40.0 ms max=40.0 ms over 3"), "{r:?}");
+
+        // Still pending when the polling ended, though it did settle later.
+        let mut pending = healthy();
+        settled(&mut pending, 1).status = "pending".into();
+        let r = buyer_told_truth(&pending);
+        assert_eq!(r.status, Status::Fail);
+        assert!(r.found.contains("still pending=1"), "{r:?}");
+
+        // Told confirmed, but it failed.
+        let mut status = healthy();
+        settled(&mut status, 4).status = "confirmed".into();
+        let r = buyer_told_truth(&status);
+        assert_eq!(r.status, Status::Fail);
+        assert!(r.found.contains("status differs=1"), "{r:?}");
+
+        // Told another order, or none.
+        let mut order = healthy();
+        settled(&mut order, 2).order_id = Some(5);
+        settled(&mut order, 3).order_id = None;
+        let r = buyer_told_truth(&order);
+        assert_eq!(r.status, Status::Fail);
+        assert!(r.found.contains("order id differs=2"), "{r:?}");
+
+        // Told another reason.
+        let mut reason = healthy();
+        settled(&mut reason, 5).reason = Some("out_of_stock".into());
+        let r = buyer_told_truth(&reason);
+        assert_eq!(r.status, Status::Fail);
+        assert!(r.found.contains("reason differs=1"), "{r:?}");
+    }
+
+    #[test]
+    fn settle_times_from_the_answer_else_the_reservation() {
+        let mut input = healthy();
+        assert_eq!(
+            settle_ms(&input),
+            Some(SettleMs {
+                count: 3,
+                p99: 40.0,
+                max: 40.0
+            })
+        );
+        // Ticket 1: no answer time, reserved 100 ms before its confirmation.
+        let s = settled(&mut input, 1);
+        s.answered_at_us = None;
+        s.reserved_at_ms = Some(s.confirmed_at_ms.unwrap() - 100);
+        // Ticket 2: confirmed before the answer arrived (clocks): counts as 0.
+        let s = settled(&mut input, 2);
+        s.confirmed_at_ms = Some((s.answered_at_us.unwrap() / 1000) as i64 - 5);
+        let t = settle_ms(&input).unwrap();
+        assert_eq!((t.count, t.p99, t.max), (3, 100.0, 100.0));
+
+        let mut none = sale(3);
+        stores_settled(&mut none);
+        assert_eq!(settle_ms(&none), None);
+    }
+
+    #[test]
+    fn check7_sale_ended() {
+        let r = sale_ended(&healthy());
+        assert_eq!(r.status, Status::Pass, "{r:?}");
+
+        let mut never = healthy();
+        never.history.sold_out_reached = Some(false);
+        let r = sale_ended(&never);
+        assert_eq!(r.status, Status::Fail);
+        assert!(r.problems[0].contains("never sold out"), "{r:?}");
+
+        let mut unsaid = healthy();
+        unsaid.history.sold_out_reached = None;
+        assert_eq!(sale_ended(&unsaid).status, Status::Fail);
+
+        // No summary fails, --until-sold-out or not.
+        let mut unfinished = healthy();
         unfinished.history.has_summary = false;
-        assert_eq!(no_undersell(&unfinished).status, Status::Skip);
+        unfinished.until_sold_out = false;
+        let r = sale_ended(&unfinished);
+        assert_eq!(r.status, Status::Fail);
+        assert!(r.problems[0].contains("no summary line"), "{r:?}");
+
+        // Not audited as --until-sold-out: a finished load is enough.
+        let mut planned = never.clone();
+        planned.until_sold_out = false;
+        let r = sale_ended(&planned);
+        assert_eq!(r.status, Status::Skip);
+        assert!(r.passed());
+
+        // Units left over: at most the allowed failures (2) may have come back too late.
+        let mut left = healthy();
+        left.redis.stock = Some(2);
+        left.mysql.stock = 2;
+        assert_eq!(sale_ended(&left).status, Status::Pass);
+        left.redis.stock = Some(3);
+        left.mysql.stock = 3;
+        let r = sale_ended(&left);
+        assert_eq!(r.status, Status::Fail);
+        assert_eq!(r.problems.len(), 2, "{r:?}");
+        assert!(r.problems[0].starts_with("3 units left in Redis"), "{r:?}");
+        // With no failure allowed, a single unit left fails.
+        let mut strict = healthy();
+        strict.allowed_failures.clear();
+        strict.redis.stock = Some(1);
+        assert_eq!(sale_ended(&strict).status, Status::Fail);
+    }
+
+    /// Scenario 2 (10 % of orders fail on purpose), scaled down: 36 tickets for 30 units, 30
+    /// confirmed and 6 failed with `chaos`; the stores agree and the sale sold out.
+    fn scenario_2() -> AuditInput {
+        let mut input = sale(30);
+        for n in 1..=36 {
+            issue(
+                &mut input,
+                n,
+                n,
+                if n % 6 == 0 { "chaos" } else { "confirmed" },
+            );
+        }
+        stores_settled(&mut input);
+        input
+    }
+
+    #[test]
+    fn scenario_2_passes_only_when_chaos_is_allowed() {
+        let mut input = scenario_2();
+        assert_eq!(failing(&input), vec![1, 2]);
+        input.allowed_failures.insert("chaos".into());
+        assert_eq!(failing(&input), Vec::<u8>::new());
+        let p = promises(&input);
+        assert_eq!((p.made, p.kept), (36, 36));
+        assert_eq!(p.outcomes["failed:chaos"], 6);
+    }
+
+    /// Scenario 3 (worker SIGKILL) as stored, scaled down: of 62 tickets for 30 units, 30
+    /// confirmed and 32 failed `expired` (their orders waited in the dead worker's partitions
+    /// past the pending timeout). The stores agree and the sale sold out.
+    #[test]
+    fn scenario_3_fails_expired_promises() {
+        let mut input = sale(30);
+        for n in 1..=62 {
+            issue(
+                &mut input,
+                n,
+                n,
+                if n <= 30 { "confirmed" } else { "expired" },
+            );
+        }
+        stores_settled(&mut input);
+        assert_eq!(failing(&input), vec![1, 2]);
+        let r = promise_kept(&input);
+        assert!(r.found.contains("made=62 kept=30"), "{r:?}");
+        assert!(
+            r.problems[0].starts_with("32 promises ended failed:expired"),
+            "{r:?}"
+        );
+        // Even a run that allowed chaos does not excuse them.
+        input.allowed_failures.insert("chaos".into());
+        assert_eq!(failing(&input), vec![1, 2]);
+    }
+
+    /// Scenario 8 (Redis restart and reconcile) as stored, scaled down: 300 tickets for 30
+    /// units, 30 confirmed and 270 failed `out_of_stock`; Redis has stock 6 and counts 24
+    /// confirmed, MySQL has 30 rows and stock 0; the sale never sold out.
+    #[test]
+    fn scenario_8_fails() {
+        let mut input = sale(30);
+        for n in 1..=300 {
+            issue(
+                &mut input,
+                n,
+                n,
+                if n <= 30 { "confirmed" } else { "out_of_stock" },
+            );
+        }
+        stores_settled(&mut input);
+        input.redis.stock = Some(6);
+        input.redis.confirmed = 24;
+        input.history.sold_out_reached = Some(false);
+        input.allowed_failures.insert("chaos".into());
+        assert_eq!(failing(&input), vec![1, 2, 3, 7]);
+        let r = promise_kept(&input);
+        assert!(
+            r.problems[0].starts_with("270 promises ended failed:out_of_stock"),
+            "{r:?}"
+        );
+        let r = stores_agree(&input);
+        assert!(
+            r.problems[0].contains("redis confirmed counter 24 != 30"),
+            "{r:?}"
+        );
+        assert!(r.problems[1].contains("redis stock 6 + pending 0"), "{r:?}");
     }
 }

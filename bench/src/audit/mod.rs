@@ -4,10 +4,11 @@
 pub mod checks;
 
 use crate::cli::AuditArgs;
-use crate::history::{self, Line};
+use crate::history::{self, Line, SettledLine};
 use anyhow::Context;
 use checks::{
-    AuditInput, CheckResult, HistoryFacts, MysqlFacts, OrderRow, RedisFacts, TicketState,
+    AuditInput, CheckResult, HistoryFacts, HistoryTicket, MysqlFacts, OrderRow, Promises,
+    RedisFacts, SettleMs, TicketState,
 };
 use futures::stream::{self, StreamExt, TryStreamExt};
 use seckill_shared::store::TicketStore;
@@ -24,31 +25,53 @@ use std::time::Duration;
 pub fn history_facts(lines: &[Line], product: ProductId) -> anyhow::Result<(HistoryFacts, usize)> {
     let mut facts = HistoryFacts::default();
     let mut foreign = 0;
+    let mut settled: Vec<&SettledLine> = vec![];
     for line in lines {
         match line {
             Line::Request(r) => {
                 facts.requests += 1;
+                let Some(status @ 200..=202) = r.status else {
+                    continue;
+                };
                 if r.error.is_some() {
                     continue;
                 }
-                let Some(user) = r.user_id else { continue };
-                match r.status {
-                    Some(200..=202) => {
-                        let Some(t) = &r.ticket else { continue };
-                        if Ticket::parse(t).is_ok_and(|t| t.product() != product) {
-                            foreign += 1;
-                            continue;
-                        }
-                        facts.tickets.insert(t.clone(), user);
-                        facts.accepted_users.insert(user);
-                    }
-                    Some(409) => {
-                        facts.sold_out_users.insert(user);
-                    }
-                    _ => {}
+                let n = facts.requests;
+                let to = r.user_id.map_or("no user".into(), |u| format!("user {u}"));
+                let what = |why: String| format!("request {n}: {status} to {to} {why}");
+                let Some(user) = r.user_id else {
+                    facts.malformed.push(what("names no user".into()));
+                    continue;
+                };
+                let Some(text) = &r.ticket else {
+                    facts.malformed.push(what("carries no ticket".into()));
+                    continue;
+                };
+                let Ok(ticket) = Ticket::parse(text) else {
+                    facts.malformed.push(what(format!(
+                        "carries ticket {text:?}, which does not parse"
+                    )));
+                    continue;
+                };
+                if ticket.product() != product {
+                    foreign += 1;
+                    continue;
                 }
+                facts
+                    .tickets
+                    .entry(text.clone())
+                    .and_modify(|t| {
+                        if t.user != user {
+                            t.other_users.insert(user);
+                        }
+                    })
+                    .or_insert_with(|| HistoryTicket {
+                        user,
+                        other_users: Default::default(),
+                        settled: None,
+                    });
             }
-            Line::Settled(_) => {}
+            Line::Settled(s) => settled.push(s),
             Line::Summary(s) => {
                 if let Some(p) = s.product {
                     anyhow::ensure!(
@@ -60,6 +83,14 @@ pub fn history_facts(lines: &[Line], product: ProductId) -> anyhow::Result<(Hist
                 facts.until_sold_out = s.until_sold_out;
                 facts.sold_out_reached = s.sold_out_reached;
             }
+        }
+    }
+    // Settled lines follow the requests; match them up once every request is read.
+    for s in settled {
+        match facts.tickets.get_mut(&s.ticket) {
+            Some(t) => t.settled = Some(s.clone()),
+            None if Ticket::parse(&s.ticket).is_ok_and(|t| t.product() != product) => {}
+            None => facts.stray_settled.push(s.ticket.clone()),
         }
     }
     Ok((facts, foreign))
@@ -82,30 +113,6 @@ async fn mysql_facts(pool: &MySqlPool, product: ProductId) -> anyhow::Result<Mys
                 user_id: r.get::<i64, _>("user_id") as u64,
             })
             .collect();
-    let duplicate_users = sqlx::query(
-        "SELECT user_id, COUNT(*) AS n FROM orders WHERE product_id = ? \
-         GROUP BY user_id HAVING COUNT(*) > 1",
-    )
-    .bind(product.as_i64())
-    .fetch_all(pool)
-    .await
-    .context("grouping orders by user")?
-    .into_iter()
-    .map(|r| (r.get::<i64, _>("user_id") as u64, r.get::<i64, _>("n")))
-    .collect();
-    // Tickets carry their product, so a row filed under another product is caught too.
-    let duplicate_tickets = sqlx::query(
-        "SELECT ticket, COUNT(*) AS n FROM orders WHERE product_id = ? OR ticket LIKE ? \
-         GROUP BY ticket HAVING COUNT(*) > 1",
-    )
-    .bind(product.as_i64())
-    .bind(format!("{product}-%"))
-    .fetch_all(pool)
-    .await
-    .context("grouping orders by ticket")?
-    .into_iter()
-    .map(|r| (r.get::<String, _>("ticket"), r.get::<i64, _>("n")))
-    .collect();
     let failed_tickets = sqlx::query("SELECT ticket FROM failed_tickets WHERE product_id = ?")
         .bind(product.as_i64())
         .fetch_all(pool)
@@ -118,13 +125,11 @@ async fn mysql_facts(pool: &MySqlPool, product: ProductId) -> anyhow::Result<Mys
         stock: p.stock,
         initial_stock: p.initial_stock,
         orders,
-        duplicate_users,
-        duplicate_tickets,
         failed_tickets,
     })
 }
 
-/// A ticket's state: its Redis record, else what MySQL settled, else unknown.
+/// A ticket's final state: its Redis record, else what MySQL settled, else unknown.
 async fn ticket_state(
     store: &TicketStore,
     pool: &MySqlPool,
@@ -133,17 +138,29 @@ async fn ticket_state(
     let Ok(t) = Ticket::parse(ticket) else {
         return Ok(TicketState::Unknown);
     };
-    let map = |s: TicketStatus| match s {
-        TicketStatus::Pending => TicketState::Pending,
-        TicketStatus::Confirmed => TicketState::Confirmed,
-        TicketStatus::Failed => TicketState::Failed,
+    let state = |status, user_id, order_id, reason, confirmed_at_ms| match status {
+        TicketStatus::Pending => TicketState::Pending { user_id },
+        TicketStatus::Confirmed => TicketState::Confirmed {
+            user_id,
+            order_id,
+            confirmed_at_ms,
+        },
+        TicketStatus::Failed => TicketState::Failed { user_id, reason },
     };
     if let Some(r) = store.ticket(&t).await? {
-        return Ok(map(r.status));
+        return Ok(state(
+            r.status,
+            r.user_id,
+            r.order_id,
+            r.reason,
+            r.confirmed_at_ms,
+        ));
     }
     Ok(db::settled_ticket(pool, &t)
         .await?
-        .map_or(TicketState::Unknown, |s| map(s.status)))
+        .map_or(TicketState::Unknown, |s| {
+            state(s.status, s.user_id, s.order_id, s.reason, None)
+        }))
 }
 
 /// Reads the history, Redis and MySQL.
@@ -199,11 +216,12 @@ pub async fn gather(
         .await?;
     pool.close().await;
 
-    let initial_stock = args.initial_stock.unwrap_or(mysql.initial_stock);
     Ok((
         AuditInput {
             product: product.get(),
-            initial_stock,
+            initial_stock: args.initial_stock,
+            allowed_failures: args.allow_failures.iter().cloned().collect(),
+            until_sold_out: args.until_sold_out,
             history,
             redis,
             mysql,
@@ -213,17 +231,49 @@ pub async fn gather(
     ))
 }
 
+/// The `--json` report. `scripts/chaos.sh` reads `ok`, `checks`, `order_rows`, `promises`
+/// (`made`, `kept`, `outcomes`), `sold_out_reached` and `settle_ms` (`p99`, `max`): keep the
+/// names.
 #[derive(Serialize)]
 struct Report<'a> {
     ok: bool,
     product: u64,
     namespace: &'a str,
     initial_stock: i64,
+    allowed_failures: Vec<&'a str>,
     history_requests: u64,
     history_tickets: usize,
     order_rows: usize,
+    promises: Promises,
+    /// The summary's `sold_out_reached`; `null` without a summary or an `--until-sold-out` load.
+    sold_out_reached: Option<bool>,
+    /// Answer to confirmation, ms; `null` when no confirmed ticket has both times.
+    settle_ms: Option<SettleMs>,
     notes: &'a [String],
     checks: &'a [CheckResult],
+}
+
+fn report<'a>(
+    input: &'a AuditInput,
+    namespace: &'a str,
+    notes: &'a [String],
+    results: &'a [CheckResult],
+) -> Report<'a> {
+    Report {
+        ok: results.iter().all(CheckResult::passed),
+        product: input.product,
+        namespace,
+        initial_stock: input.initial_stock,
+        allowed_failures: input.allowed_failures.iter().map(String::as_str).collect(),
+        history_requests: input.history.requests,
+        history_tickets: input.history.tickets.len(),
+        order_rows: input.mysql.orders.len(),
+        promises: checks::promises(input),
+        sold_out_reached: input.history.sold_out_reached,
+        settle_ms: checks::settle_ms(input),
+        notes,
+        checks: results,
+    }
 }
 
 /// The table `audit` prints.
@@ -246,6 +296,28 @@ pub fn table(results: &[CheckResult]) -> String {
             let _ = writeln!(s, "{:<41}i {i}", "");
         }
     }
+    s
+}
+
+/// What became of the promises, one line per outcome: `confirmed`, `failed:<reason>`,
+/// `pending`, `unknown`.
+pub fn outcomes_table(promises: &Promises, allowed: &BTreeSet<String>) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "{:<34} {:>9}  promise", "outcome", "tickets");
+    for (outcome, n) in &promises.outcomes {
+        let verdict = match outcome.strip_prefix("failed:") {
+            _ if *n == 0 => "",
+            None if outcome == "confirmed" => "kept",
+            Some(reason) if allowed.contains(reason) => "kept (failure allowed)",
+            _ => "BROKEN",
+        };
+        let _ = writeln!(s, "{outcome:<34} {n:>9}  {verdict}");
+    }
+    let _ = writeln!(
+        s,
+        "{:<34} {:>9}  {} kept",
+        "promises made", promises.made, promises.kept
+    );
     s
 }
 
@@ -274,25 +346,20 @@ pub async fn run(args: AuditArgs) -> anyhow::Result<bool> {
 
     let (input, notes) = gather(&args, &redis_url, &mysql_url, &namespace).await?;
     let results = checks::run_all(&input);
-    let ok = results.iter().all(CheckResult::passed);
+    let report = report(&input, &namespace, &notes, &results);
+    let ok = report.ok;
     if args.json {
-        let report = Report {
-            ok,
-            product: input.product,
-            namespace: &namespace,
-            initial_stock: input.initial_stock,
-            history_requests: input.history.requests,
-            history_tickets: input.history.tickets.len(),
-            order_rows: input.mysql.orders.len(),
-            notes: &notes,
-            checks: &results,
-        };
         println!("{}", serde_json::to_string(&report)?);
     } else {
         for n in &notes {
             eprintln!("note: {n}");
         }
         print!("{}", table(&results));
+        println!();
+        print!(
+            "{}",
+            outcomes_table(&report.promises, &input.allowed_failures)
+        );
         let failed = results.iter().filter(|r| !r.passed()).count();
         println!(
             "\nproduct {} in namespace {namespace:?}: {} requests and {} tickets in {}, {} order rows: {}",
@@ -314,27 +381,204 @@ pub async fn run(args: AuditArgs) -> anyhow::Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::{Cli, Command};
+    use clap::Parser;
+
+    const T1: &str = "5-00000000000000000000000000000001";
+    const T2: &str = "5-00000000000000000000000000000002";
 
     #[test]
     fn history_lines_become_facts() {
         let text = r#"{"kind":"request","sent_at_us":1,"recv_at_us":2,"gateway":"g","user_id":1,"status":202,"ticket":"5-00000000000000000000000000000001","error":null}
 {"kind":"request","sent_at_us":1,"recv_at_us":2,"gateway":"g","user_id":1,"status":200,"ticket":"5-00000000000000000000000000000001","error":null}
+{"kind":"request","sent_at_us":1,"recv_at_us":2,"gateway":"g","user_id":8,"status":200,"ticket":"5-00000000000000000000000000000002","error":null}
+{"kind":"request","sent_at_us":1,"recv_at_us":2,"gateway":"g","user_id":9,"status":202,"ticket":"5-00000000000000000000000000000002","error":null}
 {"kind":"request","sent_at_us":1,"recv_at_us":2,"gateway":"g","user_id":2,"status":409,"ticket":null,"error":null}
 {"kind":"request","sent_at_us":1,"recv_at_us":2,"gateway":"g","user_id":3,"status":null,"ticket":null,"error":"refused"}
 {"kind":"request","sent_at_us":1,"recv_at_us":2,"gateway":"g","user_id":4,"status":202,"ticket":"6-00000000000000000000000000000001","error":null}
-{"kind":"settled","ticket":"5-00000000000000000000000000000001","user_id":1,"status":"confirmed","order_id":3,"reason":null}
+{"kind":"request","sent_at_us":1,"recv_at_us":2,"gateway":"g","user_id":5,"status":202,"ticket":null,"error":null}
+{"kind":"request","sent_at_us":1,"recv_at_us":2,"gateway":"g","user_id":6,"status":201,"ticket":"5-zz","error":null}
+{"kind":"settled","ticket":"5-00000000000000000000000000000001","user_id":1,"status":"failed","order_id":null,"reason":"chaos","answered_at_us":2}
+{"kind":"settled","ticket":"6-00000000000000000000000000000001","user_id":4,"status":"confirmed","order_id":3,"reason":null}
+{"kind":"settled","ticket":"5-00000000000000000000000000000003","user_id":7,"status":"confirmed","order_id":4,"reason":null}
 {"kind":"summary","product":5,"until_sold_out":true,"sold_out_reached":true,"outcomes":[]}
 "#;
         let lines = history::parse(text.as_bytes()).unwrap();
         let p = ProductId::new(5).unwrap();
         let (f, foreign) = history_facts(&lines, p).unwrap();
         assert_eq!(foreign, 1);
-        assert_eq!(f.requests, 5);
-        assert_eq!(f.tickets.len(), 1);
-        assert_eq!(f.accepted_users, [1].into_iter().collect());
-        assert_eq!(f.sold_out_users, [2].into_iter().collect());
+        assert_eq!(f.requests, 9);
+        assert_eq!(f.tickets.len(), 2);
+        let t1 = &f.tickets[T1];
+        assert_eq!(t1.user, 1);
+        assert!(t1.other_users.is_empty());
+        let s = t1.settled.as_ref().unwrap();
+        assert_eq!(
+            (s.status.as_str(), s.reason.as_deref()),
+            ("failed", Some("chaos"))
+        );
+        assert_eq!(s.answered_at_us, Some(2));
+        let t2 = &f.tickets[T2];
+        assert_eq!(
+            (t2.user, t2.other_users.iter().copied().collect::<Vec<_>>()),
+            (8, vec![9])
+        );
+        assert_eq!(t2.settled, None);
+        assert_eq!(f.malformed.len(), 2, "{:?}", f.malformed);
+        assert!(
+            f.malformed[0].contains("carries no ticket"),
+            "{:?}",
+            f.malformed
+        );
+        assert!(
+            f.malformed[1].contains("\"5-zz\", which does not parse"),
+            "{:?}",
+            f.malformed
+        );
+        assert_eq!(
+            f.stray_settled,
+            vec!["5-00000000000000000000000000000003".to_owned()]
+        );
         assert!(f.has_summary && f.until_sold_out);
         assert_eq!(f.sold_out_reached, Some(true));
         assert!(history_facts(&lines, ProductId::new(6).unwrap()).is_err());
+    }
+
+    fn audit_args(extra: &[&str]) -> anyhow::Result<AuditArgs> {
+        let mut argv = vec!["b", "audit", "--product", "5"];
+        argv.extend_from_slice(extra);
+        match Cli::try_parse_from(argv)?.command {
+            Command::Audit(a) => Ok(a),
+            other => anyhow::bail!("not audit: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn audit_flags() {
+        // The initial stock comes from the scenario, never from the database under test.
+        assert!(audit_args(&[]).is_err());
+        let a = audit_args(&["--initial-stock", "300"]).unwrap();
+        assert_eq!(a.initial_stock, 300);
+        assert!(a.allow_failures.is_empty() && !a.until_sold_out);
+        let a = audit_args(&[
+            "--initial-stock",
+            "300",
+            "--allow-failure",
+            "chaos",
+            "--allow-failure",
+            "duplicate_user",
+            "--until-sold-out",
+        ])
+        .unwrap();
+        assert_eq!(a.allow_failures, ["chaos", "duplicate_user"]);
+        assert!(a.until_sold_out);
+    }
+
+    /// Two tickets for one unit: one confirmed, one failed with `chaos`, which is allowed.
+    fn input() -> AuditInput {
+        let text = format!(
+            r#"{{"kind":"request","sent_at_us":1,"recv_at_us":2,"gateway":"g","user_id":1,"status":202,"ticket":"{T1}","error":null}}
+{{"kind":"request","sent_at_us":1,"recv_at_us":2,"gateway":"g","user_id":2,"status":202,"ticket":"{T2}","error":null}}
+{{"kind":"settled","ticket":"{T1}","user_id":1,"status":"confirmed","order_id":10,"reason":null,"answered_at_us":1000000,"confirmed_at_ms":1012}}
+{{"kind":"settled","ticket":"{T2}","user_id":2,"status":"failed","order_id":null,"reason":"chaos","answered_at_us":1000000}}
+{{"kind":"summary","product":5,"until_sold_out":true,"sold_out_reached":true}}
+"#
+        );
+        let lines = history::parse(text.as_bytes()).unwrap();
+        let (history, _) = history_facts(&lines, ProductId::new(5).unwrap()).unwrap();
+        AuditInput {
+            product: 5,
+            initial_stock: 1,
+            allowed_failures: ["chaos".to_owned()].into_iter().collect(),
+            until_sold_out: true,
+            history,
+            redis: RedisFacts {
+                stock: Some(0),
+                initial: Some(1),
+                pending: 0,
+                confirmed: 1,
+                failed: 1,
+            },
+            mysql: MysqlFacts {
+                stock: 0,
+                initial_stock: 1,
+                orders: vec![OrderRow {
+                    id: 10,
+                    ticket: T1.into(),
+                    user_id: 1,
+                }],
+                failed_tickets: [T2.to_owned()].into_iter().collect(),
+            },
+            ticket_states: [
+                (
+                    T1.to_owned(),
+                    TicketState::Confirmed {
+                        user_id: 1,
+                        order_id: Some(10),
+                        confirmed_at_ms: Some(1012),
+                    },
+                ),
+                (
+                    T2.to_owned(),
+                    TicketState::Failed {
+                        user_id: 2,
+                        reason: Some("chaos".into()),
+                    },
+                ),
+            ]
+            .into_iter()
+            .collect(),
+        }
+    }
+
+    /// `scripts/chaos.sh` reads these names.
+    #[test]
+    fn the_json_report_keeps_its_names() {
+        let input = input();
+        let results = checks::run_all(&input);
+        let notes = vec![];
+        let v = serde_json::to_value(report(&input, "ns", &notes, &results)).unwrap();
+        assert_eq!(v["ok"], true, "{v:#}");
+        assert_eq!(v["order_rows"], 1);
+        assert_eq!(v["checks"].as_array().unwrap().len(), 7);
+        assert_eq!(v["checks"][0]["id"], 1);
+        assert_eq!(v["checks"][0]["status"], "PASS");
+        assert_eq!(v["promises"]["made"], 2);
+        assert_eq!(v["promises"]["kept"], 2);
+        assert_eq!(
+            v["promises"]["outcomes"],
+            serde_json::json!({"confirmed": 1, "failed:chaos": 1, "pending": 0, "unknown": 0})
+        );
+        assert_eq!(v["sold_out_reached"], true);
+        assert_eq!(v["settle_ms"]["p99"], 12.0);
+        assert_eq!(v["settle_ms"]["max"], 12.0);
+
+        let mut bare = input;
+        bare.history.sold_out_reached = None;
+        bare.ticket_states.clear();
+        let results = checks::run_all(&bare);
+        let v = serde_json::to_value(report(&bare, "ns", &notes, &results)).unwrap();
+        assert_eq!(v["ok"], false);
+        assert_eq!(v["sold_out_reached"], serde_json::Value::Null);
+        assert_eq!(v["settle_ms"], serde_json::Value::Null);
+        assert_eq!(v["promises"]["outcomes"]["unknown"], 2);
+    }
+
+    #[test]
+    fn the_outcomes_table_names_broken_promises() {
+        let mut input = input();
+        input.ticket_states.insert(
+            T2.to_owned(),
+            TicketState::Failed {
+                user_id: 2,
+                reason: Some("expired".into()),
+            },
+        );
+        let t = outcomes_table(&checks::promises(&input), &input.allowed_failures);
+        let line = |k: &str| t.lines().find(|l| l.starts_with(k)).unwrap().to_owned();
+        assert!(line("confirmed").ends_with("1  kept"), "{t}");
+        assert!(line("failed:expired").ends_with("1  BROKEN"), "{t}");
+        assert!(line("pending").ends_with("0  "), "{t}");
+        assert!(line("promises made").ends_with("2  1 kept"), "{t}");
     }
 }
