@@ -312,10 +312,7 @@ impl Worker {
         }
         for (product, units) in &report.given_back {
             self.metrics.compensations.inc_by(*units);
-            if let Err(e) = self.zk.not_sold_out(*product, Duration::from_secs(2)).await {
-                // The units are back in Redis already; gateways' markers expire by TTL.
-                tracing::warn!(error = format!("{e:#}"), %product, "could not publish \"false\"");
-            }
+            self.announcer.not_sold_out(*product);
         }
     }
 }

@@ -5,12 +5,14 @@
 //!   group and binds the health listener; `run_until_stopped` consumes until told to stop.
 //! - [`consume`]: the batch loop: gather up to `worker_batch_size` messages or wait
 //!   `worker_batch_linger_ms`, settle them (see `seckill_shared::settle`), retry on error, then
-//!   store the offsets; publish `"false"` for products that got units back.
-//! - [`sweep`]: every worker runs the stale-reservation sweeper (safe to run concurrently; see
-//!   `seckill_shared::recovery`).
+//!   store the offsets; queue `"false"` for products that got units back.
+//! - [`announce`]: one task publishes the queued `"false"`s to ZooKeeper, off the settle path.
+//! - [`sweep`]: every worker runs the sweeper (safe to run concurrently; see
+//!   `seckill_shared::recovery`): stale reservations, and products Redis lost.
 //! - [`health`]: `/livez`, `/healthz` (dependencies and assigned partitions) and `/metrics`.
 //! - [`metrics`]: Prometheus counters and histograms of this process.
 
+pub mod announce;
 pub mod consume;
 pub mod health;
 pub mod metrics;

@@ -1,5 +1,6 @@
 //! Building and running a worker.
 
+use crate::announce::Announcer;
 use crate::consume::{Assignment, WorkerContext};
 use crate::health;
 use crate::metrics::Metrics;
@@ -19,7 +20,9 @@ pub struct Worker {
     pub(crate) settings: Settings,
     pub(crate) consumer: StreamConsumer<WorkerContext>,
     pub(crate) settler: Settler,
-    pub(crate) zk: Arc<zk::Publisher>,
+    /// Publishes `"false"` off the settle path.
+    pub(crate) announcer: Announcer,
+    announcer_stop: CancellationToken,
     pub(crate) metrics: Metrics,
     /// Reconcile's fence, after Redis lost a product.
     pub(crate) fence: Arc<kafka::Fence>,
@@ -101,8 +104,11 @@ impl Worker {
             metrics.clone(),
         )?;
 
+        let zk = Arc::new(zk::Publisher::new(&settings.zk_hosts, &settings.namespace));
+        let announcer_stop = CancellationToken::new();
         Ok(Self {
-            zk: Arc::new(zk::Publisher::new(&settings.zk_hosts, &settings.namespace)),
+            announcer: Announcer::start(zk.clone(), announcer_stop.clone()),
+            announcer_stop,
             fence: Arc::new(kafka::Fence::new(&settings)?),
             offsets: kafka::GroupOffsets::new(&settings)?,
             settler: Settler {
@@ -162,7 +168,7 @@ impl Worker {
             crate::sweep::Sweeper {
                 store: self.settler.store.clone(),
                 db: self.settler.db.clone(),
-                zk: self.zk.clone(),
+                announcer: self.announcer.clone(),
                 offsets: self.offsets.clone(),
                 fence: self.fence.clone(),
                 rules: recovery::SweepRules {
@@ -175,6 +181,7 @@ impl Worker {
         );
         self.consume(&shutdown).await;
         let _ = sweeper.await;
+        self.announcer_stop.cancel();
         gauge.abort();
         drop(self.consumer); // closes the consumer: leaves the group
         http_handle.stop(true).await;

@@ -1,10 +1,10 @@
 //! The sweeper loop. The logic is `seckill_shared::recovery::sweep`.
 
+use crate::announce::Announcer;
 use crate::metrics::Metrics;
 use seckill_shared::kafka::{Fence, GroupOffsets};
 use seckill_shared::recovery::{self, SweepRules};
 use seckill_shared::store::TicketStore;
-use seckill_shared::zk;
 use sqlx::MySqlPool;
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 pub struct Sweeper {
     pub store: TicketStore,
     pub db: MySqlPool,
-    pub zk: Arc<zk::Publisher>,
+    pub announcer: Announcer,
     pub offsets: GroupOffsets,
     pub fence: Arc<Fence>,
     pub rules: SweepRules,
@@ -64,10 +64,7 @@ impl Sweeper {
                         })
                         .chain(report.reconciled.iter().copied());
                     for product in products {
-                        if let Err(e) = self.zk.not_sold_out(product, Duration::from_secs(2)).await
-                        {
-                            tracing::warn!(error = format!("{e:#}"), %product, "could not publish \"false\"");
-                        }
+                        self.announcer.not_sold_out(product);
                     }
                 }
                 Err(e) => tracing::warn!(error = format!("{e:#}"), "sweep failed; will retry"),

@@ -431,3 +431,44 @@ async fn out_of_stock_in_mysql_heals_redis_instead_of_reselling_the_phantom_unit
         "no phantom unit is resold: {body}"
     );
 }
+
+/// ZooKeeper hangs (a server that accepts connections and never answers). Batches that give
+/// units back must not wait for the `"false"` publish: before, each such batch held all three
+/// pipeline steps for the 2 s publish timeout.
+#[tokio::test]
+async fn a_hanging_zookeeper_does_not_stall_the_worker() {
+    let env = TestEnv::new().await;
+    let gw = env.gateway().await;
+    let product = env.product(&gw, 20).await;
+    // Accepts connections into its backlog and never answers.
+    let blackhole = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let zk_hosts = blackhole.local_addr().unwrap().to_string();
+    let _worker = env
+        .worker_with(|s| {
+            s.zk_hosts = zk_hosts;
+            s.chaos_fail_rate = 1.0;
+        })
+        .await;
+    // Warm up: the first order waits for the consumer's first join.
+    let (_, body) = gw.buy(product, 1).await;
+    gw.settled(body["ticket"].as_str().unwrap(), Duration::from_secs(60))
+        .await;
+
+    // Five orders, one batch each, every one failed and given back. With the publish on the
+    // settle path that takes at least 5 × 2 s.
+    let started = std::time::Instant::now();
+    for user in 2..=6 {
+        let (status, body) = gw.buy(product, user).await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+        let body = gw
+            .settled(body["ticket"].as_str().unwrap(), Duration::from_secs(60))
+            .await;
+        assert_eq!(body["reason"], "chaos", "{body}");
+    }
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(5),
+        "five batches took {took:?} with ZooKeeper hanging"
+    );
+    assert_eq!(env.redis_stock(product).await, 20, "every unit came back");
+}
