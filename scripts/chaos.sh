@@ -1,184 +1,524 @@
 #!/usr/bin/env bash
 # The chaos suite: each scenario runs a flash sale on a fresh namespace with two gateways
-# and two workers (release builds), injects its fault mid-run, sells out, then audits Redis,
-# the tickets and MySQL with `seckill-bench audit`.
+# and two workers (release builds), injects its fault while reservations are in flight,
+# sells out, stops every gateway and worker, then audits Redis, the tickets and MySQL with
+# `seckill-bench audit`.
 #
-#   scripts/chaos.sh                     all 8 scenarios once
+#   scripts/chaos.sh                     all 8 scenarios once, paced
 #   scripts/chaos.sh --runs 3            every scenario 3 times
 #   scripts/chaos.sh --scenarios "1 2"   a subset (CI runs 1 and 2)
+#   scripts/chaos.sh --rate 0            at herd speed: as fast as the gateways answer
+#   scripts/chaos.sh --rate 20           paced at 20 req/s
+#   scripts/chaos.sh --speeds "paced herd"   each scenario at both speeds
 #   scripts/chaos.sh --report docs/RELIABILITY.md   also write the table there
 #
-# Scenarios: 1 no fault, 2 SECKILL_CHAOS_FAIL_RATE=0.1, 3 a worker SIGKILLed and restarted,
-# 4 a gateway SIGKILLed and restarted, 5 MySQL stopped for 10 s, 6 ZooKeeper stopped for 10 s,
-# 7 the broker restarted, 8 Redis restarted, then reconcile.
-# Each run: stock $STOCK, $USERS users at concurrency $CONCURRENCY at about $RATE req/s across
-# both gateways; the fault once $FAULT_AFTER units are sold; then --until-sold-out; then audit.
+# Scenarios: 1 no fault, 2 SECKILL_CHAOS_FAIL_RATE=0.1, 3 a worker SIGKILLed and restarted
+# $RESTART_AFTER (5) s later, as a supervisor's back-off would, 4 the same for a gateway,
+# 5 MySQL stopped for 10 s, 6 ZooKeeper stopped for 10 s, 7 the broker restarted, 8 Redis
+# restarted, then reconcile.
+# Paced: stock $STOCK (1000), $USERS (1000) users, then fresh ones until sold out, at $RATE
+# (50) req/s, concurrency $CONCURRENCY (64); the fault once $FAULT_AFTER (100) units are sold,
+# so about 20 s of sale, nine tenths of it from the fault on. A reservation takes some 35 ms
+# from Redis to its confirmation (producer linger 5 ms, batch linger 20 ms, the commit): at
+# 50 req/s one is always in flight, at 10 req/s most instants have none.
+# Herd: stock $HERD_STOCK (5000), $HERD_USERS (30000) users, no pacing, the same concurrency;
+# the fault once $HERD_FAULT_AFTER (500) units are sold.
+# Either way the fault waits for a reservation in flight (Redis pending > 0).
+#
+# A run is PASS only if the audit passes, no process crashed (died on its own, exited
+# non-zero on SIGTERM, panicked, or left a core), and the fault really hit the sale. FAIL:
+# the audit or a crash. ERROR: the fault did not happen as designed (a step failed, it had no
+# effect, or it missed the sale), so the run proves nothing. Exit status 1 unless all PASS.
+# PROFILE=debug reuses the debug build; BIN_DIR=DIR uses the binaries in DIR, unbuilt.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
 [[ -f $HOME/.cargo/env ]] && . "$HOME/.cargo/env"
 
-RUNS=1 SCENARIOS="1 2 3 4 5 6 7 8" REPORT=""
+RUNS=1 SCENARIOS="1 2 3 4 5 6 7 8" REPORT="" SPEEDS=paced
 while (($#)); do
     case $1 in
         --runs) RUNS=$2; shift 2 ;;
         --scenarios) SCENARIOS=$2; shift 2 ;;
         --report) REPORT=$2; shift 2 ;;
-        -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+        --rate)
+            [[ $2 =~ ^[0-9]+([.][0-9]+)?$ ]] || die "--rate takes a number (0: herd speed)"
+            if [[ $2 =~ ^0+([.]0+)?$ ]]; then SPEEDS=herd; else RATE=$2 SPEEDS=paced; fi
+            shift 2 ;;
+        --speeds) SPEEDS=$2; shift 2 ;;
+        -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
         *) die "unknown argument $1 (see --help)" ;;
     esac
 done
-: "${STOCK:=300}" "${USERS:=3000}" "${CONCURRENCY:=64}" "${RATE:=100}" "${FAULT_AFTER:=100}"
+for speed in $SPEEDS; do [[ $speed == paced || $speed == herd ]] || die "unknown speed $speed"; done
+for sc in $SCENARIOS; do [[ $sc =~ ^[1-8]$ ]] || die "unknown scenario $sc"; done
+: "${STOCK:=1000}" "${USERS:=1000}" "${CONCURRENCY:=64}" "${RATE:=50}" "${FAULT_AFTER:=100}"
+: "${HERD_STOCK:=5000}" "${HERD_USERS:=30000}" "${HERD_FAULT_AFTER:=500}" "${RESTART_AFTER:=5}"
 GW_PORTS=(18081 18082) WK_PORTS=(19191 19192)
 declare -A NAME=([1]="no fault" [2]="fail rate 0.1" [3]="worker SIGKILL" [4]="gateway SIGKILL"
     [5]="MySQL down 10 s" [6]="ZooKeeper down 10 s" [7]="broker restart" [8]="Redis restart + reconcile")
+# Failure reasons each scenario allows; any other failed promise fails the run.
+# Scenario 7 is a stand-in limitation, not a property of the design: the local broker (tansu)
+# keeps messages in memory, so a restart loses messages it had acknowledged, which Kafka with
+# acks=all and replication would not. Their tickets end `expired` (swept) or `lost`.
+declare -A ALLOW=([2]="chaos" [7]="expired lost")
+KNOWN_CRASH_7="confluentinc/librdkafka#5280"
 
 scripts/dev-up.sh
 eval "$(dev_env)"
 # PROFILE=debug reuses the test build (CI); release is the default for real runs.
 : "${PROFILE:=release}"
-log "building ($PROFILE)"
-if [[ $PROFILE == release ]]; then
-    cargo build --release --bin gateway --bin worker --bin seckill-bench
+if [[ -n ${BIN_DIR:-} ]]; then
+    BIN=$(cd "$BIN_DIR" && pwd -P)
+    BUILD="binaries from $BIN"
+    log "using the binaries in $BIN (not built)"
 else
-    cargo build --bin gateway --bin worker --bin seckill-bench
+    log "building ($PROFILE)"
+    if [[ $PROFILE == release ]]; then
+        cargo build --release --bin gateway --bin worker --bin seckill-bench
+    else
+        cargo build --bin gateway --bin worker --bin seckill-bench
+    fi
+    BIN=$ROOT/target/$PROFILE
+    BUILD="$PROFILE build"
 fi
-BIN=$ROOT/target/$PROFILE
 OUT=$DEV_DIR/chaos/$(date +%Y%m%d-%H%M%S)
 mkdir -p "$OUT"
 BASE_MYSQL=${SECKILL_MYSQL_URL%/*}
 TOKEN=chaos-admin-token
+# A stop that stops nothing is an error (see lib.sh).
+# shellcheck disable=SC2034 # read by lib.sh
+STOP_STRICT=1
 
+now_us() { date +%s%6N; }
+# alive PID: running and not a zombie.
+alive() {
+    local state
+    state=$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null) || return 1
+    [[ -n $state && ${state:0:1} != Z ]]
+}
+
+# --------------------------------------------------------- processes ---
 declare -A PIDS=()
 # Processes run in the run's folder with core dumps on, so a crash leaves a core there.
 ulimit -c unlimited 2>/dev/null || true
 start_gateway() { # index
-    (cd "$RUN_DIR" && exec env SECKILL_HTTP_ADDR=127.0.0.1:${GW_PORTS[$1]} "$BIN/gateway") >>"$RUN_DIR/gateway-$1.log" 2>&1 &
+    (cd "$RUN_DIR" && exec env SECKILL_HTTP_ADDR="127.0.0.1:${GW_PORTS[$1]}" "$BIN/gateway") >>"$RUN_DIR/gateway-$1.log" 2>&1 &
     PIDS[g$1]=$!
     wait_for -t 30 -m "gateway $1" curl -fsS "http://127.0.0.1:${GW_PORTS[$1]}/livez"
 }
 start_worker() { # index
-    (cd "$RUN_DIR" && exec env SECKILL_WORKER_HTTP_ADDR=127.0.0.1:${WK_PORTS[$1]} "$BIN/worker") >>"$RUN_DIR/worker-$1.log" 2>&1 &
+    (cd "$RUN_DIR" && exec env SECKILL_WORKER_HTTP_ADDR="127.0.0.1:${WK_PORTS[$1]}" "$BIN/worker") >>"$RUN_DIR/worker-$1.log" 2>&1 &
     PIDS[w$1]=$!
     wait_for -t 90 -m "worker $1" curl -fsS "http://127.0.0.1:${WK_PORTS[$1]}/livez"
 }
-stop_all() {
+label() { [[ ${1:0:1} == g ]] && echo "gateway ${1:1}" || echo "worker ${1:1}"; }
+# exit_text STATUS: "exit 1" or "SIGSEGV".
+exit_text() { if (($1 > 128)); then echo "SIG$(kill -l $(($1 - 128)))"; else echo "exit $1"; fi; }
+crash() { # text: one line in crashes.txt (and in the table); any line fails the run
+    err "crash: $*"
+    echo "$*" >>"$RUN_DIR/crashes.txt"
+}
+# died_text KEY STATUS: how a process died; in scenario 7 a worker's SIGSEGV names the known
+# upstream crash (scan_crashes confirms it from the core's stack when gdb can read it).
+died_text() {
+    local text
+    text=$(exit_text "$2")
+    [[ $SC == 7 && ${1:0:1} == w && $text == SIGSEGV ]] && text+=", cf. $KNOWN_CRASH_7"
+    echo "$text"
+}
+run_error() { # text: the run did not do what it should; any line makes it an ERROR
+    err "$*"
+    echo "$*" >>"$RUN_DIR/errors.txt"
+}
+# A process that died on its own is a crash. It is restarted, as a supervisor such as
+# compose's restart policy would, so the sale can finish; the run fails all the same.
+revive() {
+    local key pid rc
+    for key in g0 g1 w0 w1; do
+        pid=${PIDS[$key]:-}
+        if [[ -z $pid ]] || alive "$pid"; then continue; fi
+        rc=0
+        wait "$pid" 2>/dev/null || rc=$?
+        log "$(label "$key") (pid $pid) died on its own at $(date -u +%T)"
+        crash "$(label "$key") died on its own ($(died_text "$key" "$rc"))"
+        if [[ ${key:0:1} == g ]]; then start_gateway "${key:1}"; else start_worker "${key:1}"; fi || true
+    done
+}
+all_healthy() {
+    local p
+    for p in "${GW_PORTS[@]}" "${WK_PORTS[@]}"; do
+        curl -fsS "http://127.0.0.1:$p/healthz" >/dev/null || return 1
+    done
+}
+revived_and_healthy() { revive; all_healthy; }
+# Stop every gateway and worker: SIGTERM, wait, and a crash for each one that had died
+# already, did not stop within 60 s, or exited non-zero.
+stop_services() {
+    local key pid rc deadline=$((SECONDS + 60)) termed=()
+    for key in "${!PIDS[@]}"; do
+        pid=${PIDS[$key]}
+        if alive "$pid"; then
+            kill -TERM "$pid" 2>/dev/null && termed+=("$key") && continue
+        fi
+        rc=0
+        wait "$pid" 2>/dev/null || rc=$?
+        crash "$(label "$key") died on its own before the stop ($(died_text "$key" "$rc"))"
+    done
+    for key in "${termed[@]}"; do
+        pid=${PIDS[$key]}
+        while alive "$pid" && ((SECONDS < deadline)); do sleep 0.2; done
+        if alive "$pid"; then
+            crash "$(label "$key") still running 60 s after SIGTERM (SIGKILLed)"
+            kill -KILL "$pid" 2>/dev/null || true
+            wait "$pid" 2>/dev/null || true
+            continue
+        fi
+        rc=0
+        wait "$pid" 2>/dev/null || rc=$?
+        ((rc == 0)) || crash "$(label "$key") did not exit 0 on SIGTERM ($(exit_text "$rc"))"
+    done
+    PIDS=()
+}
+# On any exit: no gateway or worker left behind.
+kill_all() {
     local p
     for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
     for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
     PIDS=()
 }
-trap 'stop_all' EXIT
+trap 'kill_all' EXIT
+# Panics in the logs and core dumps in the run's folder. A core is read with gdb when there
+# is one, to name a known upstream crash.
+scan_crashes() {
+    local f n core exe bt known
+    for f in "$RUN_DIR"/gateway-*.log "$RUN_DIR"/worker-*.log; do
+        [[ -f $f ]] || continue
+        n=$(grep -c 'panicked at' "$f" || true)
+        ((n == 0)) || crash "$n panic(s) in $(basename "$f"): $(grep -m1 -o 'panicked at .*' "$f" | cut -c1-100)"
+    done
+    for core in "$RUN_DIR"/core "$RUN_DIR"/core.*; do
+        [[ -f $core && $core != *.bt.txt ]] || continue
+        exe=$(file -b "$core" 2>/dev/null | sed -n "s/.*execfn: '\([^']*\)'.*/\1/p")
+        known=""
+        if command -v gdb >/dev/null && [[ -x ${exe:-} ]]; then
+            bt=$core.bt.txt
+            timeout 120 gdb -batch -ex 'thread apply all bt' "$exe" "$core" >"$bt" 2>&1 || true
+            grep -q rd_kafka_metadata_update_op "$bt" && known=", in rd_kafka_metadata_update_op: known upstream, $KNOWN_CRASH_7"
+        fi
+        crash "core dump $(basename "$core") of $(basename "${exe:-unknown}")$known"
+    done
+}
+
+# ------------------------------------------------------------- admin ---
 admin() { # METHOD PATH [BODY]
     curl -fsS -X "$1" "http://127.0.0.1:${GW_PORTS[0]}$2" -H "Authorization: Bearer $TOKEN" \
         -H 'Content-Type: application/json' ${3:+-d "$3"}
 }
 json_field() { python3 -c 'import json,sys; print(json.load(sys.stdin).get(sys.argv[1]))' "$1"; }
-sold() { # units no longer in Redis stock
-    local s
-    s=$(admin GET "/admin/products/$PRODUCT" 2>/dev/null | json_field stock_redis) || return 1
-    [[ $s =~ ^-?[0-9]+$ ]] && ((STOCK - s >= FAULT_AFTER))
+# At least FAULT_AFTER units taken from Redis stock and at least one reservation pending
+# (reserved, not yet confirmed or failed): the moment to hit the sale.
+# Parsed in bash, not python: the fault should follow the poll within milliseconds.
+ready_for_fault() {
+    local body
+    body=$(admin GET "/admin/products/$PRODUCT" 2>/dev/null) || return 1
+    [[ $body =~ \"stock_redis\":(-?[0-9]+) ]] || return 1
+    ((RUN_STOCK - BASH_REMATCH[1] >= RUN_FAULT_AFTER)) || return 1
+    [[ $body =~ \"pending\":([0-9]+) ]] && ((BASH_REMATCH[1] > 0))
 }
-# A process that died on its own (not by an injected kill) is restarted, as a supervisor such
-# as compose's restart policy would, and counted in the table's "crashes" column.
-revive() {
-    local key kind i
-    for key in g0 g1 w0 w1; do
-        kind=${key:0:1} i=${key:1}
-        [[ -n ${PIDS[$key]:-} ]] && ! kill -0 "${PIDS[$key]}" 2>/dev/null || continue
-        echo "$(date -u +%T) $key died on its own; restarting it" >>"$RUN_DIR/crashes.log"
-        CRASHES=$((CRASHES + 1))
-        if [[ $kind == g ]]; then start_gateway "$i"; else start_worker "$i"; fi
+wait_ready_for_fault() { # polls every 50 ms, reviving crashed processes on the way
+    local deadline=$((SECONDS + 120))
+    until ready_for_fault; do
+        ((SECONDS < deadline)) || return 1
+        revive
+        sleep 0.05
     done
 }
-revived_and_healthy() { revive; all_healthy; }
-all_healthy() {
-    local p
-    for p in "${GW_PORTS[@]}"; do curl -fsS "http://127.0.0.1:$p/healthz" >/dev/null || return 1; done
-    for p in "${WK_PORTS[@]}"; do curl -fsS "http://127.0.0.1:$p/healthz" >/dev/null || return 1; done
-}
 
-inject() { # scenario
+# ------------------------------------------------------------- faults ---
+# Each fault sets FAULT_START and FAULT_END (µs since the epoch), adds evidence that it took
+# effect to EVIDENCE, and returns 1 after a run_error when any step fails or has no effect.
+# Every step checks its own status: inject runs with `set -e` off (it is called in `if`).
+EVIDENCE=()
+kill_process() { # key: SIGKILL one of ours, and make sure it is gone
+    local key=$1 pid=${PIDS[$1]} rc=0
+    alive "$pid" || { run_error "$(label "$key") (pid $pid) was not running when the fault came"; return 1; }
+    FAULT_START=$(now_us)
+    kill -KILL "$pid" || { run_error "kill -KILL $pid failed"; return 1; }
+    wait "$pid" 2>/dev/null || rc=$?
+    if alive "$pid" || ((rc != 137)); then
+        run_error "$(label "$key") (pid $pid) survived SIGKILL (wait: $(exit_text "$rc"))"
+        return 1
+    fi
+    EVIDENCE+=("$(label "$key") pid $pid gone ($(exit_text "$rc"))")
+}
+service_down() { # name [when]: it must not answer now that it is stopped
+    local what
     case $1 in
-        1|2) ;;
-        3) kill -KILL "${PIDS[w0]}"; wait "${PIDS[w0]}" 2>/dev/null || true; start_worker 0 ;;
-        4) kill -KILL "${PIDS[g0]}"; wait "${PIDS[g0]}" 2>/dev/null || true; start_gateway 0 ;;
-        5) stop_mysql; sleep 10; start_mysql ;;
-        6) stop_zookeeper; sleep 10; start_zookeeper ;;
-        7) restart_kafka ;;
-        8) restart_redis; wait_for -t 30 -m "reconcile" admin POST "/admin/products/$PRODUCT/reconcile" ;;
+        mysql) what="select 1 (socket and TCP)"; if mysql_ping || mysql_tcp_ping; then what=""; fi ;;
+        zookeeper) what="ruok"; if zk_ping; then what=""; fi ;;
+        kafka) what="on its port"; if port_open "$KAFKA_PORT"; then what=""; fi ;;
+        redis) what="PING"; if redis_ping; then what=""; fi ;;
     esac
+    [[ -n $what ]] || { run_error "$1 still answers ${2:-after it was stopped}"; return 1; }
+    EVIDENCE+=("$1 did not answer $what ${2:-after it was stopped}")
+}
+outage() { # name seconds: stop it, check it is down, keep it down, start it
+    FAULT_START=$(now_us)
+    "stop_$1" || { run_error "stop_$1 failed"; return 1; }
+    service_down "$1" || return 1
+    sleep "$2"
+    service_down "$1" "$2 s later" || return 1
+    "start_$1" || { run_error "start_$1 failed"; return 1; }
+}
+# After a fault that failed half-way: start whatever shared service is down (each start_* does
+# nothing when its service answers), so the next runs, and everyone else, have it back.
+restore_services() {
+    start_redis || true
+    start_mysql || true
+    start_zookeeper || true
+    { start_kafka && ensure_kafka_topic "$SECKILL_KAFKA_TOPIC" "$KAFKA_PARTITIONS"; } || true
+}
+reconcile() { admin POST "/admin/products/$PRODUCT/reconcile" >"$RUN_DIR/reconcile.json"; }
+inject() { # scenario
+    local old new
+    case $1 in
+        3) kill_process w0 || return 1
+           sleep "$RESTART_AFTER"
+           start_worker 0 || { run_error "worker 0 did not come back"; return 1; } ;;
+        4) kill_process g0 || return 1
+           sleep "$RESTART_AFTER"
+           start_gateway 0 || { run_error "gateway 0 did not come back"; return 1; } ;;
+        5) outage mysql 10 || return 1 ;;
+        6) outage zookeeper 10 || return 1 ;;
+        7) old=$(pid_running "$TANSU_PID" tansu) || { run_error "no broker of ours runs"; return 1; }
+           FAULT_START=$(now_us)
+           stop_kafka || { run_error "stop_kafka failed"; return 1; }
+           service_down kafka || return 1
+           start_kafka || { run_error "start_kafka failed"; return 1; }
+           new=$(pid_running "$TANSU_PID" tansu) || { run_error "the broker did not come back"; return 1; }
+           [[ $new != "$old" ]] || { run_error "the broker's pid did not change ($old)"; return 1; }
+           EVIDENCE+=("broker pid $old -> $new")
+           ensure_kafka_topic "$SECKILL_KAFKA_TOPIC" "$KAFKA_PARTITIONS" ||
+               { run_error "recreating topic $SECKILL_KAFKA_TOPIC failed"; return 1; } ;;
+        8) old=$(redis_run_id) || { run_error "no Redis run_id before the fault"; return 1; }
+           FAULT_START=$(now_us)
+           stop_redis || { run_error "stop_redis failed"; return 1; }
+           service_down redis || return 1
+           start_redis || { run_error "start_redis failed"; return 1; }
+           new=$(redis_run_id) || { run_error "no Redis run_id after the restart"; return 1; }
+           [[ $new != "$old" ]] || { run_error "Redis run_id did not change ($old)"; return 1; }
+           EVIDENCE+=("Redis run_id ${old:0:8} -> ${new:0:8}")
+           wait_for -t 30 -m "reconcile" reconcile || { run_error "reconcile failed"; return 1; } ;;
+    esac
+    FAULT_END=$(now_us)
+}
+write_fault_json() { # scenario verified
+    python3 - "$RUN_DIR/fault.json" "$1" "${NAME[$1]}" "${FAULT_START:-}" "${FAULT_END:-}" "$2" "${EVIDENCE[@]}" <<'PY'
+import json, sys
+path, sc, name, start, end, verified, *evidence = sys.argv[1:]
+num = lambda s: int(s) if s else None
+json.dump({"scenario": int(sc), "name": name, "start_us": num(start), "end_us": num(end),
+           "verified": verified == "1", "evidence": evidence}, open(path, "w"), indent=1)
+PY
 }
 
-ROWS=()
-run_one() { # scenario run
-    local sc=$1 run=$2 ns db started fault_at recovered load_pid result
-    CRASHES=0
-    ns=c${sc}r${run}x$RANDOM
+# ------------------------------------------------------------ verdict ---
+# judge scenario speed run audit_status recovery took: prints the run's table row, writes
+# its verdict (PASS, FAIL, ERROR or FAIL+ERROR) to verdict, the reasons to reasons.txt and
+# how the fault met the sale to overlap.json, all in $RUN_DIR.
+judge() {
+    python3 - "$RUN_DIR" "$1" "${NAME[$1]}" "$2" "$RATE" "$3" "$4" "$5" "$6" "${ALLOW[$1]:-}" <<'PY'
+import json, os, sys
+d, sc, name, speed, rate, run, audit_rc, recovered, took, allowed = sys.argv[1:]
+sc, allowed = int(sc), set(allowed.split())
+at = lambda f: os.path.join(d, f)
+def lines(f):
+    return [l.strip() for l in open(at(f))] if os.path.exists(at(f)) else []
+crashes = [l for l in lines("crashes.txt") if l]
+fails = ["crash: " + c for c in crashes]
+errors = [l for l in lines("errors.txt") if l]
+
+# The audit: anything missing or unreadable fails the run.
+try:
+    a = json.load(open(at("audit.json")))
+    ok, checks, rows, sold = a["ok"], a["checks"], a["order_rows"], a["sold_out_reached"]
+    made, kept, outcomes = a["promises"]["made"], a["promises"]["kept"], a["promises"]["outcomes"]
+    settle = a["settle_ms"]
+    status = {str(c["id"]): c["status"] for c in checks}
+    if ok is not True or audit_rc != "0":
+        fails.append(f"audit: ok={ok}, exit status {audit_rc}")
+    if any(v not in ("PASS", "SKIP") for v in status.values()):
+        fails.append("audit checks: " + ", ".join(f"{k} {v}" for k, v in status.items() if v not in ("PASS", "SKIP")))
+    if sold is not True:
+        fails.append(f"sold out reached: {sold}")
+    # The audit's word is checked against its own figures.
+    broken = {k: v for k, v in outcomes.items()
+              if v and k != "confirmed" and not (k.startswith("failed:") and k[7:] in allowed)}
+    if kept != made or broken:
+        fails.append(f"promises: {kept} of {made} kept; broken: {broken}")
+    by_reason = ", ".join(f"{k.removeprefix('failed:')} {v}" + (" (allowed)" if k.removeprefix("failed:") in allowed else "")
+                          for k, v in sorted(outcomes.items()) if k != "confirmed" and v) or "none"
+    bad = [k for k in status if status[k] == "FAIL"]
+    skip = [k for k in status if status[k] == "SKIP"]
+    checks_cell = "; ".join(filter(None, [bad and "fail " + ", ".join(bad), skip and "skip " + ", ".join(skip)])) or "all pass"
+    settle_cell = f"{settle['p99']:.0f} / {settle['max']:.0f} ms" if settle else "–"
+    sold_cell = {True: "yes", False: "**no**"}.get(sold, "?")
+except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+    fails.append(f"audit: no usable audit.json (exit status {audit_rc}; {type(e).__name__}: {e})")
+    made = kept = rows = "?"
+    outcomes, by_reason, checks_cell, settle_cell, sold_cell = {}, "?", "?", "?", "?"
+
+# The fault: it must have happened as designed and hit the sale.
+fault = json.load(open(at("fault.json"))) if os.path.exists(at("fault.json")) else None
+overlap = "no fault"
+if sc == 2:
+    overlap = "whole sale"
+    if not outcomes.get("failed:chaos"):
+        errors.append("the fail rate failed no order: the fault had no effect")
+elif sc != 1:
+    if not fault or not fault["verified"] or not fault["start_us"] or not fault["end_us"]:
+        overlap = "**not injected**" if not fault else "**not verified**"
+        errors.append("the fault was not injected and verified")
+    else:
+        start, end = fault["start_us"], fault["end_us"]
+        in_flight, buying, inside = set(), 0, 0
+        for line in open(at("history.jsonl")) if os.path.exists(at("history.jsonl")) else []:
+            o = json.loads(line)
+            if o.get("kind") == "request":
+                if o["sent_at_us"] <= start < o["recv_at_us"]:
+                    buying += 1
+                    if o.get("status") == 202 and o.get("ticket"):
+                        in_flight.add(o["ticket"])
+                if o.get("status") == 202 and start <= o["recv_at_us"] <= end:
+                    inside += 1
+            elif o.get("kind") == "settled":
+                t = o.get("reserved_at_ms")
+                t = t * 1000 if t is not None else o.get("answered_at_us")
+                c = o.get("confirmed_at_ms")
+                done = o.get("status") == "confirmed" and c is not None and c * 1000 <= start
+                if t is not None and t <= start and not done:
+                    in_flight.add(o["ticket"])
+        json.dump({"start_us": start, "end_us": end, "reservations_in_flight": len(in_flight),
+                   "requests_in_flight": buying, "answered_202_inside": inside,
+                   "evidence": fault["evidence"]}, open(at("overlap.json"), "w"), indent=1)
+        overlap = f"{len(in_flight)} in flight, {inside} answered inside {(end - start) / 1e6:.1f} s"
+        if not in_flight:
+            errors.append("no reservation was in flight when the fault started")
+        if not inside:
+            errors.append("no buy was answered 202 while the fault lasted")
+
+verdict = "+".join(v for v, why in (("FAIL", fails), ("ERROR", errors)) if why) or "PASS"
+open(at("verdict"), "w").write(verdict + "\n")
+open(at("reasons.txt"), "w").write("".join(f"{r}\n" for r in fails + errors))
+crash_cell = "; ".join(crashes) or "0"
+cells = [f"{sc} {name}", "herd" if speed == "herd" else f"paced {rate}/s", run,
+         " ".join(f"**{v}**" for v in verdict.split("+")) if verdict != "PASS" else "PASS",
+         made, kept, by_reason, sold_cell, overlap, crash_cell, settle_cell, checks_cell, rows,
+         recovered, took]
+print("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
+PY
+}
+
+# --------------------------------------------------------------- runs ---
+ROWS=() NOT_PASS=0
+run_one() { # scenario speed run
+    local sc=$1 speed=$2 run=$3 ns db started fault_at recovered=- load_pid rate_args=() allow_args=() r
+    SC=$sc
+    ns=c${sc}${speed:0:1}r${run}x$RANDOM
     db=sk_$ns
     RUN_DIR=$OUT/$ns
     mkdir -p "$RUN_DIR"
-    log "scenario $sc (${NAME[$sc]}), run $run: namespace $ns, logs in $RUN_DIR"
+    : >"$RUN_DIR/crashes.txt"
+    : >"$RUN_DIR/errors.txt"
+    if [[ $speed == herd ]]; then
+        RUN_STOCK=$HERD_STOCK RUN_USERS=$HERD_USERS RUN_FAULT_AFTER=$HERD_FAULT_AFTER
+    else
+        RUN_STOCK=$STOCK RUN_USERS=$USERS RUN_FAULT_AFTER=$FAULT_AFTER rate_args=(--rate "$RATE")
+    fi
+    for r in ${ALLOW[$sc]:-}; do allow_args+=(--allow-failure "$r"); done
+    FAULT_START="" FAULT_END="" EVIDENCE=()
+    log "scenario $sc (${NAME[$sc]}), $speed, run $run: namespace $ns, logs in $RUN_DIR"
     mysql_root -e "CREATE DATABASE \`$db\`"
     export SECKILL_NAMESPACE=$ns SECKILL_MYSQL_URL=$BASE_MYSQL/$db SECKILL_KAFKA_TOPIC=orders-$ns \
         SECKILL_WORKER_GROUP=workers-$ns SECKILL_ADMIN_TOKEN=$TOKEN SECKILL_LOG_FORMAT=pretty \
         SECKILL_PENDING_TIMEOUT_MS=5000 SECKILL_KAFKA_DELIVERY_TIMEOUT_MS=2000 SECKILL_CHAOS_FAIL_RATE=0
     [[ $sc == 2 ]] && export SECKILL_CHAOS_FAIL_RATE=0.1
     started=$SECONDS
-    start_worker 0; start_worker 1; start_gateway 0; start_gateway 1
-    PRODUCT=$(admin POST /admin/products "{\"name\": \"chaos $ns\", \"stock\": $STOCK}" | json_field id)
+    if ! { start_worker 0 && start_worker 1 && start_gateway 0 && start_gateway 1; }; then
+        die "the services did not start; see $RUN_DIR"
+    fi
+    PRODUCT=$(admin POST /admin/products "{\"name\": \"chaos $ns\", \"stock\": $RUN_STOCK}" | json_field id)
     admin POST "/admin/products/$PRODUCT/preload" >/dev/null
 
     "$BIN/seckill-bench" load --quiet --json \
         --gateway "http://127.0.0.1:${GW_PORTS[0]}" --gateway "http://127.0.0.1:${GW_PORTS[1]}" \
-        --product "$PRODUCT" --users "$USERS" --concurrency "$CONCURRENCY" --rate "$RATE" \
-        --until-sold-out --sold-out-timeout 240 --settle-timeout 120 --timeout 10 \
+        --product "$PRODUCT" --users "$RUN_USERS" --concurrency "$CONCURRENCY" "${rate_args[@]}" \
+        --until-sold-out --sold-out-timeout 120 --settle-timeout 60 --timeout 10 \
         --history "$RUN_DIR/history.jsonl" >"$RUN_DIR/load.json" 2>"$RUN_DIR/load.log" &
     load_pid=$!
-    result=PASS
-    wait_for -t 120 -m "$FAULT_AFTER units sold" sold || result=ERROR
-    fault_at=$SECONDS
-    inject "$sc" || result=ERROR
-    wait_for -t 120 -m "every process healthy again" revived_and_healthy || result=ERROR
-    recovered=$((SECONDS - fault_at))
-    wait "$load_pid" || warn "load exited non-zero (see $RUN_DIR/load.log)"
+    if [[ $sc == 2 ]]; then
+        FAULT_START=$(now_us) # the fault is the whole sale
+    elif [[ $sc != 1 ]]; then
+        if ! wait_ready_for_fault; then
+            run_error "no reservation in flight after $RUN_FAULT_AFTER units sold within 120 s: no fault injected"
+        else
+            fault_at=$SECONDS
+            if inject "$sc"; then
+                write_fault_json "$sc" 1
+            else
+                run_error "the fault (${NAME[$sc]}) did not happen as designed"
+                write_fault_json "$sc" 0
+                restore_services
+            fi
+            if wait_for -t 120 -m "every process healthy again" revived_and_healthy; then
+                recovered="$((SECONDS - fault_at)) s"
+            else
+                run_error "not every gateway and worker was healthy again within 120 s of the fault"
+            fi
+        fi
+    fi
+    # Revive crashed processes while the load finishes, so the sale can finish.
+    while kill -0 "$load_pid" 2>/dev/null; do revive; sleep 0.5; done
+    wait "$load_pid" || run_error "the load exited non-zero (see $RUN_DIR/load.log)"
+    if [[ $sc == 2 ]]; then FAULT_END=$(now_us); write_fault_json "$sc" 1; fi
     revive
+    # A still world: nothing settles underneath the audit.
+    stop_services
+    scan_crashes
 
+    local audit_rc=0
     "$BIN/seckill-bench" audit --json --history "$RUN_DIR/history.jsonl" --product "$PRODUCT" \
-        --namespace "$ns" >"$RUN_DIR/audit.json" 2>"$RUN_DIR/audit.log" || result=FAIL
-    stop_all
-    ROWS+=("$(python3 - "$RUN_DIR/audit.json" "$RUN_DIR/load.json" "$sc" "${NAME[$sc]}" "$run" "$recovered" "$((SECONDS - started))" "$result" "$CRASHES" <<'PY'
-import json, sys
-audit_path, load_path, sc, name, run, recovered, took, result, crashes = sys.argv[1:]
-try:
-    audit = json.load(open(audit_path))
-    checks = {c["id"]: c for c in audit["checks"]}
-    label = {"PASS": "pass", "SKIP": "n/a", "FAIL": "**FAIL**"}
-    cells = [label.get(checks[i]["status"], "?") for i in sorted(checks)]
-    sold = audit.get("order_rows", "?")
-except Exception:  # no audit output at all
-    cells, sold = ["?"] * 6, "?"
-print("| %s %s | %s | %s | %s | %s s | %s | %s s | %s |" % (sc, name, run, " | ".join(cells), sold, recovered, crashes, took, result))
-PY
-)")
+        --namespace "$ns" --initial-stock "$RUN_STOCK" --until-sold-out "${allow_args[@]}" \
+        >"$RUN_DIR/audit.json" 2>"$RUN_DIR/audit.log" || audit_rc=$?
+    ROWS+=("$(judge "$sc" "$speed" "$run" "$audit_rc" "$recovered" "$((SECONDS - started)) s")")
     echo "${ROWS[-1]}"
-    [[ $result == PASS ]] || warn "run failed ($result): $RUN_DIR"
+    local verdict
+    verdict=$(cat "$RUN_DIR/verdict")
+    if [[ $verdict != PASS ]]; then
+        NOT_PASS=$((NOT_PASS + 1))
+        warn "run $verdict: $RUN_DIR"
+        sed 's/^/    | /' "$RUN_DIR/reasons.txt" >&2
+    fi
     mysql_root -e "DROP DATABASE \`$db\`" || true
 }
 
 for ((run = 1; run <= RUNS; run++)); do
-    for sc in $SCENARIOS; do run_one "$sc" "$run"; done
+    for speed in $SPEEDS; do
+        for sc in $SCENARIOS; do run_one "$sc" "$speed" "$run"; done
+    done
 done
 
-HEADER="| scenario | run | 1 not oversold | 2 no double sale | 3 nothing lost | 4 tickets = rows | 5 stock conserved | 6 not undersold | sold | recovery | crashes | run took | audit |
-|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+HEADER="| scenario | speed | run | verdict | promises made | kept | failures by reason | sold out | fault hit the sale | crashes | settle p99 / max | checks | order rows | recovery | run took |
+|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 TABLE=$(printf '%s\n' "$HEADER" "${ROWS[@]}")
 echo
 echo "$TABLE"
 if [[ -n $REPORT ]]; then
-    python3 - "$REPORT" "$TABLE" "$RUNS" "$SCENARIOS" <<'PY'
-import sys, datetime, platform, os, subprocess
-path, table, runs, scenarios = sys.argv[1:]
+    SETTINGS="Paced: stock $STOCK, $USERS users then fresh ones until sold out, $RATE req/s, fault once $FAULT_AFTER units are sold. Herd: stock $HERD_STOCK, $HERD_USERS users, unpaced, fault once $HERD_FAULT_AFTER units are sold. Concurrency $CONCURRENCY. Every fault waits for a reservation in flight; a killed process is restarted $RESTART_AFTER s later. Allowed failures: scenario 2 \`chaos\`; scenario 7 \`expired\` and \`lost\`, a stand-in limitation (tansu keeps messages in memory, so a restart loses messages it acknowledged; Kafka with acks=all would not). \"Fault hit the sale\": reservations in flight when the fault started, and buys answered 202 while it lasted. A crash fails the run; ERROR means the fault did not happen as designed."
+    python3 - "$REPORT" "$TABLE" "$RUNS" "$SCENARIOS" "$SPEEDS" "$SETTINGS" "$BUILD" <<'PY'
+import sys, datetime, platform, os
+path, table, runs, scenarios, speeds, settings, build = sys.argv[1:]
 cpu = ""
 try:
     cpu = [l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")][0]
@@ -191,7 +531,9 @@ body = f"""
 ## Latest chaos run
 
 {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC on {platform.node()}: {os.cpu_count()} cores, {cpu}, {platform.system()} {platform.release()}.
-`scripts/chaos.sh --runs {runs} --scenarios "{scenarios}"`
+`scripts/chaos.sh --runs {runs} --scenarios "{scenarios}" --speeds "{speeds}"`, {build}.
+
+{settings}
 
 {table}
 """
@@ -199,5 +541,8 @@ open(path, "w").write(head + body)
 PY
     log "wrote $REPORT"
 fi
-grep -q '\*\*FAIL\*\*\|| FAIL |\|| ERROR |' <<<"$TABLE" && { err "some runs failed"; exit 1; }
-log "every audit passed"
+if ((NOT_PASS > 0)); then
+    err "$NOT_PASS run(s) not PASS; see $OUT"
+    exit 1
+fi
+log "every run passed"

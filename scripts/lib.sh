@@ -8,7 +8,9 @@
 # Every start_* function is idempotent: it does nothing when the service
 # already answers, otherwise it starts it and waits (bounded) until it answers.
 # Every stop_* function stops only what the dev scripts started (found through
-# the pid files under .dev/) and waits until it is gone.
+# the pid files under .dev/) and waits until it is gone. It returns 0 when
+# there was nothing of ours to stop, unless STOP_STRICT=1: then that is an
+# error (chaos.sh sets it: a fault whose stop stopped nothing is no fault).
 #
 # Ports can be overridden with REDIS_PORT, MYSQL_PORT, ZK_PORT, KAFKA_PORT;
 # the topic with SECKILL_KAFKA_TOPIC and KAFKA_PARTITIONS; the wait bound with
@@ -30,6 +32,7 @@ LOG_DIR=$DEV_DIR/logs
 : "${SECKILL_KAFKA_TOPIC:=seckill-orders}"
 : "${KAFKA_PARTITIONS:=8}"
 : "${WAIT_TIMEOUT:=60}"
+: "${STOP_STRICT:=0}"
 
 MYSQL_DB=seckill
 MYSQL_USER=seckill
@@ -95,12 +98,21 @@ pid_running() {
     echo "$pid"
 }
 
+# nothing_to_stop NAME PIDFILE: what a stop_* returns when no process of ours
+# runs: 0, or 1 with an error under STOP_STRICT=1.
+nothing_to_stop() {
+    ((STOP_STRICT)) || return 0
+    err "$1: nothing to stop (no running process from $2; not started by these scripts?)"
+    return 1
+}
+
 # stop_pidfile NAME PIDFILE PATTERN [TIMEOUT]: SIGTERM, wait, SIGKILL if needed.
 stop_pidfile() {
     local name=$1 pidfile=$2 pattern=$3 timeout=${4:-30} pid
     if ! pid=$(pid_running "$pidfile" "$pattern"); then
         rm -f "$pidfile"
-        return 0
+        nothing_to_stop "$name" "$pidfile"
+        return
     fi
     log "$name: stopping (pid $pid)"
     kill -TERM "$pid" 2>/dev/null || true
@@ -235,6 +247,13 @@ REDIS_PID=$REDIS_DIR/redis.pid
 REDIS_LOG=$LOG_DIR/redis.log
 
 redis_ping() { [[ $(timeout 5 redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping 2>/dev/null) == PONG ]]; }
+# The server's run_id (INFO server): a new one after every restart.
+redis_run_id() {
+    local id
+    id=$(timeout 5 redis-cli -h 127.0.0.1 -p "$REDIS_PORT" INFO server 2>/dev/null |
+        sed -n 's/^run_id:\([0-9a-f]*\).*/\1/p')
+    [[ -n $id ]] && echo "$id"
+}
 
 start_redis() {
     if redis_ping; then
@@ -327,13 +346,18 @@ start_mysql() {
 
 stop_mysql() {
     local pid stopped=0
+    if ((STOP_STRICT)) && ! pid_running "$MYSQL_PID" "$MYSQL_CNF" >/dev/null; then
+        nothing_to_stop mysql "$MYSQL_PID"
+        return
+    fi
     if mysql_ping; then
         log "mysql: shutting down"
         mariadb-admin --no-defaults --socket="$MYSQL_SOCK" -uroot shutdown >/dev/null 2>&1 || true
         stopped=1
     fi
     # Fallback for a server that does not answer: SIGTERM is a clean shutdown.
-    stop_pidfile mariadbd "$MYSQL_PID" "$MYSQL_CNF" 60 || return 1
+    # Not strict: after the shutdown above there is usually nothing left.
+    STOP_STRICT=0 stop_pidfile mariadbd "$MYSQL_PID" "$MYSQL_CNF" 60 || return 1
     # mysqld_safe ignores SIGTERM and exits by itself once mariadbd is down.
     if pid=$(pid_running "$MYSQL_SAFE_PID" mysqld_safe); then
         if ! wait_for -t 15 proc_gone "$pid" mysqld_safe; then
@@ -418,7 +442,11 @@ start_zookeeper() {
 
 stop_zookeeper() {
     local pid
-    pid=$(pid_running "$ZK_PID" "$ZK_CFG") || { rm -f "$ZK_PID"; return 0; }
+    if ! pid=$(pid_running "$ZK_PID" "$ZK_CFG"); then
+        rm -f "$ZK_PID"
+        nothing_to_stop zookeeper "$ZK_PID"
+        return
+    fi
     log "zookeeper: stopping (pid $pid)"
     "$ZK_SERVER" stop "$ZK_CFG" >/dev/null 2>&1 || kill -TERM "$pid" 2>/dev/null || true
     if ! wait_for -t 30 proc_gone "$pid" "$ZK_CFG"; then

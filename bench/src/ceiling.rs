@@ -11,6 +11,7 @@ use crate::cli::MysqlCeilingArgs;
 use anyhow::Context;
 use hdrhistogram::Histogram;
 use seckill_shared::{now_ms, ProductId, Settings, Ticket};
+use secrecy::ExposeSecret;
 use serde::Serialize;
 use sqlx::{Connection, MySql, QueryBuilder};
 use std::time::Instant;
@@ -67,11 +68,11 @@ pub async fn run(args: MysqlCeilingArgs) -> anyhow::Result<CeilingReport> {
     let product = ProductId::new(args.product).context("--product")?;
     let url = match &args.mysql_url {
         Some(u) => u.clone(),
-        None => {
-            Settings::load(None)
-                .context("no --mysql-url, and the environment gives no valid settings")?
-                .mysql_url
-        }
+        None => Settings::load(None)
+            .context("no --mysql-url, and the environment gives no valid settings")?
+            .mysql_url
+            .expose_secret()
+            .to_owned(),
     };
     let mut conn = sqlx::MySqlConnection::connect(&url)
         .await

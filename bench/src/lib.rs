@@ -1,6 +1,7 @@
 //! `seckill-bench`: drives the gateways with load and audits the pipeline's invariants.
 //!
-//! - [`load`]: `seckill-bench load`, a closed-loop HTTP load generator. A fixed set of worker
+//! - [`load`]: `seckill-bench load`, an HTTP load generator: closed loop, paced, or open loop
+//!   (`--rate --open-loop`, a constant arrival rate whatever the answers). A fixed set of worker
 //!   tasks pulls request numbers from one atomic counter; each records its own latency
 //!   histograms and hands history lines in batches to a writer thread.
 //! - [`audit`]: `seckill-bench audit`, reads the history file, Redis and MySQL and checks the
@@ -8,26 +9,32 @@
 //! - [`history`]: the JSON-lines history file both share.
 //! - [`ceiling`]: `seckill-bench mysql-ceiling`, the raw MySQL insert rate the worker's drain
 //!   rate is measured against.
+//! - [`report`]: `seckill-bench report`, the results table of `scripts/bench.sh`: each figure
+//!   judged only when its run was valid.
 
 pub mod audit;
 pub mod ceiling;
 pub mod cli;
 pub mod history;
 pub mod load;
+pub mod report;
 
 use std::process::ExitCode;
 
 /// Runs a parsed command line. `Ok(false)` means the command ran but found a problem (an audit
-/// violation), which the binary turns into a non-zero exit status.
+/// violation, a benchmark figure whose run was invalid), which the binary turns into a
+/// non-zero exit status.
 pub async fn run(cli: cli::Cli) -> anyhow::Result<bool> {
     match cli.command {
         cli::Command::Load(args) => load::run(args).await.map(|_| true),
         cli::Command::Audit(args) => audit::run(args).await,
         cli::Command::MysqlCeiling(args) => ceiling::run(args).await.map(|_| true),
+        cli::Command::Report(args) => report::run(args),
     }
 }
 
-/// Exit status: 0 all good, 1 an audit found a violation, 2 the command failed.
+/// Exit status: 0 all good, 1 an audit found a violation or a figure's run was invalid, 2 the
+/// command failed.
 pub fn exit_code(result: anyhow::Result<bool>) -> ExitCode {
     match result {
         Ok(true) => ExitCode::SUCCESS,

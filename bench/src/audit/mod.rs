@@ -13,6 +13,7 @@ use checks::{
 use futures::stream::{self, StreamExt, TryStreamExt};
 use seckill_shared::store::TicketStore;
 use seckill_shared::{db, ProductId, Settings, Ticket, TicketStatus};
+use secrecy::ExposeSecret;
 use serde::Serialize;
 use sqlx::mysql::MySqlPool;
 use sqlx::Row;
@@ -30,6 +31,12 @@ pub fn history_facts(lines: &[Line], product: ProductId) -> anyhow::Result<(Hist
         match line {
             Line::Request(r) => {
                 facts.requests += 1;
+                if r.status.is_none() {
+                    // No answer at all (the connection broke): the buy may have gone through.
+                    if let Some(user) = r.user_id {
+                        facts.unanswered_users.insert(user);
+                    }
+                }
                 let Some(status @ 200..=202) = r.status else {
                     continue;
                 };
@@ -337,7 +344,7 @@ pub async fn run(args: AuditArgs) -> anyhow::Result<bool> {
     };
     let mysql_url = match &args.mysql_url {
         Some(u) => u.clone(),
-        None => from_env("MySQL URL")?.mysql_url.clone(),
+        None => from_env("MySQL URL")?.mysql_url.expose_secret().to_owned(),
     };
     let namespace = match &args.namespace {
         Some(n) => n.clone(),

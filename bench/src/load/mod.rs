@@ -1,8 +1,16 @@
-//! `seckill-bench load`: a closed-loop load generator.
+//! `seckill-bench load`: an HTTP load generator, closed loop by default.
 //!
 //! `C` worker tasks (C = `--concurrency`) loop: take the next request number from an atomic
-//! counter, map it to a user ([`plan::Plan`]), send it over keep-alive connections
-//! ([`engine`]), classify the answer, record it. Nothing is spawned per request; latencies go
+//! counter, map it to a user ([`plan::Plan`]), wait until it is due (`--rate`), send it over
+//! keep-alive connections ([`engine`]), classify the answer, record it.
+//!
+//! How requests arrive ([`stats::ArrivalModel`]): without `--rate`, each worker sends its next
+//! request when its last one is answered (closed loop). `--rate` alone paces that closed loop:
+//! its rate still falls when answers are slow. `--rate --open-loop` keeps the arrival rate
+//! whatever the answers, as wrk2 does: request `i` is due at `i / RATE` s, the free workers
+//! hold the next numbers and send each when due, and its latency counts from when it was due.
+//! That holds while fewer than `C` requests are in flight; the summary reports the most that
+//! were and the rate achieved, so a run whose loop closed can be told apart. Nothing is spawned per request; latencies go
 //! into a few sharded histograms, history records into a per-worker batch that is handed to
 //! the writer thread every [`HISTORY_BATCH`] requests. After the load, every ticket is polled
 //! until it settles ([`settle`]).
@@ -22,7 +30,10 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use plan::{Outcome, Plan, SoldOutTracker, StopRule};
 use serde::Deserialize;
 use settle::IssuedTicket;
-use stats::{E2eLatency, OutcomeStats, ShardedHistograms, Summary, TicketTotals};
+use stats::{
+    achieved_rate, ArrivalModel, ArrivalStats, E2eLatency, OutcomeStats, ShardedHistograms,
+    Summary, TicketTotals,
+};
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 use std::io::IsTerminal;
@@ -62,8 +73,15 @@ struct Shared {
     fresh_deadline: Option<Instant>,
     histograms: ShardedHistograms,
     history: HistorySink,
-    /// `--rate`: request `i` starts no earlier than `started + i / rate`.
-    pace: Option<(tokio::time::Instant, f64)>,
+    arrival: ArrivalModel,
+    /// `--rate`: request `i` is due at `started + i / rate`.
+    schedule: Option<(Instant, f64)>,
+    /// Requests sent and not yet answered, and the most there were at once.
+    in_flight: AtomicU64,
+    max_in_flight: AtomicU64,
+    /// When the last request went out, µs after `started`.
+    last_send_us: AtomicU64,
+    started: Instant,
 }
 
 /// What one worker hands back when it stops.
@@ -120,9 +138,18 @@ async fn worker(shared: Arc<Shared>, id: usize) -> WorkerResult {
         let Some(slot) = shared.plan.slot(i) else {
             break;
         };
-        if let Some((start, rate)) = shared.pace {
-            tokio::time::sleep_until(start + Duration::from_secs_f64(i as f64 / rate)).await;
-        }
+        let due = match shared.schedule {
+            Some((start, rate)) => {
+                let due = start + Duration::from_secs_f64(i as f64 / rate);
+                tokio::time::sleep_until(due.into()).await;
+                // The run may have ended while this request waited for its time.
+                if shared.stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                Some(due)
+            }
+            None => None,
+        };
         if slot.fresh {
             if shared.sold_out.all_sold_out(shared.sold_out_streak) {
                 shared.sold_out_reached.store(true, Ordering::Relaxed);
@@ -146,8 +173,14 @@ async fn worker(shared: Arc<Shared>, id: usize) -> WorkerResult {
             Mode::Get => None,
         };
 
+        let in_flight = shared.in_flight.fetch_add(1, Ordering::Relaxed) + 1;
+        shared.max_in_flight.fetch_max(in_flight, Ordering::Relaxed);
         let sent_at_us = now_us();
         let t0 = Instant::now();
+        shared.last_send_us.fetch_max(
+            t0.duration_since(shared.started).as_micros() as u64,
+            Ordering::Relaxed,
+        );
         let engine::Exchange {
             status,
             body,
@@ -155,7 +188,19 @@ async fn worker(shared: Arc<Shared>, id: usize) -> WorkerResult {
         } = conns
             .exchange(&shared.targets[gw], gw, body, shared.timeout)
             .await;
-        let latency_us = t0.elapsed().as_micros() as u64;
+        let answered = Instant::now();
+        shared.in_flight.fetch_sub(1, Ordering::Relaxed);
+        // From sending to the answer; the answer's time on the client clock.
+        let service_us = answered.duration_since(t0).as_micros() as u64;
+        let lag_us = due.map(|d| t0.saturating_duration_since(d).as_micros() as u64);
+        // An open loop counts latency from when the request was due (wrk2's correction for
+        // coordinated omission): a send held back by busy workers shows in the latency.
+        let latency_us = match (shared.arrival, due) {
+            (ArrivalModel::Open, Some(d)) => {
+                answered.saturating_duration_since(d).as_micros() as u64
+            }
+            _ => service_us,
+        };
 
         let outcome = if error.is_some() {
             Outcome::Error
@@ -163,7 +208,7 @@ async fn worker(shared: Arc<Shared>, id: usize) -> WorkerResult {
             Outcome::classify(status)
         };
         shared.counts[outcome.index()].fetch_add(1, Ordering::Relaxed);
-        shared.histograms.record(id, outcome, latency_us);
+        shared.histograms.record(id, outcome, latency_us, lag_us);
         let mut ticket = None;
         if shared.mode == Mode::Buy {
             shared.sold_out.record(gw, outcome);
@@ -174,7 +219,7 @@ async fn worker(shared: Arc<Shared>, id: usize) -> WorkerResult {
                         ticket: t.to_string(),
                         user_id: slot.user,
                         gateway: gw,
-                        answered_at_us: sent_at_us + latency_us,
+                        answered_at_us: sent_at_us + service_us,
                         fresh: outcome == Outcome::Accepted,
                     });
                 }
@@ -185,7 +230,7 @@ async fn worker(shared: Arc<Shared>, id: usize) -> WorkerResult {
         if shared.history.enabled() {
             batch.push(RequestRecord {
                 sent_at_us,
-                recv_at_us: sent_at_us + latency_us,
+                recv_at_us: sent_at_us + service_us,
                 gateway: gw as u16,
                 user_id: (shared.mode == Mode::Buy).then_some(slot.user),
                 status,
@@ -362,7 +407,16 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<Summary> {
             .then(|| started + Duration::from_secs_f64(args.sold_out_timeout)),
         histograms: ShardedHistograms::new((threads * 4).min(args.concurrency)),
         history: writer.sink(),
-        pace: args.rate.map(|r| (tokio::time::Instant::now(), r)),
+        arrival: match (args.rate, args.open_loop) {
+            (None, _) => ArrivalModel::Closed,
+            (Some(_), false) => ArrivalModel::Paced,
+            (Some(_), true) => ArrivalModel::Open,
+        },
+        schedule: args.rate.map(|r| (started, r)),
+        in_flight: AtomicU64::new(0),
+        max_in_flight: AtomicU64::new(0),
+        last_send_us: AtomicU64::new(0),
+        started,
     });
 
     let hidden = args.quiet || !std::io::stderr().is_terminal();
@@ -482,6 +536,33 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<Summary> {
         .collect();
     let all = OutcomeStats::from_histogram("all", &merged.total(), duration_s);
     let count = |s: &str| settled.iter().filter(|l| l.status == s).count() as u64;
+    let lag_ms = |q: f64| {
+        merged.lag().filter(|h| !h.is_empty()).map(|h| {
+            let us = if q >= 1.0 {
+                h.max()
+            } else {
+                h.value_at_quantile(q)
+            };
+            us as f64 / 1000.0
+        })
+    };
+    let arrival = ArrivalStats {
+        model: shared.arrival,
+        offered_per_s: args.rate,
+        achieved_per_s: match args.rate {
+            Some(rate) => achieved_rate(
+                all.count,
+                shared.last_send_us.load(Ordering::Relaxed) as f64 / 1e6,
+                rate,
+            ),
+            None => all.per_sec,
+        },
+        in_flight_cap: args.concurrency as u64,
+        max_in_flight: shared.max_in_flight.load(Ordering::Relaxed),
+        lag_p50_ms: lag_ms(0.5),
+        lag_p99_ms: lag_ms(0.99),
+        lag_max_ms: lag_ms(1.0),
+    };
     let e2e = (mode == Mode::Buy).then(|| E2eLatency::from_settled(&settled));
     let summary = Summary {
         kind: "summary",
@@ -523,6 +604,7 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<Summary> {
         },
         settle_s,
         e2e,
+        arrival,
         history: history_path.map(|p| p.display().to_string()),
     };
     writer.line(&summary)?;
@@ -588,6 +670,94 @@ mod tests {
             t("1-b", 40, false),
         ]);
         assert_eq!(got, vec![t("1-a", 20, true), t("1-b", 10, true)]);
+    }
+
+    /// A keep-alive HTTP server whose every answer takes `delay`.
+    async fn slow_server(delay: Duration) -> std::net::SocketAddr {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            loop {
+                let (mut s, _) = listener.accept().await.unwrap();
+                tokio::spawn(async move {
+                    let mut got = Vec::new();
+                    let mut buf = [0u8; 4096];
+                    loop {
+                        while let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+                            got.drain(..end + 4);
+                            tokio::time::sleep(delay).await;
+                            let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+                            if s.write_all(answer).await.is_err() {
+                                return;
+                            }
+                        }
+                        match s.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => got.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                });
+            }
+        });
+        addr
+    }
+
+    async fn get_run(addr: std::net::SocketAddr, extra: &[&str]) -> Summary {
+        let url = format!("http://{addr}");
+        let mut argv = vec![
+            "b",
+            "load",
+            "--gateway",
+            &url,
+            "--path-get",
+            "/x",
+            "--duration",
+            "1",
+            "--no-history",
+            "--quiet",
+            "--json",
+        ];
+        argv.extend_from_slice(extra);
+        let cli = <crate::cli::Cli as clap::Parser>::try_parse_from(argv).unwrap();
+        let crate::cli::Command::Load(args) = cli.command else {
+            panic!("not load")
+        };
+        run(args).await.unwrap()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_open_loop_keeps_its_rate_when_answers_are_slow() {
+        // 40 ms answers at 200/s: about 8 in flight, well under the cap of 64.
+        let addr = slow_server(Duration::from_millis(40)).await;
+        let s = get_run(addr, &["--rate", "200", "--open-loop", "-c", "64"]).await;
+        let a = &s.arrival;
+        assert_eq!(a.model, ArrivalModel::Open);
+        assert!((a.achieved_per_s / 200.0 - 1.0).abs() < 0.05, "{a:?}");
+        assert!(a.max_in_flight < 64, "{a:?}");
+        assert!(s.all.p50_ms >= 40.0, "{:?}", s.all);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_paced_or_capped_loop_falls_behind_and_says_so() {
+        // 4 workers and 40 ms answers: at most 100/s, against 200/s offered.
+        let addr = slow_server(Duration::from_millis(40)).await;
+        let paced = get_run(addr, &["--rate", "200", "-c", "4"]).await;
+        assert_eq!(paced.arrival.model, ArrivalModel::Paced);
+        assert!(
+            paced.arrival.achieved_per_s < 0.6 * 200.0,
+            "{:?}",
+            paced.arrival
+        );
+        let open = get_run(addr, &["--rate", "200", "--open-loop", "-c", "4"]).await;
+        let a = &open.arrival;
+        assert_eq!(a.max_in_flight, 4, "{a:?}");
+        assert!(a.achieved_per_s < 0.6 * 200.0, "{a:?}");
+        // Latency counts from when each request was due: the queue behind the cap shows.
+        assert!(open.all.p99_ms > 200.0, "{:?}", open.all);
+        let closed = get_run(addr, &["-c", "4"]).await;
+        assert_eq!(closed.arrival.model, ArrivalModel::Closed);
+        assert_eq!(closed.arrival.offered_per_s, None);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 
 use super::plan::Outcome;
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::sync::Mutex;
 
@@ -13,24 +13,33 @@ fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, MAX_LATENCY_US, 3).expect("valid histogram bounds")
 }
 
-/// One histogram per outcome.
+/// One histogram per outcome, and one of the send lag of scheduled requests.
 pub struct OutcomeHistograms {
     hists: Vec<Option<Histogram<u64>>>,
+    /// `--rate`: how late each request went out, against when it was due (µs).
+    lag: Option<Histogram<u64>>,
 }
 
 impl Default for OutcomeHistograms {
     fn default() -> Self {
         Self {
             hists: (0..Outcome::COUNT).map(|_| None).collect(),
+            lag: None,
         }
     }
 }
 
 impl OutcomeHistograms {
-    pub fn record(&mut self, outcome: Outcome, latency_us: u64) {
+    pub fn record(&mut self, outcome: Outcome, latency_us: u64, lag_us: Option<u64>) {
         self.hists[outcome.index()]
             .get_or_insert_with(new_histogram)
             .saturating_record(latency_us.max(1));
+        if let Some(lag) = lag_us {
+            // 0 is a valid lag; the histogram's lowest value is 1 µs.
+            self.lag
+                .get_or_insert_with(new_histogram)
+                .saturating_record(lag.max(1));
+        }
     }
 
     pub fn merge(&mut self, other: &OutcomeHistograms) {
@@ -41,6 +50,17 @@ impl OutcomeHistograms {
                     .expect("histograms share their bounds");
             }
         }
+        if let Some(h) = &other.lag {
+            self.lag
+                .get_or_insert_with(new_histogram)
+                .add(h)
+                .expect("histograms share their bounds");
+        }
+    }
+
+    /// Send lag of the scheduled requests, if the run had a schedule.
+    pub fn lag(&self) -> Option<&Histogram<u64>> {
+        self.lag.as_ref()
     }
 
     pub fn get(&self, outcome: Outcome) -> Option<&Histogram<u64>> {
@@ -72,11 +92,11 @@ impl ShardedHistograms {
         }
     }
 
-    pub fn record(&self, shard: usize, outcome: Outcome, latency_us: u64) {
+    pub fn record(&self, shard: usize, outcome: Outcome, latency_us: u64, lag_us: Option<u64>) {
         let s = &self.shards[shard % self.shards.len()];
         s.lock()
             .unwrap_or_else(|e| e.into_inner())
-            .record(outcome, latency_us);
+            .record(outcome, latency_us, lag_us);
     }
 
     pub fn merged(&self) -> OutcomeHistograms {
@@ -89,7 +109,7 @@ impl ShardedHistograms {
 }
 
 /// One row of the summary.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OutcomeStats {
     pub outcome: String,
     pub count: u64,
@@ -134,7 +154,7 @@ impl OutcomeStats {
 }
 
 /// Tickets after the polling phase.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TicketTotals {
     /// Distinct tickets answered with 202, 200 or 201.
     pub issued: u64,
@@ -148,7 +168,7 @@ pub struct TicketTotals {
 /// (client clock, µs) to the worker confirming the ticket after its MySQL commit
 /// (`confirmed_at_ms` of the ticket, server clock, ms). Both clocks are this machine's when
 /// everything runs on one host; elsewhere the figure includes their skew.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct E2eLatency {
     /// Confirmed tickets that had both times.
     pub count: u64,
@@ -207,6 +227,62 @@ impl E2eLatency {
     }
 }
 
+/// How the requests were sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ArrivalModel {
+    /// No `--rate`: each worker sends its next request when its last one is answered.
+    Closed,
+    /// `--rate` alone: a closed loop with a speed limit. Request `i` goes out no earlier than
+    /// `i / RATE` s, but only once a worker is free, so the rate falls when answers are slow.
+    Paced,
+    /// `--rate --open-loop`: request `i` is due at `i / RATE` s whatever the answers (as wrk2
+    /// does), as long as fewer than `--concurrency` requests are in flight. Its latency counts
+    /// from when it was due, so a late send shows in the latency instead of hiding.
+    Open,
+}
+
+impl ArrivalModel {
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::Closed => "closed loop",
+            Self::Paced => "paced closed loop",
+            Self::Open => "open loop",
+        }
+    }
+}
+
+/// What rate the run offered and what it achieved.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ArrivalStats {
+    pub model: ArrivalModel,
+    /// `--rate`, requests per second.
+    pub offered_per_s: Option<f64>,
+    /// Requests sent per second: with a schedule, over the span from the start to the last
+    /// send plus one interval (see [`achieved_rate`]); without, over the load phase.
+    pub achieved_per_s: f64,
+    /// `--concurrency`: the most requests that can be in flight at once.
+    pub in_flight_cap: u64,
+    /// The most that were. When it reaches the cap in an open loop, a due request had to wait
+    /// for an answer: for that moment the loop was closed.
+    pub max_in_flight: u64,
+    /// With a schedule: how late requests went out against when they were due.
+    pub lag_p50_ms: Option<f64>,
+    pub lag_p99_ms: Option<f64>,
+    pub lag_max_ms: Option<f64>,
+}
+
+/// Requests per second that a schedule achieved: `sent` requests, the first due at 0 and the
+/// last sent `last_send_s` after the start, at an offered `rate`. A schedule kept exactly sends
+/// request `i` at `i / rate`, so `sent` requests span `(sent - 1) / rate` s plus the interval
+/// of the last one: the result is `rate`. Late sends stretch the span and lower it.
+pub fn achieved_rate(sent: u64, last_send_s: f64, rate: f64) -> f64 {
+    if sent == 0 || rate <= 0.0 {
+        return 0.0;
+    }
+    sent as f64 / (last_send_s.max(0.0) + 1.0 / rate)
+}
+
 /// The whole run, as printed (`--json`) and as the history's last line.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Summary {
@@ -239,6 +315,8 @@ pub struct Summary {
     pub settle_s: f64,
     /// Buy runs: `202` received → confirmed, over the tickets the polling saw confirmed.
     pub e2e: Option<E2eLatency>,
+    /// How the requests were sent, and the rate offered and achieved.
+    pub arrival: ArrivalStats,
     pub history: Option<String>,
 }
 
@@ -273,6 +351,29 @@ impl Summary {
             self.duration_s,
             self.req_per_s
         );
+        let a = &self.arrival;
+        let _ = match a.offered_per_s {
+            Some(offered) => writeln!(
+                s,
+                "arrival: {}, {offered:.0} req/s offered, {:.0} achieved ({:.1} %), at most {} \
+                 of {} in flight, send lag p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+                a.model.describe(),
+                a.achieved_per_s,
+                100.0 * a.achieved_per_s / offered,
+                a.max_in_flight,
+                a.in_flight_cap,
+                a.lag_p50_ms.unwrap_or_default(),
+                a.lag_p99_ms.unwrap_or_default(),
+                a.lag_max_ms.unwrap_or_default()
+            ),
+            None => writeln!(
+                s,
+                "arrival: {}, {} workers, at most {} in flight",
+                a.model.describe(),
+                a.in_flight_cap,
+                a.max_in_flight
+            ),
+        };
         if self.mode == "buy" {
             let _ = writeln!(
                 s,
@@ -359,12 +460,22 @@ mod tests {
     }
 
     #[test]
+    fn a_kept_schedule_achieves_the_offered_rate() {
+        // 1000 requests at 100/s, each on time: the last goes out at 9.99 s.
+        assert!((achieved_rate(1000, 9.99, 100.0) - 100.0).abs() < 1e-9);
+        // The same requests, the last 1 s late: 1000 / 11 s.
+        assert!((achieved_rate(1000, 10.99, 100.0) - 1000.0 / 11.0).abs() < 1e-9);
+        assert_eq!(achieved_rate(0, 0.0, 100.0), 0.0);
+        assert_eq!(achieved_rate(1, 0.0, 100.0), 100.0);
+    }
+
+    #[test]
     fn histograms_merge_and_give_percentiles() {
         let shared = ShardedHistograms::new(3);
         for i in 1..=1000u64 {
-            shared.record(i as usize, Outcome::Accepted, i * 10);
+            shared.record(i as usize, Outcome::Accepted, i * 10, Some(i));
         }
-        shared.record(0, Outcome::SoldOut, 0);
+        shared.record(0, Outcome::SoldOut, 0, None);
         let merged = shared.merged();
         let h = merged.get(Outcome::Accepted).unwrap();
         assert_eq!(h.len(), 1000);
@@ -376,6 +487,9 @@ mod tests {
         assert!((row.max_ms - 10.0).abs() < 0.01, "{row:?}");
         assert!(merged.get(Outcome::Error).is_none());
         assert_eq!(merged.total().len(), 1001);
+        // The lag histogram holds the scheduled requests only.
+        assert_eq!(merged.lag().unwrap().len(), 1000);
+        assert_eq!(merged.lag().unwrap().max(), 1000);
         let empty = OutcomeStats::from_histogram("x", &new_histogram(), 0.0);
         assert_eq!(empty.max_ms, 0.0);
     }

@@ -1,0 +1,830 @@
+//! `seckill-bench report`: the results of `scripts/bench.sh`, from its run folder.
+//!
+//! - `report table`: one row per figure, each with its value, its ratio to the ceiling it is
+//!   measured against, its goal and whether the goal is met. A figure counts only when its run
+//!   was valid ([`rules`]): otherwise it is INVALID with the reason, and a ratio that needs it
+//!   is not judged. Below the table, the drain details and the CPU time per request by process
+//!   ([`cpu`]). With `--doc`, the block between the `bench:begin` and `bench:end` markers of
+//!   that file is rewritten. Exits 1 when a figure's run is invalid.
+//! - `report outcome`: one number of a `load --json` summary, for the script.
+
+pub mod cpu;
+pub mod inputs;
+pub mod rules;
+
+use anyhow::Context;
+use clap::{Args, Subcommand, ValueEnum};
+use inputs::{Ceiling, Drain, LoadRun, MarkerCount, RedisCheck, RedisRun, WrkRun};
+use rules::{Goal, Mark, Validity};
+use serde::de::DeserializeOwned;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, Args)]
+pub struct ReportArgs {
+    #[command(subcommand)]
+    pub command: ReportCommand,
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum ReportCommand {
+    /// The results table of a `scripts/bench.sh` run folder; exits 1 when a figure's run is
+    /// invalid.
+    Table(TableArgs),
+    /// Print one number of a `load --json` summary (0 when the outcome did not occur).
+    Outcome(OutcomeArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct TableArgs {
+    /// The run folder (`.dev/bench/<run>`).
+    #[arg(long, value_name = "DIR")]
+    pub dir: PathBuf,
+
+    /// The figures the run measured, e.g. "1 1w 2 2L 3": rows of these only, and a missing
+    /// result is INVALID.
+    #[arg(long, value_name = "LIST")]
+    pub figures: String,
+
+    /// The settings line of the results block.
+    #[arg(long, default_value = "", value_name = "TEXT")]
+    pub settings: String,
+
+    #[arg(long, value_enum, default_value_t = RunMode::Full)]
+    pub mode: RunMode,
+
+    /// A note printed under the settings (e.g. that the chaos suite was running).
+    #[arg(long, default_value = "", value_name = "TEXT")]
+    pub note: String,
+
+    /// Rewrite the results block of this Markdown file (appended when it has none).
+    #[arg(long, value_name = "FILE")]
+    pub doc: Option<PathBuf>,
+
+    /// Clock ticks per second of /proc/<pid>/stat (`getconf CLK_TCK`).
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    pub clk_tck: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RunMode {
+    Full,
+    Quick,
+    Profile,
+}
+
+impl RunMode {
+    fn describe(self) -> &'static str {
+        match self {
+            Self::Full => "full run",
+            Self::Quick => "quick smoke run (--quick)",
+            Self::Profile => "profiled run (--profile): figures perturbed by perf",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct OutcomeArgs {
+    /// A `seckill-bench load --json` output.
+    #[arg(long, value_name = "FILE")]
+    pub file: PathBuf,
+
+    /// The outcome's label: 202, 200, 201, 409, 4xx, 503, other, error.
+    #[arg(long, value_name = "LABEL")]
+    pub outcome: String,
+
+    #[arg(long, value_enum, default_value_t = OutcomeField::Count)]
+    pub field: OutcomeField,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutcomeField {
+    Count,
+    PerSec,
+}
+
+/// `Ok(false)` when a figure's run was invalid.
+pub fn run(args: ReportArgs) -> anyhow::Result<bool> {
+    match args.command {
+        ReportCommand::Outcome(a) => {
+            let r: LoadRun = read_json(&a.file)?;
+            let o = r.outcome(&a.outcome);
+            match a.field {
+                OutcomeField::Count => println!("{}", o.map_or(0, |o| o.count)),
+                OutcomeField::PerSec => println!("{}", o.map_or(0.0, |o| o.per_sec)),
+            }
+            Ok(true)
+        }
+        ReportCommand::Table(a) => table(&a),
+    }
+}
+
+fn read_json<T: DeserializeOwned>(path: &Path) -> anyhow::Result<T> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
+}
+
+/// Everything a run folder holds; `None` for what is missing or does not parse.
+#[derive(Debug, Clone, Default)]
+pub struct Results {
+    pub f1: Option<LoadRun>,
+    pub wrk: Option<WrkRun>,
+    pub f2: Option<LoadRun>,
+    pub f2l: Option<LoadRun>,
+    pub f3: Option<LoadRun>,
+    pub marker: Option<MarkerCount>,
+    pub f4: Option<LoadRun>,
+    pub f5: Option<RedisRun>,
+    pub f6: Option<Drain>,
+    pub f7: Option<Ceiling>,
+    pub f8: Option<Drain>,
+    pub f9: Option<LoadRun>,
+    pub f9l: Option<LoadRun>,
+}
+
+impl Results {
+    pub fn load(dir: &Path) -> Self {
+        fn json<T: DeserializeOwned>(dir: &Path, name: &str) -> Option<T> {
+            read_json(&dir.join(name)).ok()
+        }
+        let text = |name: &str| std::fs::read_to_string(dir.join(name)).ok();
+        let f5 = (|| {
+            let (rps, p99_ms) = inputs::parse_redis_csv(&text("f5.csv")?)?;
+            let c: RedisCheck = json(dir, "f5-check.json")?;
+            Some(RedisRun {
+                rps,
+                p99_ms,
+                requests: c.requests,
+                stock_before: c.stock_before,
+                stock_after: c.stock_after,
+            })
+        })();
+        Self {
+            f1: json(dir, "f1.json"),
+            wrk: text("wrk.txt").and_then(|t| inputs::parse_wrk(&t)),
+            f2: json(dir, "f2.json"),
+            f2l: json(dir, "f2l.json"),
+            f3: json(dir, "f3.json"),
+            marker: json(dir, "f3-marker.json"),
+            f4: json(dir, "f4.json"),
+            f5,
+            f6: json(dir, "f6.json"),
+            f7: json(dir, "f7.json"),
+            f8: json(dir, "f8.json"),
+            f9: json(dir, "f9.json"),
+            f9l: json(dir, "f9l.json"),
+        }
+    }
+}
+
+/// One row of the table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    pub figure: &'static str,
+    pub what: String,
+    pub value: Option<f64>,
+    pub unit: &'static str,
+    pub p99_ms: Option<f64>,
+    pub ratio: String,
+    pub goal: &'static str,
+    pub mark: Mark,
+}
+
+impl Row {
+    fn markdown(&self) -> String {
+        format!(
+            "| {} | {} | {} {} | {} | {} | {} | {} |",
+            self.figure,
+            self.what,
+            fmt(self.value),
+            self.unit,
+            self.p99_ms.map_or(String::new(), |p| format!("{p:.2} ms")),
+            self.ratio,
+            self.goal,
+            self.mark.cell()
+        )
+    }
+}
+
+/// `1234567.8` → `1,234,568`; below 100, one decimal.
+pub fn fmt(x: Option<f64>) -> String {
+    let Some(x) = x else {
+        return "n/a".into();
+    };
+    if !x.is_finite() {
+        return "n/a".into();
+    }
+    if x.abs() < 100.0 {
+        return format!("{x:.1}");
+    }
+    thousands(x.round() as i64)
+}
+
+pub fn thousands(n: i64) -> String {
+    let digits = n.unsigned_abs().to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if n < 0 {
+        out.insert(0, '-');
+    }
+    out
+}
+
+fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) if b != 0.0 => Some(a / b),
+        _ => None,
+    }
+}
+
+fn rt(r: Option<f64>, label: &str) -> String {
+    r.map_or("n/a".into(), |r| format!("{r:.2} × {label}"))
+}
+
+const NO_RESULT: &str = "no result: see the run's logs";
+
+/// A figure's validity: `None` when it was not run, an error when its result is missing.
+fn validity<T>(ran: bool, data: Option<&T>, rule: impl FnOnce(&T) -> Validity) -> Option<Validity> {
+    ran.then(|| data.map_or_else(|| Err(NO_RESULT.to_string()), rule))
+}
+
+/// The rows of the figures in `figures`, in the table's order.
+pub fn rows(r: &Results, figures: &[&str]) -> Vec<Row> {
+    let ran = |f: &str| figures.contains(&f);
+    let v1 = validity(ran("1"), r.f1.as_ref(), rules::fig1);
+    let v1w = validity(ran("1w"), r.wrk.as_ref(), rules::fig1w);
+    let v2 = validity(ran("2"), r.f2.as_ref(), rules::fig2);
+    let v2l = validity(ran("2L"), r.f2l.as_ref(), rules::fig2);
+    let v3 = validity(ran("3"), r.f3.as_ref(), |f| {
+        rules::fig3(f, r.marker.as_ref())
+    });
+    let v4 = validity(ran("4"), r.f4.as_ref(), rules::fig4);
+    let v5 = validity(ran("5"), r.f5.as_ref(), rules::fig5);
+    let v6 = validity(ran("6"), r.f6.as_ref(), rules::drain);
+    let v7 = validity(ran("7"), r.f7.as_ref(), rules::ceiling);
+    let v8 = validity(ran("8"), r.f8.as_ref(), rules::drain);
+    let v9 = validity(ran("9"), r.f9.as_ref(), rules::e2e);
+    let v9l = validity(ran("9L"), r.f9l.as_ref(), rules::e2e);
+
+    let rate = |f: &Option<LoadRun>, label: &str| {
+        f.as_ref().map_or((None, None), |f| {
+            let (v, p) = f.rate_of(label);
+            (Some(v), p)
+        })
+    };
+    let (val1, p1) = rate(&r.f1, "200");
+    let (val2, p2) = rate(&r.f2, "202");
+    let (val2l, p2l) = rate(&r.f2l, "202");
+    let (val3, p3) = rate(&r.f3, "409");
+    let (val4, p4) = rate(&r.f4, "201");
+    let val5 = r.f5.as_ref().and_then(rules::fig5_value);
+    let val6 = r.f6.as_ref().and_then(Drain::per_s);
+    let val7 = r.f7.as_ref().map(|c| c.rows_per_s);
+    let val8 = r.f8.as_ref().and_then(Drain::per_s);
+    let met = |x: Option<f64>, goal: f64| x.map(|x| x >= goal);
+
+    let mut out = Vec::new();
+    let mut push =
+        |figure: &'static str, v: &Option<Validity>, build: &dyn Fn(&Validity) -> Row| {
+            if let Some(v) = v {
+                let mut row = build(v);
+                row.figure = figure;
+                out.push(row);
+            }
+        };
+    let blank = |what: String, mark: Mark| Row {
+        figure: "",
+        what,
+        value: None,
+        unit: "",
+        p99_ms: None,
+        ratio: String::new(),
+        goal: "",
+        mark,
+    };
+
+    push("1", &v1, &|v| Row {
+        value: val1,
+        unit: "req/s",
+        p99_ms: p1,
+        ratio: "ceiling".into(),
+        ..blank(
+            "bare HTTP: `GET /livez` (seckill-bench), `200`s".into(),
+            rules::verdict(v, None),
+        )
+    });
+    push("1w", &v1w, &|v| Row {
+        value: r.wrk.as_ref().map(|w| w.rps),
+        unit: "req/s",
+        p99_ms: r.wrk.as_ref().and_then(|w| w.p99_ms),
+        ratio: rt(ratio(r.wrk.as_ref().map(|w| w.rps), val1), "(1)"),
+        ..blank(
+            "bare HTTP: `GET /livez` (wrk)".into(),
+            rules::verdict(v, None),
+        )
+    });
+    push("2", &v2, &|v| {
+        let x = ratio(val2, val1);
+        Row {
+            value: val2,
+            unit: "req/s",
+            p99_ms: p2,
+            ratio: rt(x, "(1)"),
+            goal: "≥ 0.5 × (1)",
+            ..blank(
+                "accept path: `202`, unique users".into(),
+                rules::verdict(
+                    v,
+                    Some(Goal {
+                        needs: vec![("(1)", v1.as_ref())],
+                        met: met(x, 0.5),
+                    }),
+                ),
+            )
+        }
+    });
+    push("2L", &v2l, &|v| Row {
+        value: val2l,
+        unit: "req/s",
+        p99_ms: p2l,
+        ratio: rt(ratio(val2l, val2), "(2)"),
+        ..blank(
+            "(2) with the per-user limit on (5/s)".into(),
+            rules::verdict(v, None),
+        )
+    });
+    push("3", &v3, &|v| {
+        let x = ratio(val3, val1);
+        let share =
+            r.f3.as_ref()
+                .and_then(|f| rules::marker_share(f, r.marker.as_ref()));
+        Row {
+            value: val3,
+            unit: "req/s",
+            p99_ms: p3,
+            ratio: rt(x, "(1)"),
+            goal: "≥ 0.9 × (1)",
+            ..blank(
+                format!(
+                    "sold-out path: `409` from the marker ({} marker hits; ≥ 99 % needed)",
+                    share.map_or("n/a".into(), |s| format!("{:.1} %", s * 100.0))
+                ),
+                rules::verdict(
+                    v,
+                    Some(Goal {
+                        needs: vec![("(1)", v1.as_ref())],
+                        met: met(x, 0.9),
+                    }),
+                ),
+            )
+        }
+    });
+    push("4", &v4, &|v| {
+        let x = ratio(val2, val4);
+        Row {
+            value: val4,
+            unit: "req/s",
+            p99_ms: p4,
+            ratio: format!("(2) = {}", rt(x, "(4)")),
+            goal: "(2) ≥ 10 × (4)",
+            ..blank(
+                "sync mode: `201` after the MySQL write".into(),
+                rules::verdict(
+                    v,
+                    Some(Goal {
+                        needs: vec![("(2)", v2.as_ref())],
+                        met: met(x, 10.0),
+                    }),
+                ),
+            )
+        }
+    });
+    push("5", &v5, &|v| {
+        let share = r.f5.as_ref().and_then(rules::reserved_share);
+        Row {
+            value: val5,
+            unit: "reservations/s",
+            p99_ms: r.f5.as_ref().and_then(|f| f.p99_ms),
+            ratio: format!("(2) = {}", rt(ratio(val2, val5), "(5)")),
+            goal: "report",
+            ..blank(
+                format!(
+                    "Redis ceiling: `redis-benchmark` EVALSHA reserve.lua ({} of the calls \
+                     reserved a unit; error replies left out)",
+                    share.map_or("n/a".into(), |s| format!("{:.1} %", s * 100.0))
+                ),
+                rules::verdict(v, None),
+            )
+        }
+    });
+    let from_start = |d: &Option<Drain>| {
+        d.as_ref()
+            .and_then(Drain::from_start_per_s)
+            .map_or(String::new(), |x| {
+                format!("; {}/s counting from the worker's start", fmt(Some(x)))
+            })
+    };
+    let orders = |d: &Option<Drain>| d.as_ref().map_or("?".into(), |d| d.orders.to_string());
+    push("6", &v6, &|v| {
+        let (r67, r68) = (ratio(val6, val7), ratio(val6, val8));
+        Row {
+            value: val6,
+            unit: "orders/s",
+            ratio: format!("{}; {}", rt(r67, "(7)"), rt(r68, "(8)")),
+            goal: "≥ 0.5 × (7), ≥ 20 × (8)",
+            ..blank(
+                format!(
+                    "worker drain, batched ({} orders, steady rate{})",
+                    orders(&r.f6),
+                    from_start(&r.f6)
+                ),
+                rules::verdict(
+                    v,
+                    Some(Goal {
+                        needs: vec![("(7)", v7.as_ref()), ("(8)", v8.as_ref())],
+                        met: r67.zip(r68).map(|(a, b)| a >= 0.5 && b >= 20.0),
+                    }),
+                ),
+            )
+        }
+    });
+    push("7", &v7, &|v| Row {
+        value: val7,
+        unit: "rows/s",
+        p99_ms: r.f7.as_ref().and_then(|c| c.batch_p99_ms),
+        ratio: "ceiling".into(),
+        ..blank(
+            "raw MySQL ceiling: multi-row INSERT loop".into(),
+            rules::verdict(v, None),
+        )
+    });
+    push("8", &v8, &|v| Row {
+        value: val8,
+        unit: "orders/s",
+        ratio: "baseline".into(),
+        ..blank(
+            format!(
+                "row-at-a-time worker ({} orders, steady rate{})",
+                orders(&r.f8),
+                from_start(&r.f8)
+            ),
+            rules::verdict(v, None),
+        )
+    });
+    let e2e_what = |f: &Option<LoadRun>| {
+        let Some(f) = f else {
+            return String::new();
+        };
+        // Leads with ", ": the row reads "end to end: `202` → confirmed, open loop: …".
+        let e = f.e2e.clone().unwrap_or_default();
+        let rate = match &f.arrival {
+            Some(a) => format!(
+                "{}: {} req/s offered, {} achieved, at most {} of {} in flight",
+                a.model.describe(),
+                fmt(a.offered_per_s),
+                fmt(Some(a.achieved_per_s)),
+                a.max_in_flight,
+                a.in_flight_cap
+            ),
+            None => format!("{} req/s", fmt(Some(f.req_per_s))),
+        };
+        format!(
+            ", {rate}; p50 {:.1} ms ({}/{} tickets confirmed)",
+            e.p50_ms, f.tickets.confirmed, f.tickets.issued
+        )
+    };
+    let p99_of = |f: &Option<LoadRun>| {
+        f.as_ref()
+            .and_then(|f| f.e2e.as_ref())
+            .filter(|e| e.count > 0)
+            .map(|e| e.p99_ms)
+    };
+    push("9", &v9, &|v| {
+        let p99 = p99_of(&r.f9);
+        Row {
+            value: p99,
+            unit: "ms p99",
+            goal: "p99 ≤ 50 ms",
+            ..blank(
+                format!("end to end: `202` → confirmed{}", e2e_what(&r.f9)),
+                rules::verdict(
+                    v,
+                    Some(Goal {
+                        needs: vec![],
+                        met: p99.map(|p| p <= 50.0),
+                    }),
+                ),
+            )
+        }
+    });
+    push("9L", &v9l, &|v| Row {
+        value: p99_of(&r.f9l),
+        unit: "ms p99",
+        goal: "(for reference)",
+        ..blank(
+            format!("(9) at a lower rate{}", e2e_what(&r.f9l)),
+            rules::verdict(v, None),
+        )
+    });
+    out
+}
+
+/// The drain details under the table.
+fn drain_notes(r: &Results) -> Vec<String> {
+    let mut notes = Vec::new();
+    for (name, d) in [("6", &r.f6), ("8", &r.f8)] {
+        let Some(d) = d else { continue };
+        notes.push(format!(
+            "({name}): {} rows of {} orders ({} answered 202) in {} transactions ({:.2} s \
+             settling); steady rate after the first transaction: {} orders/s over {}; from \
+             worker start {:.2} s ({} orders/s, incl. {} start-up and group join)",
+            d.rows,
+            d.orders,
+            d.accepted,
+            d.batches,
+            d.settle_s,
+            fmt(d.per_s()),
+            d.drain_s().map_or("n/a".into(), |s| format!("{s:.2} s")),
+            d.from_start_s(),
+            fmt(d.from_start_per_s()),
+            d.first
+                .map_or("n/a".into(), |f| format!("{:.2} s", f - d.t0)),
+        ));
+    }
+    notes
+}
+
+pub const HEADER: &str =
+    "| # | figure | value | p99 | ratio | goal | met |\n|---|---|---|---|---|---|---|";
+
+fn table(a: &TableArgs) -> anyhow::Result<bool> {
+    anyhow::ensure!(a.dir.is_dir(), "{} is not a run folder", a.dir.display());
+    let figures: Vec<&str> = a.figures.split_whitespace().collect();
+    let results = Results::load(&a.dir);
+    let rows = rows(&results, &figures);
+    let invalid: Vec<&str> = rows
+        .iter()
+        .filter(|r| matches!(r.mark, Mark::Invalid(_)))
+        .map(|r| r.figure)
+        .collect();
+    let table = std::iter::once(HEADER.to_string())
+        .chain(rows.iter().map(Row::markdown))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let notes = drain_notes(&results);
+    let machine = cpu::Machine::read();
+    let cpu_table = cpu::table(&a.dir, &results, a.clk_tck, machine.nproc);
+
+    println!();
+    println!("{table}");
+    for n in &notes {
+        println!("{n}");
+    }
+    println!();
+    println!("{cpu_table}");
+    if !invalid.is_empty() {
+        eprintln!(
+            "INVALID: the run of figure(s) {} does not count; see the table",
+            invalid.join(", ")
+        );
+    }
+
+    if let Some(doc) = &a.doc {
+        let block = format!(
+            "<!-- bench:begin (generated by scripts/bench.sh; edit outside this block) -->\n\
+             ## Latest results\n\n\
+             {} UTC, {}, on {}: `nproc` = {}, {}, {}.\n\
+             Settings: {}.\n\
+             {}\n\n\
+             {table}\n\n\
+             {}\n\n\
+             CPU time per request (µs), by process, over each figure's run (`/proc/<pid>/stat`; \
+             the load tool\nfrom `time`; \"other\" is everything else that ran, the kernel's \
+             softirq work on loopback traffic\nincluded; \"whole machine\" is all of it):\n\n\
+             {cpu_table}\n\n\
+             - Raw results: `{}` (removed by `scripts/dev-down.sh --purge`).\n\
+             <!-- bench:end -->\n",
+            utc_minutes(std::time::SystemTime::now()),
+            a.mode.describe(),
+            machine.host,
+            machine.nproc,
+            machine.cpu,
+            machine.os,
+            a.settings,
+            a.note,
+            notes
+                .iter()
+                .map(|n| format!("- {n}"))
+                .collect::<Vec<_>>()
+                .join("\n"),
+            relative(&a.dir).display(),
+        );
+        let text = std::fs::read_to_string(doc).unwrap_or_else(|_| "# Benchmarks\n\n".into());
+        std::fs::write(doc, replace_block(&text, &block))
+            .with_context(|| format!("writing {}", doc.display()))?;
+        eprintln!("wrote {}", doc.display());
+    }
+    Ok(invalid.is_empty())
+}
+
+/// `path` relative to the current directory when it is under it.
+fn relative(path: &Path) -> PathBuf {
+    let abs = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    std::env::current_dir()
+        .ok()
+        .and_then(|cwd| abs.strip_prefix(cwd).ok().map(Path::to_path_buf))
+        .unwrap_or(abs)
+}
+
+/// `text` with its results block replaced by `block`, or `block` appended.
+pub fn replace_block(text: &str, block: &str) -> String {
+    const BEGIN: &str = "<!-- bench:begin";
+    const END: &str = "<!-- bench:end -->";
+    match (text.find(BEGIN), text.find(END)) {
+        (Some(b), Some(e)) if e > b => {
+            let mut tail = &text[e + END.len()..];
+            tail = tail.strip_prefix('\n').unwrap_or(tail);
+            format!("{}{block}{tail}", &text[..b])
+        }
+        _ => format!("{}\n\n{block}", text.trim_end()),
+    }
+}
+
+/// `YYYY-MM-DD HH:MM` in UTC.
+pub fn utc_minutes(t: std::time::SystemTime) -> String {
+    let secs = t
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs()) as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}",
+        rem / 3600,
+        rem % 3600 / 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::load::stats::{ArrivalModel, ArrivalStats, E2eLatency, OutcomeStats, TicketTotals};
+
+    fn stats(outcome: &str, count: u64, per_sec: f64) -> OutcomeStats {
+        OutcomeStats {
+            outcome: outcome.into(),
+            count,
+            per_sec,
+            p50_ms: 1.0,
+            p90_ms: 2.0,
+            p99_ms: 3.0,
+            p999_ms: 4.0,
+            max_ms: 5.0,
+        }
+    }
+
+    fn load(outcomes: &[(&str, u64, f64)]) -> LoadRun {
+        let n = outcomes.iter().map(|o| o.1).sum();
+        LoadRun {
+            requests: n,
+            req_per_s: outcomes.iter().map(|o| o.2).sum(),
+            outcomes: outcomes.iter().map(|o| stats(o.0, o.1, o.2)).collect(),
+            all: stats("all", n, 0.0),
+            tickets: TicketTotals::default(),
+            e2e: None,
+            arrival: None,
+        }
+    }
+
+    fn mark_of<'a>(rows: &'a [Row], figure: &str) -> &'a Mark {
+        &rows.iter().find(|r| r.figure == figure).unwrap().mark
+    }
+
+    #[test]
+    fn a_ratio_goal_is_met_only_when_both_runs_are_valid() {
+        let mut r = Results {
+            f1: Some(load(&[("200", 1000, 50_000.0)])),
+            f2: Some(load(&[("202", 1000, 30_000.0)])),
+            ..Default::default()
+        };
+        let rows = rows(&r, &["1", "2"]);
+        assert_eq!(mark_of(&rows, "2"), &Mark::Met);
+        assert_eq!(mark_of(&rows, "1"), &Mark::NoGoal);
+        // The ceiling had errors: its 200 rate is the value, and (2) is not judged.
+        r.f1 = Some(load(&[("200", 1000, 50_000.0), ("error", 3, 0.1)]));
+        let rows = super::rows(&r, &["1", "2"]);
+        assert!(matches!(mark_of(&rows, "1"), Mark::Invalid(_)));
+        assert_eq!(rows[0].value, Some(50_000.0));
+        assert!(matches!(mark_of(&rows, "2"), Mark::NotJudged(_)));
+        // (1) not run at all.
+        let rows = super::rows(&r, &["2"]);
+        assert_eq!(rows.len(), 1);
+        assert_eq!(
+            mark_of(&rows, "2"),
+            &Mark::NotJudged("(1) was not run".into())
+        );
+    }
+
+    #[test]
+    fn sync_mode_with_503s_is_invalid_not_easier_to_beat() {
+        let r = Results {
+            f2: Some(load(&[("202", 1000, 6000.0)])),
+            f4: Some(load(&[("201", 10, 100.0), ("503", 5000, 5000.0)])),
+            ..Default::default()
+        };
+        let rows = rows(&r, &["2", "4"]);
+        assert_eq!(rows[1].value, Some(100.0));
+        let Mark::Invalid(reason) = mark_of(&rows, "4") else {
+            panic!("{rows:?}")
+        };
+        assert!(reason.contains("503 × 5000"), "{reason}");
+        assert!(rows[1]
+            .markdown()
+            .contains("**INVALID**: answers other than 201"));
+    }
+
+    #[test]
+    fn e2e_with_nothing_confirmed_is_invalid_not_met() {
+        let mut f9 = load(&[("202", 1000, 100.0)]);
+        f9.tickets = TicketTotals {
+            issued: 1000,
+            confirmed: 0,
+            failed: 0,
+            unsettled: 1000,
+        };
+        f9.e2e = Some(E2eLatency::default());
+        f9.arrival = Some(ArrivalStats {
+            model: ArrivalModel::Open,
+            offered_per_s: Some(100.0),
+            achieved_per_s: 100.0,
+            in_flight_cap: 64,
+            max_in_flight: 3,
+            lag_p50_ms: None,
+            lag_p99_ms: None,
+            lag_max_ms: None,
+        });
+        let r = Results {
+            f9: Some(f9.clone()),
+            ..Default::default()
+        };
+        let rows = rows(&r, &["9"]);
+        assert!(matches!(mark_of(&rows, "9"), Mark::Invalid(_)), "{rows:?}");
+        assert_eq!(rows[0].value, None);
+        // Every ticket confirmed, p99 30 ms: met.
+        f9.tickets.confirmed = 1000;
+        f9.tickets.unsettled = 0;
+        f9.e2e = Some(E2eLatency {
+            count: 1000,
+            p99_ms: 30.0,
+            ..Default::default()
+        });
+        let r = Results {
+            f9: Some(f9),
+            ..Default::default()
+        };
+        assert_eq!(mark_of(&super::rows(&r, &["9"]), "9"), &Mark::Met);
+    }
+
+    #[test]
+    fn a_figure_that_ran_without_a_result_is_invalid() {
+        let rows = rows(&Results::default(), &["7", "9L"]);
+        assert_eq!(rows.len(), 2);
+        assert!(rows.iter().all(|r| matches!(r.mark, Mark::Invalid(_))));
+    }
+
+    #[test]
+    fn numbers_and_dates_are_formatted() {
+        assert_eq!(fmt(Some(1_234_567.6)), "1,234,568");
+        assert_eq!(fmt(Some(99.94)), "99.9");
+        assert_eq!(fmt(None), "n/a");
+        assert_eq!(thousands(-1000), "-1,000");
+        assert_eq!(thousands(999), "999");
+        let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_764_446_940);
+        assert_eq!(utc_minutes(t), "2025-11-29 20:09");
+        assert_eq!(utc_minutes(std::time::UNIX_EPOCH), "1970-01-01 00:00");
+    }
+
+    #[test]
+    fn the_results_block_is_replaced_in_place() {
+        let doc = "# B\n\nintro\n<!-- bench:begin x -->\nold\n<!-- bench:end -->\nafter\n";
+        let block = "<!-- bench:begin y -->\nnew\n<!-- bench:end -->\n";
+        assert_eq!(
+            replace_block(doc, block),
+            "# B\n\nintro\n<!-- bench:begin y -->\nnew\n<!-- bench:end -->\nafter\n"
+        );
+        assert_eq!(replace_block("# B\n", block), format!("# B\n\n{block}"));
+    }
+}
