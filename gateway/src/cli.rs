@@ -32,7 +32,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         print!("{}", settings.redacted_toml());
         return Ok(());
     }
-    telemetry::init(&settings.log_format);
+    telemetry::init(settings.log_format);
     settings.require_admin_token(cli.dev)?;
     let app = Application::build(settings).await?;
     tracing::info!(port = app.port(), "gateway listening");

@@ -20,8 +20,10 @@ pub enum ApiError {
     UnknownTicket,
     #[error("not found")]
     NotFound,
+    /// The path exists, but not with this method. `allow` lists the methods it has, for the
+    /// `Allow` header that RFC 9110 requires on a `405`.
     #[error("method not allowed")]
-    MethodNotAllowed,
+    MethodNotAllowed { allow: String },
     #[error("the sale has not started")]
     SaleNotStarted,
     #[error("the sale has ended")]
@@ -51,7 +53,8 @@ impl ApiError {
         ApiError::Unavailable(format!("{what} is unavailable, retry shortly"))
     }
 
-    fn code(&self) -> &'static str {
+    /// The `error` field of the body.
+    pub fn code(&self) -> &'static str {
         match self {
             ApiError::BadRequest(_) => "bad_request",
             ApiError::PayloadTooLarge => "payload_too_large",
@@ -60,7 +63,7 @@ impl ApiError {
             ApiError::UnknownProduct => "unknown_product",
             ApiError::UnknownTicket => "unknown_ticket",
             ApiError::NotFound => "not_found",
-            ApiError::MethodNotAllowed => "method_not_allowed",
+            ApiError::MethodNotAllowed { .. } => "method_not_allowed",
             ApiError::SaleNotStarted => "sale_not_started",
             ApiError::SaleEnded => "sale_ended",
             ApiError::Unauthorized => "unauthorized",
@@ -82,7 +85,7 @@ impl ResponseError for ApiError {
             ApiError::UnknownProduct | ApiError::UnknownTicket | ApiError::NotFound => {
                 StatusCode::NOT_FOUND
             }
-            ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::SaleNotStarted | ApiError::SaleEnded | ApiError::Forbidden => {
                 StatusCode::FORBIDDEN
             }
@@ -116,6 +119,9 @@ impl ResponseError for ApiError {
             ApiError::RateLimited { retry_after_secs } => {
                 res.insert_header((header::RETRY_AFTER, retry_after_secs.to_string()));
             }
+            ApiError::MethodNotAllowed { allow } => {
+                res.insert_header((header::ALLOW, allow.as_str()));
+            }
             _ => {}
         }
         res.json(body)
@@ -126,6 +132,277 @@ impl From<seckill_shared::domain::ParseError> for ApiError {
     fn from(e: seckill_shared::domain::ParseError) -> Self {
         ApiError::BadRequest(e.to_string())
     }
+}
+
+/// The error answers of `GET /openapi.json`, made from the errors themselves.
+///
+/// Each type below is one documented answer (an `IntoResponses` for `#[utoipa::path]`) and
+/// stands for the errors listed with it. Its status, the `error` codes of its body and its
+/// headers are read from what [`ApiError::error_response`] really sends for those errors, so
+/// the document cannot drift from the code. Its schema is a component of the same name.
+pub mod documented {
+    use super::ApiError;
+    use actix_web::http::header;
+    use actix_web::ResponseError;
+    use std::collections::BTreeMap;
+    use utoipa::openapi::extensions::Extensions;
+    use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, Schema, Type};
+    use utoipa::openapi::{
+        ContentBuilder, Header, HeaderBuilder, Ref, RefOr, Response, ResponseBuilder,
+    };
+
+    macro_rules! documented {
+        ($($(#[doc = $doc:literal])+ $name:ident => [$($error:expr),+ $(,)?];)+) => {
+            $(
+                $(#[doc = $doc])+
+                pub struct $name;
+
+                impl $name {
+                    /// The errors this answer stands for.
+                    pub fn errors() -> Vec<ApiError> {
+                        vec![$($error),+]
+                    }
+                }
+
+                impl utoipa::IntoResponses for $name {
+                    fn responses() -> BTreeMap<String, RefOr<Response>> {
+                        let (status, response) = answer(
+                            stringify!($name),
+                            concat!($($doc, "\n"),+),
+                            &Self::errors(),
+                        );
+                        BTreeMap::from([(status.to_string(), response.into())])
+                    }
+                }
+            )+
+
+            /// Every documented error answer: its name (and schema's), its description, and
+            /// the errors it stands for.
+            pub fn all() -> Vec<(&'static str, String, Vec<ApiError>)> {
+                vec![$((stringify!($name), describe(concat!($($doc, "\n"),+)), $name::errors())),+]
+            }
+        };
+    }
+
+    documented! {
+        /// A malformed path, body or value.
+        BadRequest => [ApiError::BadRequest(String::new())];
+        /// The body is larger than 4096 bytes.
+        PayloadTooLarge => [ApiError::PayloadTooLarge];
+        /// The body is not `Content-Type: application/json`.
+        UnsupportedMediaType => [ApiError::UnsupportedMediaType];
+        /// No `Authorization: Bearer` token.
+        Unauthorized => [ApiError::Unauthorized];
+        /// A wrong bearer token.
+        Forbidden => [ApiError::Forbidden];
+        /// The product is not known.
+        UnknownProduct => [ApiError::UnknownProduct];
+        /// No such ticket.
+        UnknownTicket => [ApiError::UnknownTicket];
+        /// Outside the product's sale window.
+        SaleClosed => [ApiError::SaleNotStarted, ApiError::SaleEnded];
+        /// No unit left.
+        SoldOut => [ApiError::SoldOut];
+        /// The user is over the per-user rate limit (`SECKILL_RATE_LIMIT_PER_USER_PER_SEC`,
+        /// `SECKILL_RATE_LIMIT_BURST`), shared by every gateway. Retry after `Retry-After`.
+        RateLimited => [ApiError::RateLimited { retry_after_secs: 1 }];
+        /// A dependency (Redis, Kafka or MySQL) cannot take the request now, the sale's state
+        /// is being restored after Redis lost it, or the gateway is at capacity
+        /// (`SECKILL_MAX_IN_FLIGHT`). Nothing was done. Retry after `Retry-After`.
+        Unavailable => [ApiError::Unavailable(String::new()), ApiError::Overloaded];
+        /// An unexpected error; logged by the gateway.
+        Internal => [ApiError::Unexpected(anyhow::anyhow!("unexpected"))];
+        /// No route matches the path.
+        NotFound => [ApiError::NotFound];
+        /// The path exists, but not with this method; `Allow` lists the methods it has.
+        MethodNotAllowed => [ApiError::MethodNotAllowed { allow: "GET".into() }];
+    }
+
+    fn describe(doc: &str) -> String {
+        doc.lines()
+            .map(str::trim)
+            .collect::<Vec<_>>()
+            .join(" ")
+            .trim()
+            .to_owned()
+    }
+
+    /// One answer: the status that `errors` share, and the response that documents them.
+    fn answer(name: &str, doc: &str, errors: &[ApiError]) -> (u16, Response) {
+        let status = errors[0].status_code().as_u16();
+        let mut response = ResponseBuilder::new()
+            .description(describe(doc))
+            .content(
+                "application/json",
+                ContentBuilder::new()
+                    .schema(Some(Ref::from_schema_name(name)))
+                    .build(),
+            )
+            .build();
+        let answers: Vec<_> = errors.iter().map(|e| e.error_response()).collect();
+        for (e, a) in errors.iter().zip(&answers) {
+            assert_eq!(
+                a.status().as_u16(),
+                status,
+                "{name}: {e:?} has another status than {:?}",
+                errors[0]
+            );
+        }
+        let mut names: Vec<&header::HeaderName> = answers
+            .iter()
+            .flat_map(|a| a.headers().keys())
+            .filter(|h| **h != header::CONTENT_TYPE)
+            .collect();
+        names.sort_by_key(|h| h.as_str());
+        names.dedup();
+        for h in names {
+            let required = answers.iter().all(|a| a.headers().contains_key(h));
+            let values: Vec<&str> = answers
+                .iter()
+                .filter_map(|a| a.headers().get(h)?.to_str().ok())
+                .collect();
+            response
+                .headers
+                .insert(header_title(h), header_doc(h, &values, required).into());
+        }
+        (status, response)
+    }
+
+    /// The document of a header that an error answer carries; `values` are the ones it had.
+    fn header_doc(h: &header::HeaderName, values: &[&str], required: bool) -> Header {
+        let (description, schema) = match *h {
+            header::RETRY_AFTER => {
+                assert!(values
+                    .iter()
+                    .all(|v| v.parse::<u64>().is_ok_and(|n| n >= 1)));
+                (
+                    "Seconds to wait before retrying.",
+                    ObjectBuilder::new()
+                        .schema_type(Type::Integer)
+                        .minimum(Some(1)),
+                )
+            }
+            header::WWW_AUTHENTICATE => (
+                "The scheme to authenticate with.",
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .enum_values(Some(dedup(values))),
+            ),
+            header::ALLOW => (
+                "The methods the path has (RFC 9110).",
+                ObjectBuilder::new().schema_type(Type::String),
+            ),
+            _ => panic!("document the header {h} of the error answers"),
+        };
+        let mut doc = HeaderBuilder::new()
+            .schema(Some(schema))
+            .description(Some(description))
+            .build();
+        if required {
+            doc.extensions = Some(required_header());
+        }
+        doc
+    }
+
+    /// OpenAPI's `required: true` on a Header Object. utoipa's `Header` has no such field, so
+    /// it goes through the map that utoipa flattens into the object.
+    pub fn required_header() -> Extensions {
+        Extensions::from_iter([("required", true)])
+    }
+
+    fn dedup<'a>(values: &[&'a str]) -> Vec<&'a str> {
+        let mut v = values.to_vec();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    /// `retry-after` → `Retry-After`.
+    fn header_title(h: &header::HeaderName) -> String {
+        match *h {
+            header::WWW_AUTHENTICATE => "WWW-Authenticate".into(),
+            _ => h
+                .as_str()
+                .split('-')
+                .map(|w| w[..1].to_ascii_uppercase() + &w[1..])
+                .collect::<Vec<_>>()
+                .join("-"),
+        }
+    }
+
+    /// The body schema of a documented answer: `{"error": one of its codes, "message"}`.
+    pub fn body_schema(description: &str, errors: &[ApiError]) -> Schema {
+        let mut codes: Vec<&str> = errors.iter().map(ApiError::code).collect();
+        codes.dedup();
+        ObjectBuilder::new()
+            .description(Some(description))
+            .property(
+                "error",
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .enum_values(Some(codes)),
+            )
+            .required("error")
+            .property(
+                "message",
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .description(Some("Human-readable; do not parse.")),
+            )
+            .required("message")
+            .additional_properties(Some(AdditionalProperties::FreeForm(false)))
+            .build()
+            .into()
+    }
+}
+
+/// One error of each kind. Adding a variant to [`ApiError`] breaks the build here until it is
+/// listed, so the tests that check the document against every kind see the new one.
+#[cfg(test)]
+pub(crate) fn every_kind() -> Vec<ApiError> {
+    let all = vec![
+        ApiError::BadRequest(String::new()),
+        ApiError::PayloadTooLarge,
+        ApiError::UnsupportedMediaType,
+        ApiError::SoldOut,
+        ApiError::UnknownProduct,
+        ApiError::UnknownTicket,
+        ApiError::NotFound,
+        ApiError::MethodNotAllowed {
+            allow: "POST".into(),
+        },
+        ApiError::SaleNotStarted,
+        ApiError::SaleEnded,
+        ApiError::Unauthorized,
+        ApiError::Forbidden,
+        ApiError::RateLimited {
+            retry_after_secs: 7,
+        },
+        ApiError::Overloaded,
+        ApiError::Unavailable(String::new()),
+        ApiError::Unexpected(anyhow::anyhow!("x")),
+    ];
+    for e in &all {
+        match e {
+            ApiError::BadRequest(_)
+            | ApiError::PayloadTooLarge
+            | ApiError::UnsupportedMediaType
+            | ApiError::SoldOut
+            | ApiError::UnknownProduct
+            | ApiError::UnknownTicket
+            | ApiError::NotFound
+            | ApiError::MethodNotAllowed { .. }
+            | ApiError::SaleNotStarted
+            | ApiError::SaleEnded
+            | ApiError::Unauthorized
+            | ApiError::Forbidden
+            | ApiError::RateLimited { .. }
+            | ApiError::Overloaded
+            | ApiError::Unavailable(_)
+            | ApiError::Unexpected(_) => {}
+        }
+    }
+    all
 }
 
 /// Maps body-parsing failures of actix's JSON extractor to our errors.

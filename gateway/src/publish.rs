@@ -7,6 +7,7 @@ use rdkafka::util::Timeout;
 use rdkafka::ClientConfig;
 use seckill_shared::kafka::{producer_config, TICKET_HEADER};
 use seckill_shared::{OrderMessage, Settings};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::RwLock;
 use std::time::Duration;
 
@@ -14,6 +15,8 @@ pub struct OrderPublisher {
     /// The producer and its generation. An idempotent producer that hits a fatal error (say,
     /// the broker lost its state) refuses every later message, so it is replaced.
     producer: RwLock<(u64, FutureProducer)>,
+    /// A replacement is being created.
+    replacing: AtomicBool,
     config: ClientConfig,
     topic: String,
     timeout: Duration,
@@ -25,6 +28,7 @@ impl OrderPublisher {
         let producer = config.create().context("creating the Kafka producer")?;
         Ok(Self {
             producer: RwLock::new((0, producer)),
+            replacing: AtomicBool::new(false),
             config,
             topic: settings.kafka_topic.clone(),
             timeout: settings.delivery_timeout(),
@@ -36,21 +40,31 @@ impl OrderPublisher {
     }
 
     /// Replaces producer `generation` after a fatal error, once, however many requests saw it.
-    fn replace_if_fatal(&self, generation: u64, producer: &FutureProducer) {
+    /// The new producer is created off the runtime's threads and outside the lock, so no
+    /// request waits on it: the others keep failing fast with the old one meanwhile.
+    async fn replace_if_fatal(&self, generation: u64, producer: &FutureProducer) {
         let Some((code, reason)) = producer.client().fatal_error() else {
             return;
         };
-        let mut slot = self.producer.write().expect("lock poisoned");
-        if slot.0 != generation {
-            return;
+        if self.replacing.swap(true, Ordering::SeqCst) {
+            return; // another request is replacing it
         }
-        match self.config.create::<FutureProducer>() {
-            Ok(fresh) => {
-                tracing::error!(?code, %reason, "Kafka producer hit a fatal error; replaced it");
-                *slot = (generation + 1, fresh);
+        let config = self.config.clone();
+        let created = tokio::task::spawn_blocking(move || config.create::<FutureProducer>()).await;
+        match created {
+            Ok(Ok(fresh)) => {
+                let mut slot = self.producer.write().expect("lock poisoned");
+                if slot.0 == generation {
+                    tracing::error!(?code, %reason, "Kafka producer hit a fatal error; replaced it");
+                    *slot = (generation + 1, fresh);
+                }
             }
-            Err(e) => tracing::error!(error = %e, "could not replace the failed Kafka producer"),
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, "could not replace the failed Kafka producer")
+            }
+            Err(e) => tracing::error!(error = %e, "creating a Kafka producer panicked"),
         }
+        self.replacing.store(false, Ordering::SeqCst);
     }
 
     /// Sends one order and waits for its delivery report, at most the delivery timeout.
@@ -75,7 +89,7 @@ impl OrderPublisher {
                 Ok(Err((e, _))) => Err(anyhow!(e).context("Kafka did not take the order")),
                 Err(_) => Err(anyhow!("Kafka delivery report timed out")),
             };
-        self.replace_if_fatal(generation, &producer);
+        self.replace_if_fatal(generation, &producer).await;
         result
     }
 

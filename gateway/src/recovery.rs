@@ -29,20 +29,27 @@ impl Recovery {
         &self.fence
     }
 
-    /// Redis does not know `product`. A product MySQL has loaded for sale was lost by Redis:
-    /// start rebuilding it and answer `503`. Any other is unknown (`404`).
+    /// Redis does not know `product`. A product MySQL has loaded for sale, and not closed, was
+    /// lost by Redis: start rebuilding it and answer `503`. A closed sale answers `409` (sold
+    /// out) or `403` (ended); any other product is unknown (`404`).
     pub async fn on_unknown_product(
         &self,
         store: &TicketStore,
         pool: &MySqlPool,
         product: ProductId,
     ) -> ApiError {
-        let known = match db::product(pool, product).await {
-            Ok(p) => p.is_some_and(|p| p.loaded_at_ms.is_some()),
+        let p = match db::product(pool, product).await {
+            Ok(Some(p)) if p.loaded_at_ms.is_some() => p,
+            Ok(_) => return ApiError::UnknownProduct,
             Err(e) => return ApiError::unavailable("MySQL", e),
         };
-        if !known {
-            return ApiError::UnknownProduct;
+        if p.closed_at_ms.is_some() {
+            // The sale is over and its Redis keys have expired.
+            return if p.stock == 0 {
+                ApiError::SoldOut
+            } else {
+                ApiError::SaleEnded
+            };
         }
         if self.running.lock().expect("lock poisoned").insert(product) {
             tracing::warn!(%product, "Redis lost the product's state; rebuilding it from MySQL");

@@ -11,6 +11,7 @@
 //! - as a last resort every marker expires after a TTL.
 
 use crate::metrics::Metrics;
+use backon::{BackoffBuilder, ExponentialBuilder};
 use dashmap::DashMap;
 use seckill_shared::store::TicketStore;
 use seckill_shared::{zk, ProductId};
@@ -86,8 +87,9 @@ impl SoldOutMarkers {
         self.watching.load(Ordering::SeqCst)
     }
 
-    /// Redis said sold out. Set the marker unless that could leave it stale, then make sure the
-    /// product's node exists and check that no unit came back meanwhile.
+    /// Redis said sold out. Set the marker unless that could leave it stale, then check that no
+    /// unit came back meanwhile. (No node is created here: `"false"` is always published as
+    /// a data change, creating the node first when needed; see `zk::publish_not_sold_out`.)
     pub async fn on_sold_out(&self, product: ProductId, store: &TicketStore) {
         let epoch = self.epoch.load(Ordering::SeqCst);
         if !self.is_watching() {
@@ -99,11 +101,6 @@ impl SoldOutMarkers {
         }
         self.metrics.marker_sets.inc();
 
-        if let Some(client) = self.client() {
-            if let Err(e) = zk::ensure_product_node(&client, &self.namespace, product).await {
-                tracing::debug!(error = format!("{e:#}"), %product, "could not create the sold-out node");
-            }
-        }
         let stock_back = match store.stock(product).await {
             Ok(Some(n)) => n > 0,
             Ok(None) => true,
@@ -202,7 +199,13 @@ pub async fn watch_zookeeper(
     shutdown: CancellationToken,
 ) {
     let root = zk::root(&markers.namespace);
-    let mut backoff = Duration::from_millis(100);
+    // Between failed connects or watches: 100 ms doubling to 2 s, with jitter.
+    let policy = ExponentialBuilder::new()
+        .with_min_delay(Duration::from_millis(100))
+        .with_max_delay(Duration::from_secs(2))
+        .with_jitter()
+        .without_max_times();
+    let mut delays = policy.build();
     while !shutdown.is_cancelled() {
         let connected = tokio::select! {
             r = zk::connect(&hosts, &markers.namespace, Duration::from_secs(3)) => r,
@@ -213,10 +216,9 @@ pub async fn watch_zookeeper(
             Err(e) => {
                 tracing::warn!(error = format!("{e:#}"), "ZooKeeper unavailable; retrying");
                 tokio::select! {
-                    _ = tokio::time::sleep(backoff) => {},
+                    _ = tokio::time::sleep(delays.next().unwrap_or(Duration::from_secs(2))) => {},
                     _ = shutdown.cancelled() => break,
                 }
-                backoff = (backoff * 2).min(Duration::from_secs(2));
                 continue;
             }
         };
@@ -227,10 +229,14 @@ pub async fn watch_zookeeper(
             Ok(w) => w,
             Err(e) => {
                 tracing::warn!(error = %e, "could not watch the sold-out nodes; reconnecting");
+                tokio::select! {
+                    _ = tokio::time::sleep(delays.next().unwrap_or(Duration::from_secs(2))) => {},
+                    _ = shutdown.cancelled() => break,
+                }
                 continue;
             }
         };
-        backoff = Duration::from_millis(100);
+        delays = policy.build();
         markers.session_up(Some(client));
         tracing::info!("ZooKeeper session up; watching {root}");
         loop {

@@ -15,7 +15,8 @@ use actix_web::{web, App, HttpServer};
 use anyhow::Context;
 use seckill_shared::settle::{Chaos, Settler};
 use seckill_shared::store::TicketStore;
-use seckill_shared::{db, Settings};
+use seckill_shared::{db, GatewayMode, Settings};
+use secrecy::ExposeSecret;
 use std::net::TcpListener;
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,7 +44,7 @@ impl Application {
         let metrics = Metrics::new();
         metrics.max_in_flight.set(settings.max_in_flight as i64);
         let store = TicketStore::from_settings(&settings)?;
-        let pool = db::pool(&settings.mysql_url, 16)?;
+        let pool = db::pool(settings.mysql_url.expose_secret(), 16)?;
         let publisher = OrderPublisher::new(&settings)?;
         let sold_out = Arc::new(SoldOutMarkers::new(
             settings.sold_out_ttl(),
@@ -73,7 +74,7 @@ impl Application {
             sold_out,
             metrics,
             admin_token: settings.admin_token.clone(),
-            sync_mode: settings.gateway_mode == "sync",
+            sync_mode: settings.gateway_mode == GatewayMode::Sync,
             recovery: Recovery::new(&settings)?,
         });
         let data = state.clone();
@@ -92,9 +93,7 @@ impl Application {
         // Limits on clients: the time to send a request head (slow or silent clients get 408
         // and are disconnected) and the open connections of each worker thread. actix also
         // answers 431 to a request head over 128 KiB or with more than 96 headers.
-        .client_request_timeout(Duration::from_millis(
-            settings.http_client_request_timeout_ms,
-        ))
+        .client_request_timeout(settings.http_client_request_timeout())
         .shutdown_timeout(10)
         .max_connections(settings.http_max_connections);
         if settings.http_workers > 0 {

@@ -8,6 +8,7 @@ use crate::recovery::Recovery;
 use crate::sold_out::SoldOutMarkers;
 use seckill_shared::settle::Settler;
 use seckill_shared::store::TicketStore;
+use secrecy::SecretString;
 use sqlx::MySqlPool;
 use std::sync::Arc;
 
@@ -18,7 +19,7 @@ pub struct AppState {
     pub publisher: OrderPublisher,
     pub sold_out: Arc<SoldOutMarkers>,
     pub metrics: Metrics,
-    pub admin_token: String,
+    pub admin_token: SecretString,
     pub sync_mode: bool,
     pub settler: Settler,
     /// Caps the buys in flight (`SECKILL_MAX_IN_FLIGHT`).

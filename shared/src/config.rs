@@ -1,26 +1,95 @@
-//! Configuration: defaults, then an optional TOML file, then `SECKILL_*` environment variables.
+//! Configuration: defaults, then an optional TOML file, then `SECKILL_*` environment variables,
+//! layered by [figment].
 //!
 //! Every setting is one field of [`Settings`]. Its TOML key is the field name and its
 //! environment variable is `SECKILL_` followed by the field name in upper case, so
 //! `redis_url` is `SECKILL_REDIS_URL`. See `config.example.toml` for every field.
+//!
+//! Secrets ([`Settings::admin_token`], [`Settings::mysql_url`], which holds the MySQL password)
+//! are [`SecretString`]s: `{:?}` prints them as `[REDACTED]`, and serialising [`Settings`]
+//! (`--print-config`) redacts them too. Read one with [`ExposeSecret::expose_secret`].
 
 use anyhow::{anyhow, bail, Context};
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
-use std::collections::HashSet;
+use figment::error::{Kind, OneOf};
+use figment::providers::{Env, Format, Toml};
+use figment::value::{Dict, Map, Value};
+use figment::{Figment, Metadata, Profile, Provider};
+use secrecy::{ExposeSecret, SecretString};
+use serde::{Deserialize, Serialize, Serializer};
+use std::collections::{BTreeSet, HashSet};
+use std::fmt;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 /// Environment variables that configure the system start with this.
 pub const ENV_PREFIX: &str = "SECKILL_";
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+/// How the gateway settles a buy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GatewayMode {
+    /// The order goes through Kafka to the workers; the buyer polls the ticket.
+    #[default]
+    Async,
+    /// The request waits while the gateway settles the order in MySQL itself.
+    Sync,
+}
+
+/// How logs are written to stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// One JSON object a line.
+    #[default]
+    Json,
+    /// Compact, human-readable lines.
+    Pretty,
+}
+
+impl GatewayMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GatewayMode::Async => "async",
+            GatewayMode::Sync => "sync",
+        }
+    }
+}
+
+impl LogFormat {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogFormat::Json => "json",
+            LogFormat::Pretty => "pretty",
+        }
+    }
+}
+
+impl fmt::Display for GatewayMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Display for LogFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Every setting. There is deliberately no `PartialEq`: it holds secrets.
+///
+/// `Serialize` writes the redacted view ([`Settings::redacted_toml`]): secrets never leave
+/// through it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Settings {
     /// Redis, e.g. `redis://127.0.0.1:6379/`.
+    #[serde(serialize_with = "redacted_url")]
     pub redis_url: String,
-    /// MySQL (or MariaDB): `mysql://user:password@host:port/database`.
-    pub mysql_url: String,
+    /// MySQL (or MariaDB): `mysql://user:password@host:port/database`. Secret, because it
+    /// holds the password.
+    #[serde(serialize_with = "redacted_secret_url")]
+    pub mysql_url: SecretString,
     /// Kafka bootstrap servers, comma separated.
     pub kafka_brokers: String,
     /// The topic orders go through.
@@ -35,8 +104,9 @@ pub struct Settings {
     pub zk_hosts: String,
     /// Prefixes Redis keys and the ZooKeeper root, so that several systems share servers.
     pub namespace: String,
-    /// Bearer token for `/admin`. Required unless the binary runs with `--dev`.
-    pub admin_token: String,
+    /// Bearer token for `/admin`. Required unless the binary runs with `--dev`. Secret.
+    #[serde(serialize_with = "redacted_token")]
+    pub admin_token: SecretString,
 
     /// Gateway: where the HTTP API listens.
     pub http_addr: String,
@@ -52,7 +122,7 @@ pub struct Settings {
     /// closes.
     pub http_max_connections: usize,
     /// Gateway: `async` (Kafka, the default) or `sync` (the request waits for MySQL).
-    pub gateway_mode: String,
+    pub gateway_mode: GatewayMode,
     /// Gateway: a local sold-out marker is dropped after this long at the latest.
     pub sold_out_ttl_ms: u64,
     /// Redis commands fail after this long, so a dead Redis gets a quick 503.
@@ -105,7 +175,7 @@ pub struct Settings {
     pub chaos_delay_ms: u64,
 
     /// Log format: `json` or `pretty`.
-    pub log_format: String,
+    pub log_format: LogFormat,
 }
 
 impl Default for Settings {
@@ -120,12 +190,12 @@ impl Default for Settings {
             kafka_linger_ms: 5,
             zk_hosts: "127.0.0.1:2181".into(),
             namespace: "seckill".into(),
-            admin_token: String::new(),
+            admin_token: SecretString::default(),
             http_addr: "127.0.0.1:8080".into(),
             http_workers: 0,
             http_client_request_timeout_ms: 5000,
             http_max_connections: 50_000,
-            gateway_mode: "async".into(),
+            gateway_mode: GatewayMode::Async,
             sold_out_ttl_ms: 5000,
             redis_timeout_ms: 1000,
             ticket_ttl_secs: 86_400,
@@ -144,7 +214,7 @@ impl Default for Settings {
             chaos_fail_users: String::new(),
             chaos_fail_rate: 0.0,
             chaos_delay_ms: 0,
-            log_format: "json".into(),
+            log_format: LogFormat::Json,
         }
     }
 }
@@ -153,7 +223,8 @@ impl Default for Settings {
 pub const DEV_ADMIN_TOKEN: &str = "dev-admin-token";
 
 impl Settings {
-    /// Loads defaults, then `file` (TOML) if given, then the process environment.
+    /// Loads defaults, then `file` (TOML) if given, then the process environment (figment's
+    /// [`Env::prefixed`]).
     pub fn load(file: Option<&std::path::Path>) -> anyhow::Result<Self> {
         let file_text = match file {
             Some(path) => Some(
@@ -162,50 +233,54 @@ impl Settings {
             ),
             None => None,
         };
-        Self::from_sources(file_text.as_deref(), std::env::vars())
+        // `Env` reads names and values that are not UTF-8 without panicking (lossily).
+        let env = Env::prefixed(ENV_PREFIX);
+        let vars = env
+            .iter()
+            .map(|(key, value)| (key.as_str().to_owned(), value));
+        Self::layered(file_text.as_deref(), EnvLayer::new(vars))
     }
 
     /// The layering itself, from explicit sources so that tests need no process environment.
+    /// `env` holds whole variable names (`SECKILL_REDIS_URL`); others are ignored. Names are
+    /// matched as [`Env::prefixed`] matches them: regardless of case.
     pub fn from_sources(
         file: Option<&str>,
         env: impl IntoIterator<Item = (String, String)>,
     ) -> anyhow::Result<Self> {
-        let Value::Object(mut merged) = serde_json::to_value(Settings::default())? else {
-            unreachable!("Settings serialises to an object")
-        };
+        let env = env.into_iter().filter_map(|(name, value)| {
+            let prefix = name.get(..ENV_PREFIX.len())?;
+            prefix.eq_ignore_ascii_case(ENV_PREFIX).then_some(())?;
+            Some((name[ENV_PREFIX.len()..].to_ascii_lowercase(), value))
+        });
+        Self::layered(file, EnvLayer::new(env))
+    }
+
+    /// Defaults (`#[serde(default)]`, from [`Settings::default`]), then the file, then the
+    /// environment, then [`Settings::validate`].
+    fn layered(file: Option<&str>, env: EnvLayer) -> anyhow::Result<Self> {
+        let mut figment = Figment::new();
         if let Some(text) = file {
-            let table: toml::Table = toml::from_str(text).context("parsing config file")?;
-            for (key, value) in table {
-                if !merged.contains_key(&key) {
-                    bail!("config file: unknown setting `{key}`");
-                }
-                merged.insert(key, serde_json::to_value(value)?);
-            }
+            figment = figment.merge(Toml::string(text));
         }
-        for (name, raw) in env {
-            let Some(key) = name.strip_prefix(ENV_PREFIX) else {
-                continue;
-            };
-            let key = key.to_ascii_lowercase();
-            let Some(default) = merged.get(&key) else {
-                // Not ours (a script's own variable, say): leave it alone.
-                continue;
-            };
-            let value = env_value(default, &raw).with_context(|| format!("{name}={raw:?}"))?;
-            merged.insert(key, value);
-        }
-        let settings: Settings =
-            serde_json::from_value(Value::Object(merged)).map_err(|e| anyhow!("{e}"))?;
+        // Lossy: an environment value is text, and `SECKILL_WORKER_BATCH_SIZE=9` is a number
+        // because the setting is one (see `EnvLayer`). The file may thereby quote a number too.
+        let settings: Settings = figment.merge(env).extract_lossy().map_err(explain)?;
         settings.validate()?;
         Ok(settings)
     }
 
+    /// Every setting's TOML key.
+    pub fn keys() -> Vec<String> {
+        // The redacted serialisation has every field; the values do not matter here.
+        let table = toml::Table::try_from(Settings::default()).expect("settings serialise");
+        table.keys().cloned().collect()
+    }
+
     /// Every setting's environment variable name.
     pub fn env_names() -> Vec<String> {
-        let Value::Object(map) = serde_json::to_value(Settings::default()).unwrap() else {
-            unreachable!()
-        };
-        map.keys()
+        Self::keys()
+            .iter()
             .map(|k| format!("{ENV_PREFIX}{}", k.to_ascii_uppercase()))
             .collect()
     }
@@ -225,7 +300,7 @@ impl Settings {
             "must start with redis:// or rediss://",
         )?;
         check(
-            self.mysql_url.starts_with("mysql://"),
+            self.mysql_url.expose_secret().starts_with("mysql://"),
             "mysql_url",
             "must start with mysql://",
         )?;
@@ -298,11 +373,6 @@ impl Settings {
             (1..=1_000_000).contains(&self.http_max_connections),
             "http_max_connections",
             "must be 1..=1000000",
-        )?;
-        check(
-            matches!(self.gateway_mode.as_str(), "async" | "sync"),
-            "gateway_mode",
-            "must be `async` or `sync`",
         )?;
         check(
             self.sold_out_ttl_ms >= 1,
@@ -379,18 +449,13 @@ impl Settings {
         )?;
         self.chaos_fail_users()
             .map_err(|e| anyhow!("{ENV_PREFIX}CHAOS_FAIL_USERS: {e}"))?;
-        check(
-            matches!(self.log_format.as_str(), "json" | "pretty"),
-            "log_format",
-            "must be `json` or `pretty`",
-        )?;
         Ok(())
     }
 
     /// Applies `--dev`: a missing admin token becomes the dev token. Without `--dev` a missing
     /// token is an error.
     pub fn require_admin_token(&mut self, dev: bool) -> anyhow::Result<()> {
-        if self.admin_token.is_empty() {
+        if self.admin_token.expose_secret().is_empty() {
             if !dev {
                 bail!("{ENV_PREFIX}ADMIN_TOKEN must be set (or pass --dev to use a development token)");
             }
@@ -418,15 +483,9 @@ impl Settings {
             || self.chaos_delay_ms > 0
     }
 
-    /// The effective settings as TOML, with secrets redacted.
+    /// The effective settings as TOML, with secrets redacted (what `--print-config` prints).
     pub fn redacted_toml(&self) -> String {
-        let mut s = self.clone();
-        if !s.admin_token.is_empty() {
-            s.admin_token = "<redacted>".into();
-        }
-        s.mysql_url = redact_url_password(&s.mysql_url);
-        s.redis_url = redact_url_password(&s.redis_url);
-        toml::to_string(&s).expect("settings serialise to TOML")
+        toml::to_string(self).expect("settings serialise to TOML")
     }
 
     pub fn sold_out_ttl(&self) -> Duration {
@@ -443,6 +502,18 @@ impl Settings {
     }
     pub fn redis_timeout(&self) -> Duration {
         Duration::from_millis(self.redis_timeout_ms)
+    }
+    pub fn http_client_request_timeout(&self) -> Duration {
+        Duration::from_millis(self.http_client_request_timeout_ms)
+    }
+    pub fn ticket_ttl(&self) -> Duration {
+        Duration::from_secs(self.ticket_ttl_secs)
+    }
+    pub fn worker_batch_linger(&self) -> Duration {
+        Duration::from_millis(self.worker_batch_linger_ms)
+    }
+    pub fn chaos_delay(&self) -> Duration {
+        Duration::from_millis(self.chaos_delay_ms)
     }
     /// Whether the per-user rate limit is on.
     pub fn rate_limit_enabled(&self) -> bool {
@@ -462,34 +533,101 @@ fn redact_url_password(url: &str) -> String {
     url.to_owned()
 }
 
-/// Parses an environment value into the JSON type of the setting's default.
-fn env_value(default: &Value, raw: &str) -> anyhow::Result<Value> {
-    let raw = raw.trim();
-    Ok(match default {
-        Value::String(_) => Value::String(raw.to_owned()),
-        Value::Bool(_) => Value::Bool(match raw {
-            "1" | "true" | "yes" => true,
-            "0" | "false" | "no" => false,
-            _ => bail!("expected true or false"),
-        }),
-        Value::Number(n) if n.is_f64() => {
-            let f: f64 = raw
-                .parse()
-                .ok()
-                .filter(|f: &f64| f.is_finite())
-                .ok_or_else(|| anyhow!("expected a number"))?;
-            Value::from(f)
-        }
-        Value::Number(n) if n.is_i64() && n.as_i64().unwrap() < 0 => Value::from(
-            raw.parse::<i64>()
-                .map_err(|_| anyhow!("expected a whole number"))?,
-        ),
-        Value::Number(_) => Value::from(
-            raw.parse::<u64>()
-                .map_err(|_| anyhow!("expected a whole number ≥ 0"))?,
-        ),
-        other => bail!("cannot set a {other} from the environment"),
+/// `scheme://user:<redacted>@host` for a URL with a password, for `Serialize`.
+fn redacted_url<S: Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&redact_url_password(url))
+}
+
+fn redacted_secret_url<S: Serializer>(url: &SecretString, s: S) -> Result<S::Ok, S::Error> {
+    redacted_url(url.expose_secret(), s)
+}
+
+/// `<redacted>`, or `""` for a token that is not set (so that `--print-config` shows it is not).
+fn redacted_token<S: Serializer>(token: &SecretString, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(if token.expose_secret().is_empty() {
+        ""
+    } else {
+        "<redacted>"
     })
+}
+
+/// Names the environment layer in figment's errors.
+const ENV_SOURCE: &str = "`SECKILL_` environment variable(s)";
+
+/// The `SECKILL_*` layer: `(setting, value)` pairs, the setting in lower case without the
+/// prefix. Variables that name no setting (a script's own `SECKILL_*`, say) are left alone.
+///
+/// Each value stays the text it is (trimmed). figment's own [`Env`] provider parses values
+/// first, which would turn an admin token or namespace `0123`, or `SECKILL_CHAOS_FAIL_USERS=6`,
+/// into a number: a string setting would then fail to load or change. Extraction is lossy
+/// instead (see [`Settings::layered`]), so text becomes a number where the setting is one.
+struct EnvLayer(Vec<(String, String)>);
+
+impl EnvLayer {
+    fn new(vars: impl IntoIterator<Item = (String, String)>) -> Self {
+        let known: BTreeSet<String> = Settings::keys().into_iter().collect();
+        Self(
+            vars.into_iter()
+                .filter(|(key, _)| known.contains(key))
+                .map(|(key, value)| (key, value.trim().to_owned()))
+                .collect(),
+        )
+    }
+}
+
+impl Provider for EnvLayer {
+    fn metadata(&self) -> Metadata {
+        Metadata::named(ENV_SOURCE).interpolater(|_: &Profile, keys: &[&str]| {
+            format!("{ENV_PREFIX}{}", keys.join(".").to_ascii_uppercase())
+        })
+    }
+
+    fn data(&self) -> Result<Map<Profile, Dict>, figment::Error> {
+        let dict: Dict = self
+            .0
+            .iter()
+            .map(|(key, value)| (key.clone(), Value::from(value.as_str())))
+            .collect();
+        Ok(Profile::Default.collect(dict))
+    }
+}
+
+/// figment's errors, one line each, naming the setting as the user wrote it:
+/// `SECKILL_WORKER_BATCH_SIZE: invalid type: …` or `config file: unknown setting `nope``.
+fn explain(errors: figment::Error) -> anyhow::Error {
+    let lines: Vec<String> = errors
+        .into_iter()
+        .map(|e| {
+            let from_env = e.metadata.as_ref().is_some_and(|m| m.name == ENV_SOURCE);
+            let key = e.path.join(".");
+            let kind = match &e.kind {
+                Kind::UnknownVariant(found, expected) => {
+                    format!("`{found}` is not {}", OneOf(expected))
+                }
+                kind => kind.to_string(),
+            };
+            match &e.kind {
+                Kind::UnknownField(field, _) => {
+                    format!("config file: unknown setting `{field}`")
+                }
+                _ if from_env && !key.is_empty() => {
+                    format!("{ENV_PREFIX}{}: {kind}", key.to_ascii_uppercase())
+                }
+                _ if !key.is_empty() => format!("config file: {key}: {kind}"),
+                _ => format!("config file: {kind}"),
+            }
+        })
+        .collect();
+    anyhow!(lines.join("\n"))
+}
+
+/// Equality for tests: `Settings` has no `PartialEq`, because it holds secrets.
+#[cfg(test)]
+fn assert_same(a: &Settings, b: &Settings) {
+    assert_eq!(a.redacted_toml(), b.redacted_toml());
+    assert_eq!(a.redis_url, b.redis_url);
+    assert_eq!(a.mysql_url.expose_secret(), b.mysql_url.expose_secret());
+    assert_eq!(a.admin_token.expose_secret(), b.admin_token.expose_secret());
 }
 
 #[cfg(test)]
@@ -506,7 +644,7 @@ mod tests {
     #[test]
     fn defaults_are_valid_and_loopback() {
         let s = Settings::from_sources(None, env(&[])).unwrap();
-        assert_eq!(s, Settings::default());
+        assert_same(&s, &Settings::default());
         assert!(s.redis_url.contains("127.0.0.1"));
         assert!(Settings::env_names().contains(&"SECKILL_REDIS_URL".to_string()));
     }
@@ -600,7 +738,7 @@ mod tests {
         let mut s = Settings::default();
         assert!(s.require_admin_token(false).is_err());
         s.require_admin_token(true).unwrap();
-        assert_eq!(s.admin_token, DEV_ADMIN_TOKEN);
+        assert_eq!(s.admin_token.expose_secret(), DEV_ADMIN_TOKEN);
     }
 
     #[test]
@@ -613,6 +751,109 @@ mod tests {
         assert!(!out.contains("hunter2"));
         assert!(!out.contains(":seckill@"), "{out}");
         assert!(out.contains("mysql://seckill:<redacted>@127.0.0.1:3306/seckill"));
+    }
+
+    #[test]
+    fn debug_prints_no_secret() {
+        let s = Settings::from_sources(
+            None,
+            env(&[
+                ("SECKILL_ADMIN_TOKEN", "tok-hunter2"),
+                ("SECKILL_MYSQL_URL", "mysql://app:pw-s3cr3t@db:3306/shop"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(s.admin_token.expose_secret(), "tok-hunter2");
+        assert_eq!(
+            s.mysql_url.expose_secret(),
+            "mysql://app:pw-s3cr3t@db:3306/shop"
+        );
+        for shown in [format!("{s:?}"), format!("{s:#?}")] {
+            assert!(!shown.contains("tok-hunter2"), "{shown}");
+            assert!(!shown.contains("pw-s3cr3t"), "{shown}");
+            assert!(shown.contains("REDACTED"), "{shown}");
+        }
+        let printed = s.redacted_toml();
+        assert!(!printed.contains("tok-hunter2") && !printed.contains("pw-s3cr3t"));
+    }
+
+    #[test]
+    fn environment_text_is_kept_as_written() {
+        // figment's `Env` would read these as numbers or arrays; a string setting keeps them.
+        let s = Settings::from_sources(
+            None,
+            env(&[
+                ("SECKILL_ADMIN_TOKEN", "0123"),
+                ("SECKILL_NAMESPACE", "007"),
+                ("SECKILL_CHAOS_FAIL_USERS", "6"),
+                ("SECKILL_KAFKA_TOPIC", "1.50"),
+                ("SECKILL_WORKER_GROUP", "[g]"),
+                ("SECKILL_ZK_HOSTS", " \"zk:2181\" "),
+                ("SECKILL_RATE_LIMIT_BURST", " 3 "),
+                ("SECKILL_RATE_LIMIT_PER_USER_PER_SEC", "2"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(s.admin_token.expose_secret(), "0123");
+        assert_eq!(s.namespace, "007");
+        assert_eq!(s.chaos_fail_users().unwrap(), HashSet::from([6]));
+        assert_eq!(s.kafka_topic, "1.50");
+        assert_eq!(s.worker_group, "[g]");
+        assert_eq!(s.zk_hosts, "\"zk:2181\"");
+        assert_eq!(s.rate_limit_burst, 3);
+        assert_eq!(s.rate_limit_per_user_per_sec, 2.0);
+    }
+
+    #[test]
+    fn unknown_environment_variables_are_left_alone() {
+        let s = Settings::from_sources(
+            None,
+            env(&[("SECKILL_NOT_A_SETTING", "[x"), ("SECKILL_BASE", "1")]),
+        )
+        .unwrap();
+        assert_same(&s, &Settings::default());
+    }
+
+    #[test]
+    fn modes_and_formats_are_enums() {
+        let s = Settings::from_sources(
+            Some("gateway_mode = \"sync\"\n"),
+            env(&[("SECKILL_LOG_FORMAT", "pretty")]),
+        )
+        .unwrap();
+        assert_eq!(s.gateway_mode, GatewayMode::Sync);
+        assert_eq!(s.log_format, LogFormat::Pretty);
+        let printed = s.redacted_toml();
+        assert!(printed.contains("gateway_mode = \"sync\"\n"), "{printed}");
+        assert!(printed.contains("log_format = \"pretty\"\n"), "{printed}");
+        for (name, bad) in [
+            ("SECKILL_GATEWAY_MODE", "SYNC"),
+            ("SECKILL_GATEWAY_MODE", "kafka"),
+            ("SECKILL_LOG_FORMAT", "text"),
+        ] {
+            let err = Settings::from_sources(None, env(&[(name, bad)])).unwrap_err();
+            assert!(err.to_string().contains(name), "{name}={bad}: {err}");
+        }
+        let err = Settings::from_sources(Some("log_format = \"text\""), env(&[])).unwrap_err();
+        assert!(err.to_string().contains("log_format"), "{err}");
+    }
+
+    #[test]
+    fn file_errors_name_the_setting() {
+        let err = Settings::from_sources(Some("worker_batch_size = \"x\""), env(&[])).unwrap_err();
+        assert!(err.to_string().contains("worker_batch_size"), "{err}");
+        let err = Settings::from_sources(Some("worker_batch_size = "), env(&[])).unwrap_err();
+        assert!(err.to_string().contains("config file"), "{err}");
+    }
+
+    #[test]
+    fn durations() {
+        let s = Settings::default();
+        assert_eq!(s.ticket_ttl(), Duration::from_secs(86_400));
+        assert_eq!(s.http_client_request_timeout(), Duration::from_secs(5));
+        assert_eq!(s.worker_batch_linger(), Duration::from_millis(20));
+        assert_eq!(s.chaos_delay(), Duration::ZERO);
+        assert_eq!(s.pending_timeout(), Duration::from_secs(30));
     }
 
     #[test]
@@ -643,9 +884,9 @@ mod example_file {
         keys.sort();
         names.sort();
         assert_eq!(keys, names);
-        assert_eq!(
-            Settings::from_sources(Some(text), Vec::new()).unwrap(),
-            Settings::default()
+        assert_same(
+            &Settings::from_sources(Some(text), Vec::new()).unwrap(),
+            &Settings::default(),
         );
     }
 }

@@ -33,12 +33,14 @@ pub struct Product {
     pub ends_at_ms: Option<i64>,
     /// When it was first loaded into Redis for sale.
     pub loaded_at_ms: Option<i64>,
+    /// When the sweeper found its sale over; its Redis keys expire after that.
+    pub closed_at_ms: Option<i64>,
 }
 
 const PRODUCT_BY_ID: &str =
-    "SELECT id, name, stock, initial_stock, starts_at_ms, ends_at_ms, loaded_at_ms FROM products WHERE id = ?";
+    "SELECT id, name, stock, initial_stock, starts_at_ms, ends_at_ms, loaded_at_ms, closed_at_ms FROM products WHERE id = ?";
 const PRODUCT_BY_ID_FOR_UPDATE: &str =
-    "SELECT id, name, stock, initial_stock, starts_at_ms, ends_at_ms, loaded_at_ms FROM products WHERE id = ? FOR UPDATE";
+    "SELECT id, name, stock, initial_stock, starts_at_ms, ends_at_ms, loaded_at_ms, closed_at_ms FROM products WHERE id = ? FOR UPDATE";
 
 fn product_from_row(r: sqlx::mysql::MySqlRow) -> Product {
     Product {
@@ -49,6 +51,7 @@ fn product_from_row(r: sqlx::mysql::MySqlRow) -> Product {
         starts_at_ms: r.get("starts_at_ms"),
         ends_at_ms: r.get("ends_at_ms"),
         loaded_at_ms: r.get("loaded_at_ms"),
+        closed_at_ms: r.get("closed_at_ms"),
     }
 }
 
@@ -98,9 +101,12 @@ pub async fn product_for_update<'e>(
     Ok(row.map(product_from_row))
 }
 
-/// Records that the product was loaded into Redis for sale (the first time only).
+/// Records that the product was loaded into Redis for sale (`loaded_at_ms`, the first time
+/// only), and is on sale (not closed).
 pub async fn mark_loaded(pool: &MySqlPool, id: ProductId, now_ms: i64) -> anyhow::Result<()> {
-    sqlx::query("UPDATE products SET loaded_at_ms = COALESCE(loaded_at_ms, ?) WHERE id = ?")
+    sqlx::query(
+        "UPDATE products SET loaded_at_ms = COALESCE(loaded_at_ms, ?), closed_at_ms = NULL WHERE id = ?",
+    )
         .bind(now_ms)
         .bind(id.as_i64())
         .execute(pool)
@@ -109,22 +115,30 @@ pub async fn mark_loaded(pool: &MySqlPool, id: ProductId, now_ms: i64) -> anyhow
     Ok(())
 }
 
-/// How long after its end a product still counts as live: its last orders settle meanwhile.
-pub const LIVE_GRACE_MS: i64 = 3_600_000;
-
-/// Products loaded for sale whose sale has not ended (or ended within [`LIVE_GRACE_MS`]).
-pub async fn live_products(pool: &MySqlPool, now_ms: i64) -> anyhow::Result<Vec<ProductId>> {
+/// Products loaded for sale whose sale the sweeper has not closed. The sweeper's work is
+/// proportional to these, not to every sale ever held.
+pub async fn live_products(pool: &MySqlPool) -> anyhow::Result<Vec<ProductId>> {
     Ok(sqlx::query(
-        "SELECT id FROM products WHERE loaded_at_ms IS NOT NULL \
-         AND (ends_at_ms IS NULL OR ends_at_ms > ?) ORDER BY id",
+        "SELECT id FROM products WHERE loaded_at_ms IS NOT NULL AND closed_at_ms IS NULL ORDER BY id",
     )
-    .bind(now_ms - LIVE_GRACE_MS)
     .fetch_all(pool)
     .await
     .context("listing live products")?
     .into_iter()
     .filter_map(|r| ProductId::new(r.get::<i64, _>("id") as u64).ok())
     .collect())
+}
+
+/// Closes a product's sale (see [`Product::closed_at_ms`]). `true` when this call closed it.
+pub async fn close_sale(pool: &MySqlPool, id: ProductId, now_ms: i64) -> anyhow::Result<bool> {
+    let res =
+        sqlx::query("UPDATE products SET closed_at_ms = ? WHERE id = ? AND closed_at_ms IS NULL")
+            .bind(now_ms)
+            .bind(id.as_i64())
+            .execute(pool)
+            .await
+            .context("closing a sale")?;
+    Ok(res.rows_affected() == 1)
 }
 
 /// A settled ticket as MySQL knows it: the fallback once the Redis copy has expired.

@@ -55,6 +55,8 @@ pub struct SweepReport {
     pub confirmed: u64,
     /// Products found without their Redis state (Redis lost it), and reconciled.
     pub reconciled: Vec<ProductId>,
+    /// Sales found over and closed.
+    pub closed: Vec<ProductId>,
 }
 
 /// The sweeper's timeouts.
@@ -109,8 +111,14 @@ pub fn decide(
     }
 }
 
-/// Fails stale reservations of every live product, and reconciles a live product whose Redis
-/// state is gone. See the module docs.
+/// How long a closed sale's Redis keys live on: buyers who retry still get their ticket.
+pub const CLOSED_SALE_GRACE: Duration = Duration::from_secs(3600);
+
+/// Sweeps every live product (loaded, and not closed). See the module docs. A product Redis
+/// lost is reconciled; one whose sale is over with nothing in flight (sold out, or past its
+/// end) is closed: no later sweep reads it, and its Redis keys expire after
+/// [`CLOSED_SALE_GRACE`]. So a sweep costs in proportion to the sales going on, not to every
+/// sale ever held.
 pub async fn sweep(
     store: &TicketStore,
     db: &MySqlPool,
@@ -121,11 +129,19 @@ pub async fn sweep(
     let mut report = SweepReport::default();
     let now = crate::now_ms();
     let cutoff = now - rules.timeout.as_millis() as i64;
-    for product in db::live_products(db, now).await? {
-        if store.stock(product).await?.is_none() {
+    for product in db::live_products(db).await? {
+        let counts = store.counts(product).await?;
+        let Some(stock) = counts.stock else {
             tracing::warn!(%product, "Redis lost the product's state; reconciling it");
             if reconcile(store, db, product, fence).await?.is_some() {
                 report.reconciled.push(product);
+            }
+            continue;
+        };
+        if counts.pending == 0 {
+            let ended = counts.ends_at_ms.is_some_and(|end| end <= now);
+            if (stock <= 0 || ended) && close(store, db, product, now).await? {
+                report.closed.push(product);
             }
             continue;
         }
@@ -158,6 +174,26 @@ pub async fn sweep(
         }
     }
     Ok(report)
+}
+
+/// Closes a sale that is over, if MySQL agrees nothing is left to sell or the end has passed.
+/// `true` when this call closed it.
+async fn close(
+    store: &TicketStore,
+    db: &MySqlPool,
+    product: ProductId,
+    now_ms: i64,
+) -> anyhow::Result<bool> {
+    let Some(p) = db::product(db, product).await? else {
+        return Ok(false);
+    };
+    let over = p.stock == 0 || p.ends_at_ms.is_some_and(|end| end <= now_ms);
+    if !over || !db::close_sale(db, product, now_ms).await? {
+        return Ok(false);
+    }
+    store.expire_sale(product, CLOSED_SALE_GRACE).await?;
+    tracing::info!(%product, "sale closed: over, with nothing in flight");
+    Ok(true)
 }
 
 async fn record_failure(

@@ -33,7 +33,7 @@ impl Chaos {
         Self {
             fail_users: s.chaos_fail_users().unwrap_or_default(),
             fail_rate: s.chaos_fail_rate,
-            delay: Duration::from_millis(s.chaos_delay_ms),
+            delay: s.chaos_delay(),
         }
     }
 

@@ -50,22 +50,6 @@ pub async fn connect(
     Ok(client)
 }
 
-/// Makes sure a product's node exists. Leaves an existing node's data alone.
-pub async fn ensure_product_node(
-    client: &zk::Client,
-    namespace: &str,
-    product: ProductId,
-) -> anyhow::Result<()> {
-    let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
-    match client
-        .create(&product_path(namespace, product), b"true", &options)
-        .await
-    {
-        Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
-        Err(e) => Err(e).context("creating a product node"),
-    }
-}
-
 /// Publishes `"false"`: a unit of this product is for sale again, so every gateway must drop
 /// its sold-out marker. Always ends in a data change, the event gateways react to (a node
 /// created by a gateway with `"true"` must not drop the marker it was created for).

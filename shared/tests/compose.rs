@@ -4,7 +4,8 @@
 //! value the programs would reject fails here instead of in a container.
 
 use seckill_shared::Settings;
-use serde_yaml::Value;
+use secrecy::ExposeSecret;
+use serde_norway::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -52,8 +53,8 @@ impl Role {
 /// Checks a compose file's text; `Err` lists every problem found.
 fn check_compose(text: &str) -> Result<(), Vec<String>> {
     let mut doc: Value =
-        serde_yaml::from_str(text).map_err(|e| vec![format!("not valid YAML: {e}")])?;
-    // `<<: *anchor` merge keys are not applied by serde_yaml on its own.
+        serde_norway::from_str(text).map_err(|e| vec![format!("not valid YAML: {e}")])?;
+    // `<<: *anchor` merge keys are not applied by serde_norway on its own.
     doc.apply_merge()
         .map_err(|e| vec![format!("merge keys: {e}")])?;
     let services = doc
@@ -190,7 +191,7 @@ fn check_app(
         }
     };
 
-    if settings.admin_token.trim().is_empty() {
+    if settings.admin_token.expose_secret().trim().is_empty() {
         problem(format!(
             "SECKILL_ADMIN_TOKEN is empty: the {} refuses to start without --dev",
             role.program()
@@ -242,7 +243,9 @@ fn check_app(
         }
         let endpoints = match key {
             "SECKILL_REDIS_URL" => url_host_port(&settings.redis_url).map(|e| vec![e]),
-            "SECKILL_MYSQL_URL" => url_host_port(&settings.mysql_url).map(|e| vec![e]),
+            "SECKILL_MYSQL_URL" => {
+                url_host_port(settings.mysql_url.expose_secret()).map(|e| vec![e])
+            }
             "SECKILL_KAFKA_BROKERS" => host_port_list(&settings.kafka_brokers),
             "SECKILL_ZK_HOSTS" => {
                 // An optional chroot follows the last host: `zk1:2181,zk2:2181/app`.
@@ -298,7 +301,12 @@ fn check_app(
                 }
             }
             if key == "SECKILL_MYSQL_URL" {
-                check_mysql_credentials(&settings.mysql_url, &host, target, &mut problem);
+                check_mysql_credentials(
+                    settings.mysql_url.expose_secret(),
+                    &host,
+                    target,
+                    &mut problem,
+                );
             }
         }
     }

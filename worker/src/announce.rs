@@ -7,6 +7,7 @@
 //! keeps settling; a publish that is lost altogether is covered by the gateways' marker TTL
 //! (`SECKILL_SOLD_OUT_TTL_MS`).
 
+use backon::{BackoffBuilder, ExponentialBuilder};
 use seckill_shared::{zk, ProductId};
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -44,7 +45,12 @@ async fn run(
     shutdown: CancellationToken,
 ) {
     let mut due: BTreeSet<ProductId> = BTreeSet::new();
-    let mut backoff = Duration::from_millis(100);
+    let policy = ExponentialBuilder::new()
+        .with_min_delay(Duration::from_millis(100))
+        .with_max_delay(Duration::from_secs(5))
+        .with_jitter()
+        .without_max_times();
+    let mut delays = policy.build();
     loop {
         if due.is_empty() {
             tokio::select! {
@@ -76,12 +82,11 @@ async fn run(
         }
         if failed {
             tokio::select! {
-                _ = tokio::time::sleep(backoff) => {},
+                _ = tokio::time::sleep(delays.next().unwrap_or(Duration::from_secs(5))) => {},
                 _ = shutdown.cancelled() => return,
             }
-            backoff = (backoff * 2).min(Duration::from_secs(5));
         } else {
-            backoff = Duration::from_millis(100);
+            delays = policy.build();
         }
     }
 }

@@ -2,6 +2,7 @@
 
 use crate::metrics::Metrics;
 use crate::startup::Worker;
+use backon::{BackoffBuilder, ExponentialBuilder};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
 use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::{ClientContext, Statistics};
@@ -11,6 +12,18 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
+
+/// The longest wait between two tries of a failing batch step.
+const MAX_RETRY_DELAY: Duration = Duration::from_secs(5);
+
+/// Backoff between tries of a failing batch step: 100 ms doubling to 5 s, with jitter.
+fn retry_policy() -> ExponentialBuilder {
+    ExponentialBuilder::new()
+        .with_min_delay(Duration::from_millis(100))
+        .with_max_delay(MAX_RETRY_DELAY)
+        .with_jitter()
+        .without_max_times()
+}
 
 /// Partitions currently assigned to this worker.
 pub type Assignment = Arc<Mutex<BTreeSet<i32>>>;
@@ -113,7 +126,8 @@ impl Worker {
         let mut claiming: Option<Batch> = None;
         let mut persisting: Option<(Batch, Claimed)> = None;
         let mut finishing: Option<(Batch, Claimed, Vec<Outcome>)> = None;
-        let mut backoff = Duration::from_millis(100);
+        let backoff = retry_policy();
+        let mut delays = backoff.build();
         loop {
             let busy = persisting.is_some() || finishing.is_some();
             if claiming.is_none() && !shutdown.is_cancelled() {
@@ -179,24 +193,31 @@ impl Worker {
             }
 
             match failed {
-                None => backoff = Duration::from_millis(100),
+                None => delays = backoff.build(),
                 Some(e) => {
                     self.metrics.retries.inc();
                     tracing::warn!(error = format!("{e:#}"), "batch step failed; retrying");
                     tokio::select! {
-                        _ = tokio::time::sleep(backoff) => {},
+                        _ = tokio::time::sleep(delays.next().unwrap_or(MAX_RETRY_DELAY)) => {},
                         // Stopped mid-retry: what is left in flight stays uncommitted and is
                         // redelivered; settling it again changes nothing.
                         _ = shutdown.cancelled() => break,
                     }
-                    backoff = (backoff * 2).min(Duration::from_secs(5));
                 }
             }
         }
-        if let Err(e) = self.consumer.commit_consumer_state(CommitMode::Sync) {
-            tracing::debug!(error = %e, "final commit");
+        // The final commit and leaving the group block on the broker: off the runtime's threads.
+        let consumer = self.consumer.clone();
+        let left = tokio::task::spawn_blocking(move || {
+            if let Err(e) = consumer.commit_consumer_state(CommitMode::Sync) {
+                tracing::debug!(error = %e, "final commit");
+            }
+            consumer.unsubscribe();
+        })
+        .await;
+        if let Err(e) = left {
+            tracing::warn!(error = %e, "leaving the group failed");
         }
-        self.consumer.unsubscribe();
     }
 
     /// The next batch. With the pipeline empty it waits for a first message (or `shutdown`),
@@ -212,7 +233,10 @@ impl Worker {
                 m = self.consumer.recv() => m,
             };
             match first {
-                Ok(m) => batch.push(&m),
+                Ok(m) => {
+                    batch.push(&m);
+                    self.metrics.received.inc();
+                }
                 Err(e) => {
                     tracing::warn!(error = %e, "Kafka receive error");
                     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -223,14 +247,17 @@ impl Worker {
         let linger = if busy {
             Duration::ZERO
         } else {
-            Duration::from_millis(self.settings.worker_batch_linger_ms)
+            self.settings.worker_batch_linger()
         };
         // A zero linger still takes every message that is ready: the timeout polls the
         // receive before it looks at the clock.
         let deadline = tokio::time::Instant::now() + linger;
         while batch.messages < size {
             match tokio::time::timeout_at(deadline, self.consumer.recv()).await {
-                Ok(Ok(m)) => batch.push(&m),
+                Ok(Ok(m)) => {
+                    batch.push(&m);
+                    self.metrics.received.inc();
+                }
                 Ok(Err(e)) => {
                     tracing::warn!(error = %e, "Kafka receive error");
                     break;

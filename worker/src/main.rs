@@ -3,6 +3,7 @@ use clap::{Parser, Subcommand};
 use seckill_shared::store::TicketStore;
 use seckill_shared::{db, kafka, recovery, telemetry, zk, ProductId, Settings};
 use seckill_worker::Worker;
+use secrecy::ExposeSecret;
 use std::path::PathBuf;
 use std::time::Duration;
 use tokio::signal::unix::{signal, Signal, SignalKind};
@@ -59,16 +60,16 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         print!("{}", settings.redacted_toml());
         return Ok(());
     }
-    telemetry::init(&settings.log_format);
+    telemetry::init(settings.log_format);
     if let Some(Command::Migrate) = &cli.command {
-        let pool = db::pool(&settings.mysql_url, 1)?;
+        let pool = db::pool(settings.mysql_url.expose_secret(), 1)?;
         db::migrate(&pool).await?;
         println!("migrations applied");
         return Ok(());
     }
     if let Some(Command::Reconcile { product_id }) = cli.command {
         let product = ProductId::parse(&product_id)?;
-        let pool = db::pool(&settings.mysql_url, 1)?;
+        let pool = db::pool(settings.mysql_url.expose_secret(), 1)?;
         let store = TicketStore::from_settings(&settings)?;
         let fence = kafka::Fence::new(&settings)?;
         let report = recovery::reconcile(&store, &pool, product, Some(&fence))

@@ -5,11 +5,15 @@ use prometheus::{
     Registry, TextEncoder,
 };
 use seckill_shared::ProductId;
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-/// Most products whose pending tickets one worker reports.
+/// Most products whose pending tickets one worker reports at once.
 const MAX_TRACKED_PRODUCTS: usize = 10_000;
+
+/// A product without orders in this worker's batches for this long is no longer reported.
+const FORGET_AFTER: Duration = Duration::from_secs(600);
 
 #[derive(Clone)]
 pub struct Metrics {
@@ -24,14 +28,18 @@ pub struct Metrics {
     pub diverged: IntCounter,
     /// Products rebuilt from MySQL because Redis had lost or miscounted them.
     pub reconciled: IntCounter,
+    /// Sales the sweeper found over and closed.
+    pub closed: IntCounter,
+    /// Messages read from Kafka, counted as they join a batch (before it settles).
+    pub received: IntCounter,
     pub assigned_partitions: IntGauge,
     /// Sum of `consumer_lag` over this worker's partitions, from librdkafka's statistics.
     pub consumer_lag: IntGauge,
     /// Unsettled tickets (`ZCARD` of the pending set) of each product this worker has seen,
     /// read when `/metrics` is scraped.
     pub pending_tickets: IntGaugeVec,
-    /// Products seen in a batch: the ones `pending_tickets` reports.
-    seen_products: Arc<Mutex<BTreeSet<ProductId>>>,
+    /// Products seen in a batch, and when last: the ones `pending_tickets` reports.
+    seen_products: Arc<Mutex<BTreeMap<ProductId, Instant>>>,
 }
 
 impl Metrics {
@@ -83,6 +91,16 @@ impl Metrics {
             "Products rebuilt from MySQL after Redis lost or miscounted them",
         )
         .unwrap();
+        let closed = IntCounter::new(
+            "seckill_worker_sales_closed_total",
+            "Sales the sweeper found over (sold out or ended, nothing in flight) and closed",
+        )
+        .unwrap();
+        let received = IntCounter::new(
+            "seckill_worker_received_total",
+            "Messages read from Kafka, counted as they join a batch, before it settles",
+        )
+        .unwrap();
         let assigned_partitions = IntGauge::new(
             "seckill_worker_assigned_partitions",
             "Partitions assigned to this worker",
@@ -113,6 +131,8 @@ impl Metrics {
         registry.register(Box::new(swept.clone())).unwrap();
         registry.register(Box::new(diverged.clone())).unwrap();
         registry.register(Box::new(reconciled.clone())).unwrap();
+        registry.register(Box::new(closed.clone())).unwrap();
+        registry.register(Box::new(received.clone())).unwrap();
         registry
             .register(Box::new(assigned_partitions.clone()))
             .unwrap();
@@ -126,6 +146,8 @@ impl Metrics {
             swept,
             diverged,
             reconciled,
+            closed,
+            received,
             assigned_partitions,
             consumer_lag,
             pending_tickets,
@@ -135,22 +157,27 @@ impl Metrics {
 
     /// Remembers products that had orders in a batch (up to a bound).
     pub fn saw_products(&self, products: impl IntoIterator<Item = ProductId>) {
+        let now = Instant::now();
         let mut seen = self.seen_products.lock().expect("lock poisoned");
         for p in products {
-            if seen.len() >= MAX_TRACKED_PRODUCTS {
-                break;
+            if seen.len() < MAX_TRACKED_PRODUCTS || seen.contains_key(&p) {
+                seen.insert(p, now);
             }
-            seen.insert(p);
         }
     }
 
+    /// The products to report: seen within [`FORGET_AFTER`]. Older ones are forgotten, and
+    /// their gauges removed, so the work and the series follow the sales going on.
     pub fn seen_products(&self) -> Vec<ProductId> {
-        self.seen_products
-            .lock()
-            .expect("lock poisoned")
-            .iter()
-            .copied()
-            .collect()
+        let mut seen = self.seen_products.lock().expect("lock poisoned");
+        seen.retain(|p, last| {
+            let keep = last.elapsed() < FORGET_AFTER;
+            if !keep {
+                let _ = self.pending_tickets.remove_label_values(&[&p.to_string()]);
+            }
+            keep
+        });
+        seen.keys().copied().collect()
     }
 
     pub fn render(&self) -> String {

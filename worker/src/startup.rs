@@ -6,10 +6,12 @@ use crate::health;
 use crate::metrics::Metrics;
 use actix_web::dev::Server;
 use anyhow::Context;
+use backon::{ExponentialBuilder, Retryable};
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use seckill_shared::settle::{Chaos, Settler};
 use seckill_shared::store::TicketStore;
 use seckill_shared::{db, kafka, recovery, zk, Settings};
+use secrecy::ExposeSecret;
 use std::future::Future;
 use std::net::TcpListener;
 use std::sync::Arc;
@@ -18,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 pub struct Worker {
     pub(crate) settings: Settings,
-    pub(crate) consumer: StreamConsumer<WorkerContext>,
+    pub(crate) consumer: Arc<StreamConsumer<WorkerContext>>,
     pub(crate) settler: Settler,
     /// Publishes `"false"` off the settle path.
     pub(crate) announcer: Announcer,
@@ -34,24 +36,21 @@ pub struct Worker {
 }
 
 /// Retries `op` with backoff until it succeeds or `limit` has passed.
-async fn with_retry<T, F, Fut>(what: &str, limit: Duration, mut op: F) -> anyhow::Result<T>
+async fn with_retry<T, F, Fut>(what: &str, limit: Duration, op: F) -> anyhow::Result<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = anyhow::Result<T>>,
 {
-    let deadline = tokio::time::Instant::now() + limit;
-    let mut backoff = Duration::from_millis(200);
-    loop {
-        match op().await {
-            Ok(v) => return Ok(v),
-            Err(e) if tokio::time::Instant::now() + backoff < deadline => {
-                tracing::warn!(error = format!("{e:#}"), "{what} failed; retrying");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(3));
-            }
-            Err(e) => return Err(e).with_context(|| format!("{what} (gave up after {limit:?})")),
-        }
-    }
+    let policy = ExponentialBuilder::new()
+        .with_min_delay(Duration::from_millis(200))
+        .with_max_delay(Duration::from_secs(3))
+        .without_max_times()
+        .with_total_delay(Some(limit));
+    op.retry(policy)
+        .sleep(tokio::time::sleep)
+        .notify(|e, _| tracing::warn!(error = format!("{e:#}"), "{what} failed; retrying"))
+        .await
+        .with_context(|| format!("{what} (gave up after {limit:?})"))
 }
 
 impl Worker {
@@ -67,7 +66,7 @@ impl Worker {
                 "FAULT INJECTION IS ON: orders will be failed on purpose"
             );
         }
-        let pool = db::pool(&settings.mysql_url, 8)?;
+        let pool = db::pool(settings.mysql_url.expose_secret(), 8)?;
         let startup_limit = Duration::from_secs(60);
         with_retry("applying migrations", startup_limit, || db::migrate(&pool)).await?;
         with_retry("creating the Kafka topic", startup_limit, || {
@@ -88,6 +87,7 @@ impl Worker {
                 metrics: metrics.clone(),
             })
             .context("creating the Kafka consumer")?;
+        let consumer = Arc::new(consumer);
 
         let listener = TcpListener::bind(&settings.worker_http_addr).with_context(|| {
             format!(
@@ -183,7 +183,12 @@ impl Worker {
         let _ = sweeper.await;
         self.announcer_stop.cancel();
         gauge.abort();
-        drop(self.consumer); // closes the consumer: leaves the group
+        // Closing the consumer blocks on the broker (and can hang: confluentinc/librdkafka#4884),
+        // so it happens off the runtime's threads.
+        let consumer = self.consumer;
+        if let Err(e) = tokio::task::spawn_blocking(move || drop(consumer)).await {
+            tracing::warn!(error = %e, "closing the consumer failed");
+        }
         http_handle.stop(true).await;
         let _ = http_task.await;
         tracing::info!("worker stopped");

@@ -1,13 +1,16 @@
 //! Admin endpoints, behind `Authorization: Bearer <SECKILL_ADMIN_TOKEN>`.
 
-use crate::error::{ApiError, Object};
+use crate::error::{documented as e, ApiError, Object};
+use crate::routes::openapi::{schema, ProductCreated};
 use crate::state::AppState;
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 use chrono::{DateTime, Utc};
 use seckill_shared::{db, ProductId};
-use serde::Deserialize;
-use serde_json::json;
+use secrecy::ExposeSecret;
+use serde::{Deserialize, Serialize};
+use subtle::ConstantTimeEq;
+use utoipa::ToSchema;
 
 /// Checks the bearer token in constant time: `401` without one, `403` when it is wrong.
 fn authorize(req: &HttpRequest, state: &AppState) -> Result<(), ApiError> {
@@ -17,41 +20,127 @@ fn authorize(req: &HttpRequest, state: &AppState) -> Result<(), ApiError> {
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .ok_or(ApiError::Unauthorized)?;
-    if constant_time_eq(given.trim().as_bytes(), state.admin_token.as_bytes()) {
+    if constant_time_eq(
+        given.trim().as_bytes(),
+        state.admin_token.expose_secret().as_bytes(),
+    ) {
         Ok(())
     } else {
         Err(ApiError::Forbidden)
     }
 }
 
-/// Compares without an early exit, so the time taken says nothing about the token.
+/// Compares in constant time (`subtle`), so the time taken says nothing about the token's
+/// contents. Only its length can show: tokens of another length are refused at once.
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    let mut diff = a.len() ^ b.len();
-    for i in 0..a.len().max(b.len()) {
-        let x = a.get(i).copied().unwrap_or(0);
-        let y = b.get(i).copied().unwrap_or(0);
-        diff |= usize::from(x ^ y);
-    }
-    diff == 0
+    a.ct_eq(b).into()
 }
 
 fn product_id(path: &str) -> Result<ProductId, ApiError> {
     Ok(ProductId::parse(path)?)
 }
 
-#[derive(Debug, Deserialize)]
+/// A new product. Times are RFC 3339; a product without them is on sale once preloaded, until
+/// it sells out.
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewProduct {
+    #[schema(schema_with = schema::product_name)]
     name: String,
+    #[schema(schema_with = schema::stock)]
     stock: i64,
+    /// When the sale starts; buys before get `403 sale_not_started`.
     starts_at: Option<DateTime<Utc>>,
+    /// When the sale ends; buys after get `403 sale_ended`. After `starts_at`.
     ends_at: Option<DateTime<Utc>>,
 }
 
 /// Largest stock one product may have.
-const MAX_STOCK: i64 = 1_000_000_000;
+pub(crate) const MAX_STOCK: i64 = 1_000_000_000;
+/// Longest product name, in characters, once trimmed.
+pub(crate) const MAX_NAME_CHARS: usize = 200;
+
+/// The body of `201` to `POST /admin/products`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Created {
+    #[schema(schema_with = schema::id)]
+    id: u64,
+}
+
+/// The body of `200` to a preload.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Preloaded {
+    #[schema(schema_with = schema::id)]
+    id: u64,
+    stock_db: i64,
+    stock_redis: i64,
+    /// Whether `"false"` reached ZooKeeper, so that every gateway drops its sold-out marker.
+    published: bool,
+}
+
+/// The body of `200` to a reconcile.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Reconciled {
+    #[schema(schema_with = schema::id)]
+    id: u64,
+    /// Whether `"false"` reached ZooKeeper, so that every gateway drops its sold-out marker.
+    published: bool,
+    stock_db: i64,
+    stock_redis: i64,
+    confirmed: i64,
+    failed: i64,
+    /// Ticket records rewritten from MySQL.
+    restored: u64,
+    /// Pending entries dropped because their ticket record was gone.
+    pruned: u64,
+    /// Redis had lost the product: the workers' reading of older orders was awaited first.
+    was_lost: bool,
+}
+
+/// The body of `200` to `GET /admin/products/{id}`: MySQL and Redis side by side.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProductView {
+    #[schema(schema_with = schema::id)]
+    id: u64,
+    name: String,
+    stock_db: i64,
+    initial_stock: i64,
+    /// `null` until preloaded (or once Redis lost it).
+    #[schema(required = true)]
+    stock_redis: Option<i64>,
+    pending: i64,
+    confirmed: i64,
+    failed: i64,
+    #[schema(required = true)]
+    starts_at: Option<DateTime<Utc>>,
+    #[schema(required = true)]
+    ends_at: Option<DateTime<Utc>>,
+}
 
 /// `POST /admin/products` → `201 {"id"}`.
+#[utoipa::path(
+    post,
+    path = "/admin/products",
+    operation_id = "createProduct",
+    tag = "admin",
+    summary = "Create a product in MySQL",
+    description = "Not for sale until preloaded.",
+    security(("bearer" = [])),
+    request_body = NewProduct,
+    responses(
+        ProductCreated,
+        e::BadRequest,
+        e::Unauthorized,
+        e::Forbidden,
+        e::PayloadTooLarge,
+        e::UnsupportedMediaType,
+        e::Unavailable,
+    ),
+)]
 pub async fn create_product(
     req: HttpRequest,
     state: web::Data<AppState>,
@@ -60,10 +149,10 @@ pub async fn create_product(
     authorize(&req, &state)?;
     let p = body.into_inner().0;
     let name = p.name.trim();
-    if name.is_empty() || name.chars().count() > 200 {
-        return Err(ApiError::BadRequest(
-            "name must be 1 to 200 characters".into(),
-        ));
+    if name.is_empty() || name.chars().count() > MAX_NAME_CHARS {
+        return Err(ApiError::BadRequest(format!(
+            "name must be 1 to {MAX_NAME_CHARS} characters"
+        )));
     }
     if !(0..=MAX_STOCK).contains(&p.stock) {
         return Err(ApiError::BadRequest(format!(
@@ -88,7 +177,7 @@ pub async fn create_product(
     .map_err(|e| ApiError::unavailable("MySQL", e))?;
     Ok(HttpResponse::Created()
         .insert_header((header::LOCATION, format!("/admin/products/{id}")))
-        .json(json!({"id": id.get()})))
+        .json(Created { id: id.get() }))
 }
 
 async fn mysql_product(state: &AppState, id: ProductId) -> Result<db::Product, ApiError> {
@@ -110,6 +199,26 @@ async fn announce_for_sale(state: &AppState, id: ProductId) -> bool {
 /// `POST /admin/products/{id}/preload`: copy the MySQL stock into Redis and publish `"false"`.
 /// A product that was loaded before and that Redis has lost is reconciled instead, so that
 /// the orders still in Kafka are counted.
+#[utoipa::path(
+    post,
+    path = "/admin/products/{id}/preload",
+    operation_id = "preloadProduct",
+    tag = "admin",
+    summary = "Load a product for sale",
+    description = "Copies the MySQL stock and sale window into Redis and publishes `\"false\"` in ZooKeeper. A product that was loaded before and that Redis has lost is reconciled instead. No body.",
+    security(("bearer" = [])),
+    params(("id" = inline(schema::Id), Path, description = "The product.")),
+    responses(
+        (status = 200, description = "Loaded.", body = Preloaded, links(
+            ("Buy" = (operation_id = "buy", parameters(("product_id" = "$response.body#/id")), description = "Buy a unit.")),
+        )),
+        e::BadRequest,
+        e::Unauthorized,
+        e::Forbidden,
+        e::UnknownProduct,
+        e::Unavailable,
+    ),
+)]
 pub async fn preload(
     req: HttpRequest,
     state: web::Data<AppState>,
@@ -138,12 +247,12 @@ pub async fn preload(
             .map_err(|e| ApiError::unavailable("Redis", e))?
     };
     let published = announce_for_sale(&state, id).await;
-    Ok(HttpResponse::Ok().json(json!({
-        "id": id.get(),
-        "stock_db": product.stock,
-        "stock_redis": stock_redis,
-        "published": published,
-    })))
+    Ok(HttpResponse::Ok().json(Preloaded {
+        id: id.get(),
+        stock_db: product.stock,
+        stock_redis,
+        published,
+    }))
 }
 
 async fn reconcile_product(
@@ -159,6 +268,24 @@ async fn reconcile_product(
 /// `POST /admin/products/{id}/reconcile`: rebuild the product's Redis state from MySQL and
 /// publish `"false"`. After a Redis loss it first waits until the workers have read every
 /// order published before (at most a minute); one call is exact.
+#[utoipa::path(
+    post,
+    path = "/admin/products/{id}/reconcile",
+    operation_id = "reconcileProduct",
+    tag = "admin",
+    summary = "Rebuild a product's Redis state from MySQL",
+    description = "After Redis lost its data; the gateways and workers also do it by themselves. Publishes `\"false\"` in ZooKeeper. No body.",
+    security(("bearer" = [])),
+    params(("id" = inline(schema::Id), Path, description = "The product.")),
+    responses(
+        (status = 200, description = "Rebuilt.", body = Reconciled),
+        e::BadRequest,
+        e::Unauthorized,
+        e::Forbidden,
+        e::UnknownProduct,
+        e::Unavailable,
+    ),
+)]
 pub async fn reconcile(
     req: HttpRequest,
     state: web::Data<AppState>,
@@ -166,15 +293,47 @@ pub async fn reconcile(
 ) -> Result<HttpResponse, ApiError> {
     authorize(&req, &state)?;
     let id = product_id(&path)?;
-    let report = reconcile_product(&state, id).await?;
+    let seckill_shared::recovery::ReconcileReport {
+        stock_db,
+        stock_redis,
+        confirmed,
+        failed,
+        restored,
+        pruned,
+        was_lost,
+    } = reconcile_product(&state, id).await?;
     let published = announce_for_sale(&state, id).await;
-    let mut body = serde_json::to_value(&report).map_err(anyhow::Error::from)?;
-    body["id"] = id.get().into();
-    body["published"] = published.into();
-    Ok(HttpResponse::Ok().json(body))
+    Ok(HttpResponse::Ok().json(Reconciled {
+        id: id.get(),
+        published,
+        stock_db,
+        stock_redis,
+        confirmed,
+        failed,
+        restored,
+        pruned,
+        was_lost,
+    }))
 }
 
 /// `GET /admin/products/{id}`: MySQL and Redis side by side.
+#[utoipa::path(
+    get,
+    path = "/admin/products/{id}",
+    operation_id = "getProduct",
+    tag = "admin",
+    summary = "A product: MySQL and Redis side by side",
+    security(("bearer" = [])),
+    params(("id" = inline(schema::Id), Path, description = "The product.")),
+    responses(
+        (status = 200, description = "The product.", body = ProductView),
+        e::BadRequest,
+        e::Unauthorized,
+        e::Forbidden,
+        e::UnknownProduct,
+        e::Unavailable,
+    ),
+)]
 pub async fn get_product(
     req: HttpRequest,
     state: web::Data<AppState>,
@@ -188,18 +347,22 @@ pub async fn get_product(
         .counts(id)
         .await
         .map_err(|e| ApiError::unavailable("Redis", e))?;
-    Ok(HttpResponse::Ok().json(json!({
-        "id": id.get(),
-        "name": product.name,
-        "stock_db": product.stock,
-        "initial_stock": product.initial_stock,
-        "stock_redis": counts.stock,
-        "pending": counts.pending,
-        "confirmed": counts.confirmed,
-        "failed": counts.failed,
-        "starts_at": product.starts_at_ms.and_then(DateTime::<Utc>::from_timestamp_millis),
-        "ends_at": product.ends_at_ms.and_then(DateTime::<Utc>::from_timestamp_millis),
-    })))
+    Ok(HttpResponse::Ok().json(ProductView {
+        id: id.get(),
+        name: product.name,
+        stock_db: product.stock,
+        initial_stock: product.initial_stock,
+        stock_redis: counts.stock,
+        pending: counts.pending,
+        confirmed: counts.confirmed,
+        failed: counts.failed,
+        starts_at: product
+            .starts_at_ms
+            .and_then(DateTime::<Utc>::from_timestamp_millis),
+        ends_at: product
+            .ends_at_ms
+            .and_then(DateTime::<Utc>::from_timestamp_millis),
+    }))
 }
 
 #[cfg(test)]

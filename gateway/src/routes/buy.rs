@@ -1,8 +1,9 @@
 //! `POST /v1/seckill/{product_id}`: buy one unit.
 
-use crate::error::{ApiError, Object};
+use crate::error::{documented as e, ApiError, Object};
 use crate::metrics::Outcome as OutcomeLabel;
 use crate::rate_limit::Decision;
+use crate::routes::openapi::{schema, BuyAnswers};
 use crate::state::AppState;
 use actix_web::http::header;
 use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
@@ -16,26 +17,40 @@ use serde::{Deserialize, Serialize};
 use std::time::Instant;
 use tracing::Instrument;
 
-#[derive(Debug, Deserialize)]
+/// The buyer.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BuyRequest {
+    #[schema(schema_with = schema::id)]
     user_id: UserId,
 }
 
 /// The body of `202`, `200` and `GET /v1/orders/{ticket}`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = Ticket)]
 pub struct TicketBody {
+    #[schema(schema_with = schema::ticket)]
     pub ticket: String,
+    #[schema(schema_with = schema::ticket_status)]
     pub status: TicketStatus,
+    #[schema(schema_with = schema::id)]
     pub product_id: u64,
+    #[schema(schema_with = schema::id)]
     pub user_id: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = schema::order_id)]
     pub order_id: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = schema::failure_reason)]
     pub reason: Option<String>,
+    /// When the unit was reserved, ms since the Unix epoch.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub reserved_at_ms: Option<i64>,
+    /// When the order was confirmed, ms since the Unix epoch (while the Redis copy lives).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub confirmed_at_ms: Option<i64>,
 }
 
@@ -90,6 +105,28 @@ impl TicketBody {
 /// flood is mostly marker hits, so it skips the span's cost.
 /// Its fields are `product_id`, `user_id` and, once reserved, `ticket`: every event logged
 /// while the buy runs carries them (at `debug`, one event per accepted buy).
+#[utoipa::path(
+    post,
+    path = "/v1/seckill/{product_id}",
+    operation_id = "buy",
+    tag = "buy",
+    summary = "Buy one unit",
+    description = "Order of checks: the body; the local sold-out marker (`409` without a network call); admission (`SECKILL_MAX_IN_FLIGHT`, `503`); the per-user rate limit (`429`); then one atomic reservation in Redis. In `async` mode the order goes to Kafka and the answer is `202` once Kafka has it. In `sync` mode MySQL settles it inside the request: `201` confirmed, or `200` with a failed ticket. A product that Redis lost answers `503` while it is rebuilt from MySQL.",
+    params(("product_id" = inline(schema::Id), Path, description = "The product.")),
+    request_body = BuyRequest,
+    responses(
+        BuyAnswers,
+        e::BadRequest,
+        e::SaleClosed,
+        e::UnknownProduct,
+        e::SoldOut,
+        e::PayloadTooLarge,
+        e::UnsupportedMediaType,
+        e::RateLimited,
+        e::Internal,
+        e::Unavailable,
+    ),
+)]
 pub async fn buy(
     req: HttpRequest,
     state: web::Data<AppState>,

@@ -2,23 +2,110 @@
 
 use crate::state::AppState;
 use actix_web::{web, HttpResponse};
-use serde_json::{json, Value};
+use serde::Serialize;
 use std::time::Duration;
+use utoipa::ToSchema;
 
-/// `GET /livez`: the process is up. Touches no dependency.
-pub async fn livez() -> HttpResponse {
-    HttpResponse::Ok().json(json!({"status": "ok"}))
+/// The body of `GET /livez`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Live {
+    status: LiveStatus,
 }
 
-/// `GET /healthz` and `/readyz`: each dependency checked separately; `503` if any is down.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+enum LiveStatus {
+    Ok,
+}
+
+/// The body of `GET /healthz` and `GET /readyz`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Health {
+    status: HealthStatus,
+    dependencies: Dependencies,
+}
+
+#[derive(Debug, Serialize, ToSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+enum HealthStatus {
+    /// Every dependency is up.
+    Ok,
+    /// At least one is down.
+    Degraded,
+}
+
+/// Each dependency, checked separately.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+struct Dependencies {
+    redis: DependencyCheck,
+    mysql: DependencyCheck,
+    kafka: DependencyCheck,
+    zookeeper: DependencyCheck,
+}
+
+/// One dependency: up, or down and why.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+struct DependencyCheck {
+    ok: bool,
+    /// Why it is down.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    error: Option<String>,
+}
+
+impl DependencyCheck {
+    fn up() -> Self {
+        Self {
+            ok: true,
+            error: None,
+        }
+    }
+
+    fn down(error: String) -> Self {
+        Self {
+            ok: false,
+            error: Some(error),
+        }
+    }
+}
+
+/// The process is up. Touches no dependency.
+#[utoipa::path(
+    get,
+    path = "/livez",
+    operation_id = "livez",
+    tag = "operations",
+    responses((status = 200, description = "Up.", body = Live)),
+)]
+pub async fn livez() -> HttpResponse {
+    HttpResponse::Ok().json(Live {
+        status: LiveStatus::Ok,
+    })
+}
+
+/// Each dependency checked separately
+///
+/// `503` if any is down.
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    operation_id = "healthz",
+    tag = "operations",
+    responses(
+        (status = 200, description = "Every dependency is up.", body = Health),
+        (status = 503, description = "At least one dependency is down; each is reported.", body = Health),
+    ),
+)]
 pub async fn healthz(state: web::Data<AppState>) -> HttpResponse {
     let limit = Duration::from_secs(2);
-    let check = |r: Result<anyhow::Result<()>, tokio::time::error::Elapsed>| -> Value {
-        match r {
-            Ok(Ok(())) => json!({"ok": true}),
-            Ok(Err(e)) => json!({"ok": false, "error": format!("{e:#}")}),
-            Err(_) => json!({"ok": false, "error": "timed out"}),
-        }
+    let check = |r: Result<anyhow::Result<()>, tokio::time::error::Elapsed>| match r {
+        Ok(Ok(())) => DependencyCheck::up(),
+        Ok(Err(e)) => DependencyCheck::down(format!("{e:#}")),
+        Err(_) => DependencyCheck::down("timed out".into()),
     };
     let (redis, mysql, kafka) = tokio::join!(
         tokio::time::timeout(limit, state.store.ping()),
@@ -32,18 +119,32 @@ pub async fn healthz(state: web::Data<AppState>) -> HttpResponse {
         tokio::time::timeout(limit, state.publisher.check()),
     );
     let zookeeper = if state.sold_out.is_watching() {
-        json!({"ok": true})
+        DependencyCheck::up()
     } else {
-        json!({"ok": false, "error": "no ZooKeeper session; sold-out markers are off"})
+        DependencyCheck::down("no ZooKeeper session; sold-out markers are off".into())
     };
-    let deps = json!({
-        "redis": check(redis),
-        "mysql": check(mysql),
-        "kafka": check(kafka),
-        "zookeeper": zookeeper,
-    });
-    let ok = deps.as_object().unwrap().values().all(|v| v["ok"] == true);
-    let body = json!({"status": if ok { "ok" } else { "degraded" }, "dependencies": deps});
+    let dependencies = Dependencies {
+        redis: check(redis),
+        mysql: check(mysql),
+        kafka: check(kafka),
+        zookeeper,
+    };
+    let ok = [
+        &dependencies.redis,
+        &dependencies.mysql,
+        &dependencies.kafka,
+        &dependencies.zookeeper,
+    ]
+    .iter()
+    .all(|d| d.ok);
+    let body = Health {
+        status: if ok {
+            HealthStatus::Ok
+        } else {
+            HealthStatus::Degraded
+        },
+        dependencies,
+    };
     if ok {
         HttpResponse::Ok().json(body)
     } else {
@@ -51,7 +152,29 @@ pub async fn healthz(state: web::Data<AppState>) -> HttpResponse {
     }
 }
 
-/// `GET /metrics`: Prometheus text format.
+/// Same as /healthz
+#[utoipa::path(
+    get,
+    path = "/readyz",
+    operation_id = "readyz",
+    tag = "operations",
+    responses(
+        (status = 200, description = "Every dependency is up.", body = Health),
+        (status = 503, description = "At least one dependency is down; each is reported.", body = Health),
+    ),
+)]
+pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
+    healthz(state).await
+}
+
+/// Prometheus metrics
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    operation_id = "metrics",
+    tag = "operations",
+    responses((status = 200, description = "Prometheus text format 0.0.4.", content_type = "text/plain", body = String)),
+)]
 pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
     state
         .metrics

@@ -1,5 +1,6 @@
-//! HTTP routes. Each resource answers unknown methods with a JSON `405`, and unknown paths get
-//! a JSON `404`. Every route is described in `GET /openapi.json` (see [`openapi`]).
+//! HTTP routes. Each resource answers unknown methods with a JSON `405` whose `Allow` header
+//! lists its methods, and unknown paths get a JSON `404`. Every route is described in
+//! `GET /openapi.json` (see [`openapi`]).
 
 mod admin;
 mod buy;
@@ -36,7 +37,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(resource("admin_preload").route(web::post().to(admin::preload)))
         .service(resource("admin_reconcile").route(web::post().to(admin::reconcile)))
         .service(resource("healthz").route(web::get().to(health::healthz)))
-        .service(resource("readyz").route(web::get().to(health::healthz)))
+        .service(resource("readyz").route(web::get().to(health::readyz)))
         .service(resource("livez").route(web::get().to(health::livez)))
         .service(resource("metrics").route(web::get().to(health::metrics)))
         .service(resource("openapi").route(web::get().to(openapi::document)))
@@ -51,10 +52,18 @@ fn resource(name: &'static str) -> actix_web::Resource {
         .iter()
         .find(|r| r.0 == name)
         .expect("every resource is listed in ROUTES");
+    // Every method registered on this path, for the `Allow` header of its `405`.
+    let allow = ROUTES
+        .iter()
+        .filter(|r| r.2 == *path)
+        .map(|r| r.1)
+        .collect::<Vec<_>>()
+        .join(", ");
     web::resource(*path)
         .name(name)
-        .default_service(web::to(|| async {
-            Err::<HttpResponse, _>(ApiError::MethodNotAllowed)
+        .default_service(web::to(move || {
+            let allow = allow.clone();
+            async move { Err::<HttpResponse, _>(ApiError::MethodNotAllowed { allow }) }
         }))
 }
 
@@ -95,6 +104,11 @@ mod tests {
                 .to_request();
             let res = test::call_service(&app, req).await;
             assert_eq!(res.status(), 405, "{other} {path}");
+            assert_eq!(
+                res.headers().get("allow").map(|v| v.to_str().unwrap()),
+                Some(*method),
+                "{other} {path}: Allow"
+            );
             assert_eq!(route_label(res.request().match_name()), *name);
         }
         let req = test::TestRequest::get().uri("/nowhere").to_request();

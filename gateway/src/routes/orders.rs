@@ -1,11 +1,27 @@
 //! `GET /v1/orders/{ticket}`: poll a ticket.
 
-use crate::error::ApiError;
+use crate::error::{documented as e, ApiError};
+use crate::routes::openapi::schema;
 use crate::routes::TicketBody;
 use crate::state::AppState;
 use actix_web::{web, HttpResponse};
 use seckill_shared::{db, Ticket};
 
+#[utoipa::path(
+    get,
+    path = "/v1/orders/{ticket}",
+    operation_id = "getOrder",
+    tag = "buy",
+    summary = "Poll a ticket",
+    description = "From Redis while its copy lives (`SECKILL_TICKET_TTL_SECS`), then from MySQL. `503` while a dependency is down, or while the product's state is rebuilt after Redis lost it (the ticket may be an order still in Kafka).",
+    params(("ticket" = inline(schema::TicketText), Path, description = "As a buy answered it.")),
+    responses(
+        (status = 200, description = "The ticket.", body = TicketBody),
+        e::BadRequest,
+        e::UnknownTicket,
+        e::Unavailable,
+    ),
+)]
 pub async fn get_order(
     state: web::Data<AppState>,
     path: web::Path<String>,
@@ -38,8 +54,8 @@ async fn unknown(state: &AppState, ticket: &Ticket) -> ApiError {
             .on_unknown_product(&state.store, &state.db, product)
             .await
         {
-            ApiError::UnknownProduct => ApiError::UnknownTicket,
-            other => other,
+            ApiError::Unavailable(m) => ApiError::Unavailable(m),
+            _ => ApiError::UnknownTicket,
         },
         Err(e) => ApiError::unavailable("Redis", e),
     }

@@ -172,6 +172,8 @@ pub struct ProductCounts {
     pub confirmed: i64,
     pub failed: i64,
     pub buyers: i64,
+    /// The end of the sale, ms since the epoch, when it has one.
+    pub ends_at_ms: Option<i64>,
 }
 
 /// Handle to the Redis state of one namespace. Cheap to clone: one multiplexed connection
@@ -561,6 +563,27 @@ impl TicketStore {
             .context("running the preload script")
     }
 
+    /// A closed sale's keys (stock, meta, buyers, pending) expire after `grace`. Ticket
+    /// records keep their own TTL.
+    pub async fn expire_sale(&self, product: ProductId, grace: Duration) -> anyhow::Result<()> {
+        let k = self.keys(product);
+        let secs = grace.as_secs().max(1) as i64;
+        let mut c = self.conn.clone();
+        let _: () = redis::pipe()
+            .expire(k.stock(), secs)
+            .ignore()
+            .expire(k.meta(), secs)
+            .ignore()
+            .expire(k.buyers(), secs)
+            .ignore()
+            .expire(k.pending(), secs)
+            .ignore()
+            .query_async(&mut c)
+            .await
+            .context("expiring a closed sale's keys")?;
+        Ok(())
+    }
+
     /// The Redis copy of a ticket, or `None` when it is unknown or has expired.
     pub async fn ticket(&self, ticket: &Ticket) -> anyhow::Result<Option<TicketRecord>> {
         let k = self.keys(ticket.product());
@@ -622,6 +645,7 @@ impl TicketStore {
             confirmed: meta.get("confirmed").copied().unwrap_or(0),
             failed: meta.get("failed").copied().unwrap_or(0),
             buyers,
+            ends_at_ms: meta.get("ends_at").copied(),
         })
     }
 }

@@ -417,14 +417,14 @@ fn fuzz() {
         .enable_all()
         .build()
         .unwrap();
-    let (_env, gw, product) = rt.block_on(async {
+    let (env, gw, product) = rt.block_on(async {
         let env = TestEnv::new().await;
         let gw = env.gateway().await;
         gw.wait_for_zookeeper().await;
         let product = env.product(&gw, 20).await;
         (env, gw, product)
     });
-    let spec = Spec::load();
+    let spec = rt.block_on(Spec::fetch(&gw));
     let cases = std::env::var("PROPTEST_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -467,5 +467,28 @@ fn fuzz() {
             "{status} {body}"
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
+    });
+
+    // The fuzz sent preloads and reconciles mid-sale. Once a worker has settled every order,
+    // the stores agree with each other and with the units the product started with.
+    rt.block_on(async {
+        let _worker = env.worker().await;
+        let counts = eventually("every order to settle", Duration::from_secs(60), || async {
+            let c = env.store.counts(product).await.unwrap();
+            (c.pending == 0).then_some(c)
+        })
+        .await;
+        let rows = env.order_rows(product).await.len() as i64;
+        let mysql_stock = env.mysql_stock(product).await;
+        assert_eq!(
+            counts.confirmed, rows,
+            "Redis confirmed = MySQL rows: {counts:?}"
+        );
+        assert_eq!(
+            counts.stock,
+            Some(mysql_stock),
+            "Redis stock = MySQL stock: {counts:?}"
+        );
+        assert_eq!(mysql_stock + rows, 20, "no unit made or lost");
     });
 }

@@ -6,8 +6,9 @@ use rdkafka::util::Timeout;
 use reqwest::StatusCode;
 use seckill_gateway::Application;
 use seckill_shared::store::TicketStore;
-use seckill_shared::{db, kafka, OrderMessage, ProductId, Settings, Ticket};
+use seckill_shared::{db, kafka, LogFormat, OrderMessage, ProductId, Settings, Ticket};
 use seckill_worker::Worker;
+use secrecy::ExposeSecret;
 use serde_json::{json, Value};
 use sqlx::mysql::MySqlPool;
 use sqlx::Row;
@@ -47,12 +48,13 @@ impl TestEnv {
     /// defaults).
     pub async fn new() -> Self {
         if std::env::var("TEST_LOG").is_ok() {
-            seckill_shared::telemetry::init("pretty");
+            seckill_shared::telemetry::init(LogFormat::Pretty);
         }
         let base = Settings::load(None).expect("loading settings from the environment");
         let ns = format!("t{:012x}", rand::random::<u64>() >> 16);
         let server_url = base
             .mysql_url
+            .expose_secret()
             .rsplit_once('/')
             .expect("mysql url has a database")
             .0
@@ -68,7 +70,7 @@ impl TestEnv {
 
         let mut settings = base.clone();
         settings.namespace = ns.clone();
-        settings.mysql_url = format!("{server_url}/sk_{ns}");
+        settings.mysql_url = format!("{server_url}/sk_{ns}").into();
         settings.kafka_topic = format!("orders-{ns}");
         settings.worker_group = format!("workers-{ns}");
         settings.http_addr = "127.0.0.1:0".into();
@@ -76,9 +78,9 @@ impl TestEnv {
         settings.admin_token = ADMIN_TOKEN.into();
         settings.worker_batch_linger_ms = 5;
         settings.kafka_partitions = 4;
-        settings.log_format = "pretty".into();
+        settings.log_format = LogFormat::Pretty;
 
-        let db = db::pool(&settings.mysql_url, 4).unwrap();
+        let db = db::pool(settings.mysql_url.expose_secret(), 4).unwrap();
         db::migrate(&db).await.expect("migrating the test database");
         kafka::ensure_topic(
             &settings.kafka_brokers,
@@ -140,7 +142,7 @@ impl TestEnv {
         let s = &self.settings;
         [
             ("SECKILL_REDIS_URL", s.redis_url.as_str()),
-            ("SECKILL_MYSQL_URL", &s.mysql_url),
+            ("SECKILL_MYSQL_URL", s.mysql_url.expose_secret()),
             ("SECKILL_KAFKA_BROKERS", &s.kafka_brokers),
             ("SECKILL_KAFKA_TOPIC", &s.kafka_topic),
             ("SECKILL_ZK_HOSTS", &s.zk_hosts),

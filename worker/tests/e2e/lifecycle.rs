@@ -109,8 +109,45 @@ async fn sigterm_lets_requests_and_batches_finish_and_a_restart_loses_nothing() 
     record(&mut accepted, late);
     g1.exits_cleanly("the gateway").await;
 
-    // The worker has wave 1 in its batch (gathering for 3 s) when it gets SIGTERM.
-    tokio::time::sleep(Duration::from_millis(1000)).await;
+    // The worker has wave 1 in its batch (gathering for 3 s) when it gets SIGTERM: it has read
+    // every message (the warm-up one and wave 1), and nothing of wave 1 is settled yet.
+    eventually(
+        "the worker to read wave 1",
+        Duration::from_secs(10),
+        || async {
+            let text = client()
+                .get(format!("{}/metrics", w1.base))
+                .send()
+                .await
+                .ok()?
+                .text()
+                .await
+                .ok()?;
+            let read: f64 = text
+                .lines()
+                .find_map(|l| l.strip_prefix("seckill_worker_received_total "))?
+                .trim()
+                .parse()
+                .ok()?;
+            (read >= 21.0).then_some(())
+        },
+    )
+    .await;
+    let rows = env.order_rows(product).await;
+    assert_eq!(
+        rows.len(),
+        1,
+        "only the warm-up order is in MySQL: {rows:?}"
+    );
+    for user in 1..=20 {
+        let ticket = seckill_shared::Ticket::parse(&accepted[&user]).unwrap();
+        let rec = env.store.ticket(&ticket).await.unwrap().unwrap();
+        assert_eq!(
+            rec.status,
+            seckill_shared::TicketStatus::Pending,
+            "user {user}"
+        );
+    }
     w1.sigterm();
     w1.exits_cleanly("the worker").await;
     // It finished the batch before leaving: wave 1 is in MySQL with no worker running.

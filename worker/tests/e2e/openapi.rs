@@ -1,29 +1,154 @@
 //! `GET /openapi.json` against what the gateway really does: every response the tests see is
-//! checked against the document (status, required headers, body schema), and every status the
-//! document lists is produced by some request.
+//! checked against the served document (status, required headers and their values, body schema,
+//! with the `jsonschema` crate), every status the document lists is produced by some request,
+//! and the constraints it states are the ones the server enforces.
 
 use crate::helpers::*;
+use jsonschema::{Draft, Registry, Validator};
 use reqwest::{Method, StatusCode};
-use seckill_gateway::routes::openapi::DOCUMENT;
 use serde_json::{json, Value};
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 use std::time::Duration;
 
-/// The OpenAPI document, with a small validator for the subset of JSON Schema it uses:
-/// `$ref`, `type` (one or a list), `enum`, `required`, `properties`, `additionalProperties:
-/// false`, `minimum`, `maximum`, `minLength` and `maxLength`.
+/// The base URI the document is registered under, for `$ref`s into it.
+const DOC_URI: &str = "urn:seckill:openapi";
+
+/// The OpenAPI document a gateway serves, with a JSON Schema (2020-12, formats asserted)
+/// validator for every schema in it that an answer can be checked against.
 pub struct Spec {
     doc: Value,
+    /// JSON pointer of a schema in the document → its validator.
+    validators: HashMap<String, Validator>,
 }
 
 /// (method, path template, status)
 pub type Key = (String, String, u16);
 
+/// A JSON pointer as a URI fragment: `{` and `}` (of path templates) percent-encoded.
+fn fragment(pointer: &str) -> String {
+    pointer
+        .replace('%', "%25")
+        .replace('{', "%7B")
+        .replace('}', "%7D")
+}
+
+/// `a/b~c` → `a~1b~0c`, one JSON-pointer token.
+fn token(s: &str) -> String {
+    s.replace('~', "~0").replace('/', "~1")
+}
+
 impl Spec {
-    pub fn load() -> Self {
-        Self {
-            doc: serde_json::from_str(DOCUMENT).expect("openapi.json is JSON"),
+    /// The document the gateway serves.
+    pub async fn fetch(gw: &TestGateway) -> Self {
+        let res = gw
+            .http
+            .get(format!("{}/openapi.json", gw.base))
+            .send()
+            .await
+            .expect("GET /openapi.json");
+        assert_eq!(res.status(), 200);
+        Self::new(res.json().await.expect("openapi.json is JSON"))
+    }
+
+    /// The document the gateway library builds (the same one it serves).
+    pub fn built() -> Self {
+        Self::new(
+            serde_json::from_str(seckill_gateway::routes::openapi::json())
+                .expect("openapi.json is JSON"),
+        )
+    }
+
+    fn new(doc: Value) -> Self {
+        assert_eq!(doc["openapi"], "3.1.0");
+        let registry = Registry::new()
+            .draft(Draft::Draft202012)
+            .add(DOC_URI, doc.clone())
+            .expect("the document is a resource")
+            .prepare()
+            .expect("the document's references resolve");
+        // Every schema of a body, a header or a component.
+        let mut pointers = Vec::new();
+        let mut responses = Vec::new();
+        for (path, ops) in doc["paths"].as_object().unwrap() {
+            for (method, op) in ops.as_object().unwrap() {
+                for status in op["responses"].as_object().unwrap().keys() {
+                    responses.push(format!(
+                        "/paths/{}/{method}/responses/{status}",
+                        token(path)
+                    ));
+                }
+                if op["requestBody"].is_object() {
+                    pointers.push(format!(
+                        "/paths/{}/{method}/requestBody/content/application~1json/schema",
+                        token(path)
+                    ));
+                }
+                for (i, _) in op["parameters"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .enumerate()
+                {
+                    pointers.push(format!(
+                        "/paths/{}/{method}/parameters/{i}/schema",
+                        token(path)
+                    ));
+                }
+            }
+        }
+        for status in doc["x-fallback-responses"].as_object().unwrap().keys() {
+            responses.push(format!("/x-fallback-responses/{status}"));
+        }
+        for r in responses {
+            let response = doc.pointer(&r).unwrap();
+            for media in response["content"]
+                .as_object()
+                .into_iter()
+                .flat_map(|c| c.keys())
+            {
+                pointers.push(format!("{r}/content/{}/schema", token(media)));
+            }
+            for name in response["headers"]
+                .as_object()
+                .into_iter()
+                .flat_map(|h| h.keys())
+            {
+                pointers.push(format!("{r}/headers/{}/schema", token(name)));
+            }
+        }
+        for name in doc["components"]["schemas"].as_object().unwrap().keys() {
+            pointers.push(format!("/components/schemas/{}", token(name)));
+        }
+        let validators = pointers
+            .into_iter()
+            .map(|p| {
+                let v = jsonschema::options()
+                    .with_draft(Draft::Draft202012)
+                    .should_validate_formats(true)
+                    .with_registry(&registry)
+                    .build(&json!({"$ref": format!("{DOC_URI}#{}", fragment(&p))}))
+                    .unwrap_or_else(|e| panic!("the schema at {p} compiles: {e}"));
+                (p, v)
+            })
+            .collect();
+        Self { doc, validators }
+    }
+
+    /// Validates `value` against the schema at `pointer` in the document.
+    pub fn validate(&self, pointer: &str, value: &Value) -> Result<(), String> {
+        let v = self
+            .validators
+            .get(pointer)
+            .unwrap_or_else(|| panic!("no schema at {pointer}"));
+        let errors: Vec<String> = v
+            .iter_errors(value)
+            .map(|e| format!("{} at `{}`", e, e.instance_path()))
+            .collect();
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(errors.join("; "))
         }
     }
 
@@ -79,39 +204,40 @@ impl Spec {
         let template = self.template(path);
         let op = template
             .as_ref()
-            .map(|t| &self.doc["paths"][t][method.to_ascii_lowercase()])
-            .filter(|op| op.is_object());
-        let response = match (&template, op) {
-            (Some(_), Some(op)) => op["responses"]
-                .get(status.to_string())
-                .ok_or_else(|| format!("{what}: status not documented"))?,
+            .map(|t| (t, method.to_ascii_lowercase()))
+            .filter(|(t, m)| self.doc["paths"][t][m].is_object());
+        let at = match (&template, op) {
+            (Some(_), Some((t, m))) => format!("/paths/{}/{m}/responses/{status}", token(t)),
             // A path with no such method: 405; no such path: 404.
-            (Some(_), None) => self.doc["x-fallback-responses"]
-                .get("405")
-                .filter(|_| status == 405)
-                .ok_or_else(|| format!("{what}: expected 405 for an undocumented method"))?,
-            (None, _) => self.doc["x-fallback-responses"]
-                .get("404")
-                .filter(|_| status == 404)
-                .ok_or_else(|| format!("{what}: expected 404 for an unknown path"))?,
+            (Some(_), None) if status == 405 => "/x-fallback-responses/405".into(),
+            (Some(_), None) => {
+                return Err(format!("{what}: expected 405 for an undocumented method"))
+            }
+            (None, _) if status == 404 => "/x-fallback-responses/404".into(),
+            (None, _) => return Err(format!("{what}: expected 404 for an unknown path")),
         };
-        let response = self.resolve(response);
-        if let Some(hs) = response["headers"].as_object() {
-            for (name, h) in hs {
-                if h["required"] == true && !headers.contains_key(name.as_str()) {
+        let response = self
+            .doc
+            .pointer(&at)
+            .ok_or_else(|| format!("{what}: status not documented"))?;
+        for (name, h) in response["headers"].as_object().into_iter().flatten() {
+            let Some(value) = headers.get(name.as_str()) else {
+                if h["required"] == true {
                     return Err(format!("{what}: header {name} is missing"));
                 }
-            }
-            if let Some(v) = headers.get("retry-after") {
-                let secs: u64 = v
-                    .to_str()
-                    .ok()
-                    .and_then(|s| s.parse().ok())
-                    .ok_or_else(|| format!("{what}: Retry-After {v:?} is not seconds"))?;
-                if secs < 1 {
-                    return Err(format!("{what}: Retry-After is 0"));
-                }
-            }
+                continue;
+            };
+            let text = value
+                .to_str()
+                .map_err(|_| format!("{what}: header {name} is not text"))?;
+            // A header is text; one documented as a number is checked as the number it spells.
+            let value = match h["schema"]["type"].as_str() {
+                Some("integer" | "number") => serde_json::from_str(text)
+                    .map_err(|_| format!("{what}: header {name}: {text:?} is not a number"))?,
+                _ => Value::String(text.to_owned()),
+            };
+            self.validate(&format!("{at}/headers/{}/schema", token(name)), &value)
+                .map_err(|e| format!("{what}: header {name}: {e}"))?;
         }
         if method != "HEAD" {
             let content = response["content"].as_object().expect("content");
@@ -119,7 +245,7 @@ impl Spec {
                 .get("content-type")
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or("");
-            let (media, schema) = content
+            let (media, _) = content
                 .iter()
                 .find(|(m, _)| ctype.starts_with(m.as_str()))
                 .ok_or_else(|| format!("{what}: content type {ctype:?} not documented"))?;
@@ -130,100 +256,12 @@ impl Spec {
                         String::from_utf8_lossy(body)
                     )
                 })?;
-                self.validate(&schema["schema"], &value, "body")
+                self.validate(&format!("{at}/content/application~1json/schema"), &value)
                     .map_err(|e| format!("{what}: {e}: {value}"))?;
             }
         }
         let template = template.unwrap_or_else(|| "(unmatched)".into());
         Ok((method.to_owned(), template, status))
-    }
-
-    fn resolve<'a>(&'a self, v: &'a Value) -> &'a Value {
-        match v.get("$ref").and_then(Value::as_str) {
-            Some(r) => self.resolve(
-                self.doc
-                    .pointer(r.strip_prefix('#').unwrap())
-                    .unwrap_or_else(|| panic!("{r} does not resolve")),
-            ),
-            None => v,
-        }
-    }
-
-    pub fn validate(&self, schema: &Value, v: &Value, at: &str) -> Result<(), String> {
-        let schema = self.resolve(schema);
-        if let Some(t) = schema.get("type") {
-            let types: Vec<&str> = match t {
-                Value::String(s) => vec![s.as_str()],
-                Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
-                _ => panic!("bad type in schema"),
-            };
-            let ok = types.iter().any(|t| match *t {
-                "object" => v.is_object(),
-                "array" => v.is_array(),
-                "string" => v.is_string(),
-                "integer" => v.is_i64() || v.is_u64(),
-                "number" => v.is_number(),
-                "boolean" => v.is_boolean(),
-                "null" => v.is_null(),
-                other => panic!("unknown type {other}"),
-            });
-            if !ok {
-                return Err(format!("{at}: {v} is not {types:?}"));
-            }
-        }
-        if let Some(Value::Array(allowed)) = schema.get("enum") {
-            if !allowed.contains(v) {
-                return Err(format!("{at}: {v} is not one of {allowed:?}"));
-            }
-        }
-        if let Some(n) = v.as_f64() {
-            if schema
-                .get("minimum")
-                .and_then(Value::as_f64)
-                .is_some_and(|m| n < m)
-                || schema
-                    .get("maximum")
-                    .and_then(Value::as_f64)
-                    .is_some_and(|m| n > m)
-            {
-                return Err(format!("{at}: {v} is out of range"));
-            }
-        }
-        if let Some(s) = v.as_str() {
-            let len = s.chars().count() as u64;
-            if schema
-                .get("minLength")
-                .and_then(Value::as_u64)
-                .is_some_and(|m| len < m)
-                || schema
-                    .get("maxLength")
-                    .and_then(Value::as_u64)
-                    .is_some_and(|m| len > m)
-            {
-                return Err(format!("{at}: {v} has the wrong length"));
-            }
-        }
-        if let Some(obj) = v.as_object() {
-            if let Some(Value::Array(required)) = schema.get("required") {
-                for r in required {
-                    let r = r.as_str().unwrap();
-                    if !obj.contains_key(r) {
-                        return Err(format!("{at}: `{r}` is missing"));
-                    }
-                }
-            }
-            let props = schema.get("properties").and_then(Value::as_object);
-            for (k, x) in obj {
-                match props.and_then(|p| p.get(k)) {
-                    Some(s) => self.validate(s, x, &format!("{at}.{k}"))?,
-                    None if schema.get("additionalProperties") == Some(&json!(false)) => {
-                        return Err(format!("{at}: `{k}` is not documented"))
-                    }
-                    None => {}
-                }
-            }
-        }
-        Ok(())
     }
 }
 
@@ -301,7 +339,9 @@ async fn every_documented_status_is_produced_and_every_answer_matches_the_docume
             s.rate_limit_per_user_per_sec = 0.05;
         })
         .await;
-    let sync = env.gateway_with(|s| s.gateway_mode = "sync".into()).await;
+    let sync = env
+        .gateway_with(|s| s.gateway_mode = seckill_shared::GatewayMode::Sync)
+        .await;
     let redis_down = env
         .gateway_with(|s| s.redis_url = "redis://127.0.0.1:1/".into())
         .await;
@@ -312,7 +352,7 @@ async fn every_documented_status_is_produced_and_every_answer_matches_the_docume
         .await;
     gw.wait_for_zookeeper().await;
     let r = Recorder {
-        spec: Spec::load(),
+        spec: Spec::fetch(&gw).await,
         http: reqwest::Client::builder()
             .pool_idle_timeout(Duration::from_secs(2))
             .build()
@@ -528,6 +568,31 @@ async fn every_documented_status_is_produced_and_every_answer_matches_the_docume
     let unknown = format!("/v1/orders/{p}-{}", "0".repeat(32));
     r.send(&gw, M::GET, &unknown, None, None, None).await;
 
+    // Redis loses a product on sale (its keys are gone): its buys, and the polls of a ticket
+    // only Kafka holds, get 503 with Retry-After while the gateway rebuilds it.
+    let lost = env.product(&gw, 5).await;
+    let (s, pending) = gw.buy(lost, 101).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{pending}");
+    let mut conn = env.store.connection();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("sk:{{{}:{lost}}}:*", env.settings.namespace))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(!keys.is_empty());
+    let _: () = redis::cmd("DEL")
+        .arg(&keys)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let (s, body) = r
+        .json(&gw, M::POST, &format!("/v1/seckill/{lost}"), None, json!({"user_id": 102}))
+        .await;
+    assert_eq!(s, 503, "{body}");
+    let in_kafka = format!("/v1/orders/{}", pending["ticket"].as_str().unwrap());
+    let (s, body) = r.send(&gw, M::GET, &in_kafka, None, None, None).await;
+    assert_eq!(s, 503, "{body}");
+
     // Operations.
     for path in ["/healthz", "/readyz", "/livez", "/metrics", "/openapi.json"] {
         assert_eq!(
@@ -586,4 +651,120 @@ async fn every_documented_status_is_produced_and_every_answer_matches_the_docume
         "documented but never produced: {missing:?}"
     );
     assert_eq!(StatusCode::OK, gw.get_json("/livez").await.0);
+}
+
+/// The document states the limits the server enforces: an id or a ticket that the document
+/// allows is one the server takes, and the other way round.
+#[test]
+fn the_document_states_what_the_server_enforces() {
+    use seckill_shared::domain::MAX_ID;
+    use seckill_shared::{ProductId, Ticket, UserId};
+    let spec = Spec::built();
+    let path_id = "/paths/~1v1~1seckill~1{product_id}/post/parameters/0/schema";
+    let body = "/components/schemas/BuyRequest";
+    for n in [
+        json!(0),
+        json!(1),
+        json!(9),
+        json!(10),
+        json!(MAX_ID - 1),
+        json!(MAX_ID),
+        json!(MAX_ID + 1),
+        json!(u64::MAX),
+        json!(-1),
+        json!(1.5),
+        json!("1"),
+    ] {
+        let server = serde_json::from_value::<UserId>(n.clone()).is_ok();
+        assert_eq!(spec.validate(path_id, &n).is_ok(), server, "product id {n}");
+        let buy = json!({ "user_id": n });
+        assert_eq!(spec.validate(body, &buy).is_ok(), server, "{buy}");
+        if let Some(k) = n.as_u64() {
+            assert_eq!(ProductId::parse(&k.to_string()).is_ok(), server, "{n}");
+        }
+    }
+    assert!(spec.validate(body, &json!({"user_id": 1, "x": 1})).is_err());
+    assert!(spec.validate(body, &json!({})).is_err());
+
+    let ticket = "/paths/~1v1~1orders~1{ticket}/get/parameters/0/schema";
+    let hex = "0123456789abcdef".repeat(2);
+    let mut tickets: Vec<String> = [1, 9, 10, 99, 100, 4242, MAX_ID / 10, MAX_ID - 1, MAX_ID]
+        .into_iter()
+        .chain([MAX_ID + 1, MAX_ID + 10, u64::MAX])
+        .map(|p| format!("{p}-{hex}"))
+        .collect();
+    // Every 19-digit number just above or below the limit at each digit.
+    let max = MAX_ID.to_string();
+    for i in 0..max.len() {
+        for d in b'0'..=b'9' {
+            let mut s = max.clone().into_bytes();
+            s[i] = d;
+            if s[0] != b'0' {
+                tickets.push(format!("{}-{hex}", String::from_utf8(s).unwrap()));
+            }
+        }
+    }
+    tickets.extend([
+        format!("0-{hex}"),
+        format!("-{hex}"),
+        format!("1-{}", hex.to_uppercase()),
+        format!("1-{}", &hex[1..]),
+        format!("1-{hex}0"),
+        format!("1-{}g", &hex[1..]),
+        format!("1_{hex}"),
+        format!("+1-{hex}"),
+        format!("1-{hex}\n"),
+        "".into(),
+    ]);
+    for _ in 0..20 {
+        let p = ProductId::new(rand::random::<u64>() >> 1).unwrap_or(ProductId::new(1).unwrap());
+        tickets.push(Ticket::generate(p).to_string());
+    }
+    for t in &tickets {
+        assert_eq!(
+            spec.validate(ticket, &json!(t)).is_ok(),
+            Ticket::parse(t).is_ok(),
+            "ticket {t:?}"
+        );
+    }
+    // The one difference: the server also reads a product id with leading zeros, which no
+    // ticket it hands out has; the document does not promise it.
+    let padded = format!("01-{hex}");
+    assert!(Ticket::parse(&padded).is_ok() && spec.validate(ticket, &json!(padded)).is_err());
+
+    // A product's name: 1 to 200 characters once trimmed, the way `create_product` checks it.
+    let name = "/components/schemas/NewProduct";
+    let a200 = "a".repeat(200);
+    for n in [
+        String::new(),
+        " ".into(),
+        "\t\n \u{3000}\u{85}".into(),
+        "a".into(),
+        " a ".into(),
+        a200.clone(),
+        format!("{a200}a"),
+        format!("  {a200}\u{2028}"),
+        format!("a{}a", " ".repeat(198)),
+        format!("a{}a", " ".repeat(199)),
+        "\u{1c}".into(),
+        "\u{200b}".into(),
+        "\u{feff}".into(),
+        "é ü 漢字 🦀".into(),
+    ] {
+        let trimmed = n.trim();
+        let server = !trimmed.is_empty() && trimmed.chars().count() <= 200;
+        let product = json!({"name": n, "stock": 1});
+        assert_eq!(spec.validate(name, &product).is_ok(), server, "name {n:?}");
+    }
+    for (stock, ok) in [
+        (json!(0), true),
+        (json!(1_000_000_000), true),
+        (json!(-1), false),
+    ] {
+        let product = json!({"name": "a", "stock": stock});
+        assert_eq!(spec.validate(name, &product).is_ok(), ok, "stock {stock}");
+    }
+    assert!(spec
+        .validate(name, &json!({"name": "a", "stock": 1_000_000_001}))
+        .is_err());
 }

@@ -300,7 +300,9 @@ async fn sale_window_and_unknown_products_are_refused() {
 #[tokio::test]
 async fn sync_mode_confirms_inside_the_request() {
     let env = TestEnv::new().await;
-    let gw = env.gateway_with(|s| s.gateway_mode = "sync".into()).await;
+    let gw = env
+        .gateway_with(|s| s.gateway_mode = seckill_shared::GatewayMode::Sync)
+        .await;
     let product = env.product(&gw, 1).await;
 
     let (status, body) = gw.buy(product, 1).await;

@@ -4,7 +4,7 @@ use crate::helpers::*;
 use reqwest::StatusCode;
 use seckill_shared::settle::Outcome;
 use seckill_shared::store::{ClaimStatus, RecordStatus};
-use seckill_shared::{now_ms, OrderMessage, Ticket, UserId};
+use seckill_shared::{db, now_ms, OrderMessage, Ticket, UserId};
 use seckill_worker::Worker;
 use std::time::Duration;
 
@@ -471,4 +471,94 @@ async fn a_hanging_zookeeper_does_not_stall_the_worker() {
         "five batches took {took:?} with ZooKeeper hanging"
     );
     assert_eq!(env.redis_stock(product).await, 20, "every unit came back");
+}
+
+/// A sale that sold out and settled is closed by the sweeper: later sweeps skip it, its Redis
+/// keys expire after a grace period, and once they are gone a buy still answers `409`, from
+/// MySQL, without rebuilding the product.
+#[tokio::test]
+async fn a_sold_out_and_settled_sale_is_closed_and_its_keys_expire() {
+    let env = TestEnv::new().await;
+    let gw = env.gateway().await;
+    let product = env.product(&gw, 2).await;
+    let _worker = env.worker_with(fast_sweeper).await;
+    for user in 1..=2 {
+        let (status, body) = gw.buy(product, user).await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+        gw.settled(body["ticket"].as_str().unwrap(), Duration::from_secs(60))
+            .await;
+    }
+    let closed_at = eventually("the sale to close", Duration::from_secs(30), || async {
+        db::product(&env.db, product)
+            .await
+            .unwrap()
+            .unwrap()
+            .closed_at_ms
+    })
+    .await;
+    assert!(closed_at > 0);
+    assert!(!db::live_products(&env.db).await.unwrap().contains(&product));
+    let mut conn = env.store.connection();
+    let ttl: i64 = redis::cmd("TTL")
+        .arg(env.store.keys(product).stock())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(ttl > 0, "the stock key expires (TTL {ttl})");
+
+    // The keys expire: a buy answers 409 from MySQL and does not rebuild the product.
+    lose_redis(&env).await;
+    let (status, body) = gw.buy(product, 3).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(env.store.stock(product).await.unwrap(), None, "not rebuilt");
+}
+
+/// The sweep's cost follows the sales going on, not every sale ever held. Not a test: run it
+/// with `cargo test -p seckill-worker --test e2e sweep_cost -- --ignored --nocapture`.
+#[tokio::test]
+#[ignore]
+async fn sweep_cost() {
+    use seckill_shared::recovery::{sweep, SweepRules};
+    let env = TestEnv::new().await;
+    let gw = env.gateway().await;
+    for _ in 0..10 {
+        env.product(&gw, 100).await;
+    }
+    let rules = SweepRules {
+        timeout: Duration::from_secs(30),
+        last_resort: Duration::from_secs(900),
+    };
+    let time = |label: &'static str| {
+        let env = &env;
+        async move {
+            let rounds = 20;
+            let started = std::time::Instant::now();
+            for _ in 0..rounds {
+                sweep(&env.store, &env.db, rules, None, None).await.unwrap();
+            }
+            let per = started.elapsed() / rounds;
+            println!("{label}: {per:?} per sweep");
+            per
+        }
+    };
+    let live_only = time("10 live products").await;
+    // 10,000 finished sales, closed.
+    for chunk in 0..10 {
+        let mut q = sqlx::QueryBuilder::<sqlx::MySql>::new(
+            "INSERT INTO products (name, stock, initial_stock, loaded_at_ms, closed_at_ms) ",
+        );
+        q.push_values(0..1000, |mut b, i| {
+            b.push_bind(format!("finished {chunk}-{i}"))
+                .push_bind(0i64)
+                .push_bind(100i64)
+                .push_bind(1i64)
+                .push_bind(2i64);
+        });
+        q.build().execute(&env.db).await.unwrap();
+    }
+    let with_history = time("10 live products and 10,000 closed sales").await;
+    println!(
+        "ratio: {:.2}",
+        with_history.as_secs_f64() / live_only.as_secs_f64()
+    );
 }
