@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Set up the local services and run the whole test suite: formatting, lints, unit tests and
-# the end-to-end tests against real Redis, MariaDB, ZooKeeper and Kafka (tansu) on loopback.
+# Set up the local services and run the whole test suite: formatting, lints, unit tests, the
+# end-to-end tests against real Redis, MariaDB, ZooKeeper and Kafka (tansu) on loopback,
+# schemathesis against a live gateway, and two chaos scenarios.
 # Works on a fresh Debian 12 machine as root. Usage: scripts/test.sh [extra cargo test args]
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -10,8 +11,9 @@ cd "$ROOT"
 scripts/dev-up.sh
 eval "$(dev_env)"
 
-# Each end-to-end test makes its own database (sk_t...); drop those of earlier runs.
-mysql_root -N -e "SELECT schema_name FROM information_schema.schemata WHERE schema_name LIKE 'sk\\_t%'" |
+# Each end-to-end test makes its own database (sk_t...), and the schemathesis run one
+# (sk_st...); drop those of earlier runs.
+mysql_root -N -e "SELECT schema_name FROM information_schema.schemata WHERE schema_name LIKE 'sk\\_t%' OR schema_name LIKE 'sk\\_st%'" |
     while read -r db; do mysql_root -e "DROP DATABASE \`$db\`"; done
 
 log "cargo fmt --check"
@@ -20,6 +22,75 @@ log "cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 log "cargo test"
 cargo test --workspace "$@" -- --test-threads 4
+
+# schemathesis against a live gateway (with the admin token) and a worker, on a fresh
+# namespace and database: every check, every phase including the stateful one, and zero
+# failures. Pinned by version and hash (scripts/schemathesis/requirements.txt), in a venv
+# under .dev/ like the broker's. SCHEMATHESIS_EXAMPLES sets the cases per operation.
+ST_VERSION=4.32.5
+ST_VENV=$DEV_DIR/schemathesis
+ST_REQUIREMENTS=$ROOT/scripts/schemathesis/requirements.txt
+ST_GW_PORT=18090 ST_WK_PORT=19190
+
+ensure_schemathesis() {
+    if cmp -s "$ST_REQUIREMENTS" "$ST_VENV/requirements.txt" &&
+        [[ $("$ST_VENV/bin/st" --version 2>/dev/null) == "st, version $ST_VERSION" ]]; then
+        log "schemathesis: $ST_VERSION already in $ST_VENV"
+        return 0
+    fi
+    local py=/usr/bin/python3
+    [[ -x $py ]] || py=$(command -v python3) || die "python3 not found"
+    log "schemathesis: installing $ST_VERSION into $ST_VENV"
+    "$py" -m venv --clear "$ST_VENV" || return 1
+    "$ST_VENV/bin/pip" install -q --disable-pip-version-check --require-hashes \
+        --only-binary=:all: -r "$ST_REQUIREMENTS" || return 1
+    cp "$ST_REQUIREMENTS" "$ST_VENV/requirements.txt"
+}
+
+run_schemathesis() {
+    local ns db dir token=schemathesis-admin-token pids=() rc=0 pid
+    ns=st$(date +%s)x$RANDOM
+    db=sk_$ns
+    dir=$DEV_DIR/schemathesis-runs/$ns
+    mkdir -p "$dir"
+    port_open "$ST_GW_PORT" && die "port $ST_GW_PORT is taken"
+    port_open "$ST_WK_PORT" && die "port $ST_WK_PORT is taken"
+    mysql_root -e "CREATE DATABASE \`$db\`"
+    local env=(
+        SECKILL_NAMESPACE="$ns" SECKILL_MYSQL_URL="${SECKILL_MYSQL_URL%/*}/$db"
+        SECKILL_KAFKA_TOPIC="orders-$ns" SECKILL_WORKER_GROUP="workers-$ns"
+        SECKILL_ADMIN_TOKEN="$token" SECKILL_LOG_FORMAT=pretty
+    )
+    log "schemathesis: namespace $ns, logs and reports in $dir"
+    env "${env[@]}" SECKILL_WORKER_HTTP_ADDR="127.0.0.1:$ST_WK_PORT" target/debug/worker \
+        >"$dir/worker.log" 2>&1 &
+    pids+=($!)
+    env "${env[@]}" SECKILL_HTTP_ADDR="127.0.0.1:$ST_GW_PORT" target/debug/gateway \
+        >"$dir/gateway.log" 2>&1 &
+    pids+=($!)
+    if wait_for -t 90 -m "the worker" curl -fsS "http://127.0.0.1:$ST_WK_PORT/livez" &&
+        wait_for -t 30 -m "the gateway" curl -fsS "http://127.0.0.1:$ST_GW_PORT/livez"; then
+        # In the run's folder: hypothesis keeps its database and schemathesis its reports there.
+        (cd "$dir" && SCHEMATHESIS_HOOKS="$ROOT/scripts/schemathesis/hooks.py" \
+            "$ST_VENV/bin/st" run "http://127.0.0.1:$ST_GW_PORT/openapi.json" \
+            --checks all --phases examples,coverage,fuzzing,stateful \
+            --max-examples "${SCHEMATHESIS_EXAMPLES:-200}" --request-timeout 10 \
+            -H "Authorization: Bearer $token" --report junit --report-dir "$dir") || rc=$?
+    else
+        rc=1
+    fi
+    for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+    for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+    if ((rc != 0)); then
+        die "schemathesis failed (exit $rc); its database $db and the logs in $dir are kept"
+    fi
+    mysql_root -e "DROP DATABASE \`$db\`"
+}
+
+log "schemathesis"
+cargo build --bin gateway --bin worker
+ensure_schemathesis
+run_schemathesis
 
 # Two chaos scenarios end to end (no fault, and 10 % of orders failing), each with a full
 # audit of Redis, the tickets and MySQL. The whole suite is scripts/chaos.sh.

@@ -1,6 +1,6 @@
 //! Admin endpoints, behind `Authorization: Bearer <SECKILL_ADMIN_TOKEN>`.
 
-use crate::error::{documented as e, ApiError, Object};
+use crate::error::{documented as e, whole, ApiError, Object};
 use crate::routes::openapi::{schema, ProductCreated};
 use crate::state::AppState;
 use actix_web::http::header;
@@ -47,11 +47,14 @@ fn product_id(path: &str) -> Result<ProductId, ApiError> {
 pub struct NewProduct {
     #[schema(schema_with = schema::product_name)]
     name: String,
+    #[serde(deserialize_with = "whole::i64")]
     #[schema(schema_with = schema::stock)]
     stock: i64,
     /// When the sale starts; buys before get `403 sale_not_started`.
+    #[schema(examples("2026-12-01T10:00:00Z"))]
     starts_at: Option<DateTime<Utc>>,
     /// When the sale ends; buys after get `403 sale_ended`. After `starts_at`.
+    #[schema(examples("2026-12-01T11:00:00Z"))]
     ends_at: Option<DateTime<Utc>>,
 }
 

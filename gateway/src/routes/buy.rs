@@ -1,6 +1,6 @@
 //! `POST /v1/seckill/{product_id}`: buy one unit.
 
-use crate::error::{documented as e, ApiError, Object};
+use crate::error::{documented as e, whole, ApiError, Object};
 use crate::metrics::Outcome as OutcomeLabel;
 use crate::rate_limit::Decision;
 use crate::routes::openapi::{schema, BuyAnswers};
@@ -21,6 +21,7 @@ use tracing::Instrument;
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BuyRequest {
+    #[serde(deserialize_with = "whole::user_id")]
     #[schema(schema_with = schema::id)]
     user_id: UserId,
 }

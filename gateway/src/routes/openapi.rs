@@ -241,7 +241,6 @@ pub mod schema {
             .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
             .minimum(Some(0))
             .maximum(Some(MAX_STOCK))
-            .description(Some("A whole number: `5`, not `5.0`."))
             .build()
     }
 
