@@ -309,8 +309,13 @@ inject() { # scenario
            start_redis || { run_error "start_redis failed"; return 1; }
            new=$(redis_run_id) || { run_error "no Redis run_id after the restart"; return 1; }
            [[ $new != "$old" ]] || { run_error "Redis run_id did not change ($old)"; return 1; }
-           EVIDENCE+=("Redis run_id ${old:0:8} -> ${new:0:8}") ;;
+           EVIDENCE+=("Redis run_id ${old:0:8} -> ${new:0:8}")
            # No reconcile call: gateways and workers find the lost product and rebuild it.
+           # OPERATOR_RECONCILE=1 calls it once, as builds before 2026-12-01 needed.
+           if [[ ${OPERATOR_RECONCILE:-0} == 1 ]]; then
+               wait_for -t 30 -m "reconcile" admin POST "/admin/products/$PRODUCT/reconcile" ||
+                   { run_error "reconcile failed"; return 1; }
+           fi ;;
     esac
     FAULT_END=$(now_us)
 }

@@ -15,6 +15,16 @@ eval "$(dev_env)"
 # (sk_st...); drop those of earlier runs.
 mysql_root -N -e "SELECT schema_name FROM information_schema.schemata WHERE schema_name LIKE 'sk\\_t%' OR schema_name LIKE 'sk\\_st%'" |
     while read -r db; do mysql_root -e "DROP DATABASE \`$db\`"; done
+# ... and their Redis keys (sk:{t...:P}:..., sk:{st...}) and ZooKeeper nodes (/seckill/t...).
+# Their topics live in the local broker's memory and go with its restart.
+redis-cli -h 127.0.0.1 -p "$REDIS_PORT" --scan --pattern 'sk:{t*' |
+    xargs -r -n 500 redis-cli -h 127.0.0.1 -p "$REDIS_PORT" DEL >/dev/null
+redis-cli -h 127.0.0.1 -p "$REDIS_PORT" --scan --pattern 'sk:{st*' |
+    xargs -r -n 500 redis-cli -h 127.0.0.1 -p "$REDIS_PORT" DEL >/dev/null
+for node in $(/usr/share/zookeeper/bin/zkCli.sh -server "127.0.0.1:$ZK_PORT" ls /seckill 2>/dev/null |
+    tail -n 1 | tr -d '[],' | tr ' ' '\n' | grep -E '^s?t[0-9a-f]+$'); do
+    /usr/share/zookeeper/bin/zkCli.sh -server "127.0.0.1:$ZK_PORT" deleteall "/seckill/$node" >/dev/null 2>&1 || true
+done
 
 log "cargo fmt --check"
 cargo fmt --all -- --check

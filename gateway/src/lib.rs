@@ -11,14 +11,15 @@
 //! - [`error`]: the API's error enum and its mapping to status codes and JSON bodies.
 //! - [`sold_out`]: the local sold-out markers and the ZooKeeper watch that drops them.
 //! - [`publish`]: the idempotent Kafka producer that hands orders to the workers.
-//! - [`metrics`]: Prometheus counters and histograms of this process, and the middleware that
-//!   counts every request by route and outcome.
+//! - [`metrics`]: Prometheus counters and histograms of this process.
+//! - [`counting`]: the middleware that counts every request by route and outcome.
 //! - [`rate_limit`]: the per-user token bucket in Redis, shared by every gateway.
 //! - [`admission`]: the cap on buys in flight in this process.
 //! - [`cli`]: the `gateway` binary's command line and `main`.
 
 pub mod admission;
 pub mod cli;
+pub mod counting;
 pub mod error;
 pub mod metrics;
 pub mod publish;

@@ -1,8 +1,9 @@
 //! Building and running the gateway.
 
 use crate::admission::Admission;
+use crate::counting::count_requests;
 use crate::error::{json_error, path_error};
-use crate::metrics::{count_requests, Metrics};
+use crate::metrics::Metrics;
 use crate::publish::OrderPublisher;
 use crate::rate_limit::RateLimiter;
 use crate::recovery::Recovery;

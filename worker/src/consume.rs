@@ -1,12 +1,14 @@
 //! The consumer loop and the Kafka context that tracks this worker's partitions.
 
+use crate::announce::Announcer;
 use crate::metrics::Metrics;
-use crate::startup::Worker;
 use backon::{BackoffBuilder, ExponentialBuilder};
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
+use rdkafka::consumer::{
+    BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer,
+};
 use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::{ClientContext, Statistics};
-use seckill_shared::settle::{BatchReport, Claimed, Outcome};
+use seckill_shared::settle::{BatchReport, Claimed, Outcome, Settler};
 use seckill_shared::{kafka, recovery, OrderMessage};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -111,7 +113,23 @@ impl Batch {
     }
 }
 
-impl Worker {
+/// One worker's batch pipeline: reads orders from Kafka, settles them in batches
+/// (claim in Redis | write to MySQL | confirm in Redis), stores the offsets, and queues the
+/// `"false"`s. Built by [`crate::startup::Worker`], which runs it.
+pub struct Pipeline {
+    pub(crate) consumer: Arc<StreamConsumer<WorkerContext>>,
+    pub(crate) settler: Settler,
+    pub(crate) metrics: Metrics,
+    /// Publishes `"false"` off the settle path.
+    pub(crate) announcer: Announcer,
+    /// Reconcile's fence, after a divergence.
+    pub(crate) fence: Arc<kafka::Fence>,
+    pub(crate) topic: String,
+    pub(crate) batch_size: usize,
+    pub(crate) linger: Duration,
+}
+
+impl Pipeline {
     /// Consumes until `shutdown`, as a three-step pipeline: while one batch is claimed in
     /// Redis, the batch before it is written to MySQL and the one before that is confirmed in
     /// Redis. A batch's offsets are stored once its last step is done, oldest batch first.
@@ -224,7 +242,7 @@ impl Worker {
     /// then up to `SECKILL_WORKER_BATCH_LINGER_MS` for more; with batches in flight it takes
     /// only what has already arrived, and may return `None`.
     async fn gather(&self, busy: bool, shutdown: &CancellationToken) -> Option<Batch> {
-        let size = self.settings.worker_batch_size;
+        let size = self.batch_size;
         let mut batch = Batch::default();
         if !busy {
             let first = tokio::select! {
@@ -244,11 +262,7 @@ impl Worker {
                 }
             }
         }
-        let linger = if busy {
-            Duration::ZERO
-        } else {
-            self.settings.worker_batch_linger()
-        };
+        let linger = if busy { Duration::ZERO } else { self.linger };
         // A zero linger still takes every message that is ready: the timeout polls the
         // receive before it looks at the clock.
         let deadline = tokio::time::Instant::now() + linger;
@@ -277,7 +291,7 @@ impl Worker {
         }
         self.record(&batch.orders, &report).await;
         // The highest offset of each partition: librdkafka commits offset + 1.
-        let topic = self.settings.kafka_topic.as_str();
+        let topic = self.topic.as_str();
         for (&partition, &offset) in &batch.high {
             if let Err(e) = self.consumer.store_offset(topic, partition, offset) {
                 // A partition revoked meanwhile: its new owner sees the batch again, and

@@ -3,7 +3,7 @@
 //! # Layout
 //! - [`startup`]: `Worker::build` applies migrations, creates the topic when missing, joins the
 //!   group and binds the health listener; `run_until_stopped` consumes until told to stop.
-//! - [`consume`]: the batch loop: gather up to `worker_batch_size` messages or wait
+//! - [`consume`]: the [`consume::Pipeline`], the batch loop: gather up to `worker_batch_size` messages or wait
 //!   `worker_batch_linger_ms`, settle them (see `seckill_shared::settle`), retry on error, then
 //!   store the offsets; queue `"false"` for products that got units back.
 //! - [`announce`]: one task publishes the queued `"false"`s to ZooKeeper, off the settle path.

@@ -1,16 +1,16 @@
 //! Building and running a worker.
 
 use crate::announce::Announcer;
-use crate::consume::{Assignment, WorkerContext};
+use crate::consume::{Assignment, Pipeline, WorkerContext};
 use crate::health;
 use crate::metrics::Metrics;
 use actix_web::dev::Server;
 use anyhow::Context;
 use backon::{ExponentialBuilder, Retryable};
 use rdkafka::consumer::{Consumer, StreamConsumer};
-use seckill_shared::settle::{Chaos, Settler};
+use seckill_shared::settle::{BatchReport, Chaos, Settler};
 use seckill_shared::store::TicketStore;
-use seckill_shared::{db, kafka, recovery, zk, Settings};
+use seckill_shared::{db, kafka, recovery, zk, OrderMessage, Settings};
 use secrecy::ExposeSecret;
 use std::future::Future;
 use std::net::TcpListener;
@@ -19,15 +19,9 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 pub struct Worker {
-    pub(crate) settings: Settings,
-    pub(crate) consumer: Arc<StreamConsumer<WorkerContext>>,
-    pub(crate) settler: Settler,
-    /// Publishes `"false"` off the settle path.
-    pub(crate) announcer: Announcer,
+    settings: Settings,
+    pipeline: Pipeline,
     announcer_stop: CancellationToken,
-    pub(crate) metrics: Metrics,
-    /// Reconcile's fence, after Redis lost a product.
-    pub(crate) fence: Arc<kafka::Fence>,
     /// The group's committed offsets, for the sweeper.
     offsets: kafka::GroupOffsets,
     assigned: Assignment,
@@ -107,23 +101,34 @@ impl Worker {
         let zk = Arc::new(zk::Publisher::new(&settings.zk_hosts, &settings.namespace));
         let announcer_stop = CancellationToken::new();
         Ok(Self {
-            announcer: Announcer::start(zk.clone(), announcer_stop.clone()),
-            announcer_stop,
-            fence: Arc::new(kafka::Fence::new(&settings)?),
-            offsets: kafka::GroupOffsets::new(&settings)?,
-            settler: Settler {
-                store,
-                db: pool,
-                chaos: Chaos::from_settings(&settings),
-                ids: Default::default(),
+            pipeline: Pipeline {
+                consumer,
+                settler: Settler {
+                    store,
+                    db: pool,
+                    chaos: Chaos::from_settings(&settings),
+                    ids: Default::default(),
+                },
+                metrics,
+                announcer: Announcer::start(zk.clone(), announcer_stop.clone()),
+                fence: Arc::new(kafka::Fence::new(&settings)?),
+                topic: settings.kafka_topic.clone(),
+                batch_size: settings.worker_batch_size,
+                linger: settings.worker_batch_linger(),
             },
+            announcer_stop,
+            offsets: kafka::GroupOffsets::new(&settings)?,
             settings,
-            consumer,
-            metrics,
             assigned,
             http: std::sync::Mutex::new(Some(http)),
             port,
         })
+    }
+
+    /// One batch through every step, in a row: settle these orders and tell the gateways about
+    /// units given back. Tests drive the worker with it, without Kafka timing.
+    pub async fn process(&self, orders: &[OrderMessage]) -> anyhow::Result<BatchReport> {
+        self.pipeline.process(orders).await
     }
 
     /// Port of the health listener.
@@ -150,13 +155,14 @@ impl Worker {
         // (tests drive `process` that way) then never joins the group. Closing a consumer
         // whose first assignment is still on its way can hang in librdkafka
         // (confluentinc/librdkafka#4884).
-        self.consumer
+        self.pipeline
+            .consumer
             .subscribe(&[&self.settings.kafka_topic])
             .context("subscribing to the order topic")?;
         let http_handle = http.handle();
         let http_task = tokio::spawn(http);
         let assigned = self.assigned.clone();
-        let metrics = self.metrics.clone();
+        let metrics = self.pipeline.metrics.clone();
         let gauge = tokio::spawn(async move {
             loop {
                 let n = assigned.lock().map(|s| s.len()).unwrap_or(0);
@@ -166,26 +172,26 @@ impl Worker {
         });
         let sweeper = tokio::spawn(
             crate::sweep::Sweeper {
-                store: self.settler.store.clone(),
-                db: self.settler.db.clone(),
-                announcer: self.announcer.clone(),
+                store: self.pipeline.settler.store.clone(),
+                db: self.pipeline.settler.db.clone(),
+                announcer: self.pipeline.announcer.clone(),
                 offsets: self.offsets.clone(),
-                fence: self.fence.clone(),
+                fence: self.pipeline.fence.clone(),
                 rules: recovery::SweepRules {
                     timeout: self.settings.pending_timeout(),
                     last_resort: self.settings.pending_last_resort(),
                 },
-                metrics: self.metrics.clone(),
+                metrics: self.pipeline.metrics.clone(),
             }
             .run(shutdown.clone()),
         );
-        self.consume(&shutdown).await;
+        self.pipeline.consume(&shutdown).await;
         let _ = sweeper.await;
         self.announcer_stop.cancel();
         gauge.abort();
         // Closing the consumer blocks on the broker (and can hang: confluentinc/librdkafka#4884),
         // so it happens off the runtime's threads.
-        let consumer = self.consumer;
+        let consumer = self.pipeline.consumer;
         if let Err(e) = tokio::task::spawn_blocking(move || drop(consumer)).await {
             tracing::warn!(error = %e, "closing the consumer failed");
         }

@@ -104,9 +104,14 @@ pub fn history_facts(lines: &[Line], product: ProductId) -> anyhow::Result<(Hist
 }
 
 async fn mysql_facts(pool: &MySqlPool, product: ProductId) -> anyhow::Result<MysqlFacts> {
-    let p = db::product(pool, product)
-        .await?
-        .with_context(|| format!("product {product} is not in MySQL"))?;
+    // Only the columns every schema version has, so older builds can be audited too.
+    let (stock, initial_stock): (i64, i64) =
+        sqlx::query_as("SELECT stock, initial_stock FROM products WHERE id = ?")
+            .bind(product.as_i64())
+            .fetch_optional(pool)
+            .await
+            .context("reading the product")?
+            .with_context(|| format!("product {product} is not in MySQL"))?;
     let orders =
         sqlx::query("SELECT id, ticket, user_id FROM orders WHERE product_id = ? ORDER BY id")
             .bind(product.as_i64())
@@ -129,8 +134,8 @@ async fn mysql_facts(pool: &MySqlPool, product: ProductId) -> anyhow::Result<Mys
         .map(|r| r.get::<String, _>("ticket"))
         .collect();
     Ok(MysqlFacts {
-        stock: p.stock,
-        initial_stock: p.initial_stock,
+        stock,
+        initial_stock,
         orders,
         failed_tickets,
     })

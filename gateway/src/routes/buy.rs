@@ -1,9 +1,9 @@
 //! `POST /v1/seckill/{product_id}`: buy one unit.
 
 use crate::error::{documented as e, whole, ApiError, Object};
-use crate::metrics::Outcome as OutcomeLabel;
 use crate::rate_limit::Decision;
 use crate::routes::openapi::{schema, BuyAnswers};
+use crate::routes::Outcome as OutcomeLabel;
 use crate::state::AppState;
 use actix_web::http::header;
 use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};

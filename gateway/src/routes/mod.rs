@@ -11,6 +11,11 @@ mod orders;
 use crate::error::ApiError;
 use actix_web::{web, HttpResponse};
 
+/// The `outcome` label of a request in `seckill_gateway_requests_total`, when its status code
+/// alone does not say enough. A handler puts it in the request's extensions.
+#[derive(Debug, Clone, Copy)]
+pub struct Outcome(pub &'static str);
+
 pub use buy::TicketBody;
 
 /// Every route: (name, method, path). The name is the `route` label of
