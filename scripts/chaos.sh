@@ -281,6 +281,17 @@ restore_services() {
     start_zookeeper || true
     { start_kafka && ensure_kafka_topic "$SECKILL_KAFKA_TOPIC" "$KAFKA_PARTITIONS"; } || true
 }
+# Both workers hold partitions, and together every partition of the topic.
+all_assigned() {
+    local n=0 p got
+    for p in "${WK_PORTS[@]}"; do
+        got=$(curl -fsS "http://127.0.0.1:$p/healthz" |
+            python3 -c 'import json,sys; print(len(json.load(sys.stdin).get("assigned_partitions") or []))') || return 1
+        ((got > 0)) || return 1
+        n=$((n + got))
+    done
+    ((n == ${SECKILL_KAFKA_PARTITIONS:-8}))
+}
 inject() { # scenario
     local old new
     case $1 in
@@ -388,7 +399,7 @@ elif sc != 1:
         errors.append("the fault was not injected and verified")
     else:
         start, end = fault["start_us"], fault["end_us"]
-        in_flight, buying, inside = set(), 0, 0
+        in_flight, buying, inside, answered = set(), 0, 0, 0
         for line in open(at("history.jsonl")) if os.path.exists(at("history.jsonl")) else []:
             o = json.loads(line)
             if o.get("kind") == "request":
@@ -396,8 +407,9 @@ elif sc != 1:
                     buying += 1
                     if o.get("status") == 202 and o.get("ticket"):
                         in_flight.add(o["ticket"])
-                if o.get("status") == 202 and start <= o["recv_at_us"] <= end:
-                    inside += 1
+                if o.get("status") is not None and start <= o["recv_at_us"] <= end:
+                    answered += 1
+                    inside += o.get("status") == 202
             elif o.get("kind") == "settled":
                 t = o.get("reserved_at_ms")
                 t = t * 1000 if t is not None else o.get("answered_at_us")
@@ -406,13 +418,17 @@ elif sc != 1:
                 if t is not None and t <= start and not done:
                     in_flight.add(o["ticket"])
         json.dump({"start_us": start, "end_us": end, "reservations_in_flight": len(in_flight),
-                   "requests_in_flight": buying, "answered_202_inside": inside,
+                   "requests_in_flight": buying, "answered_inside": answered,
+                   "answered_202_inside": inside,
                    "evidence": fault["evidence"]}, open(at("overlap.json"), "w"), indent=1)
-        overlap = f"{len(in_flight)} in flight, {inside} answered inside {(end - start) / 1e6:.1f} s"
+        overlap = (f"{len(in_flight)} in flight, {answered} answered ({inside} × 202) "
+                   f"inside {(end - start) / 1e6:.1f} s")
         if not in_flight:
             errors.append("no reservation was in flight when the fault started")
-        if not inside:
-            errors.append("no buy was answered 202 while the fault lasted")
+        # Buyers met the fault: they were answered while it lasted. While Redis is down the
+        # answers are 503s, so a 202 is not required.
+        if not answered:
+            errors.append("no buy was answered while the fault lasted")
 
 verdict = "+".join(v for v, why in (("FAIL", fails), ("ERROR", errors)) if why) or "PASS"
 open(at("verdict"), "w").write(verdict + "\n")
@@ -455,6 +471,10 @@ run_one() { # scenario speed run
     if ! { start_worker 0 && start_worker 1 && start_gateway 0 && start_gateway 1; }; then
         die "the services did not start; see $RUN_DIR"
     fi
+    # The sale starts once the group has settled: every partition assigned to one of the two
+    # workers (otherwise the first seconds' orders wait for the rebalance, which measures the
+    # start-up, not the fault).
+    wait_for -t 60 -m "every partition assigned" all_assigned || die "the workers did not share the partitions; see $RUN_DIR"
     PRODUCT=$(admin POST /admin/products "{\"name\": \"chaos $ns\", \"stock\": $RUN_STOCK}" | json_field id)
     admin POST "/admin/products/$PRODUCT/preload" >/dev/null
 
@@ -522,7 +542,7 @@ TABLE=$(printf '%s\n' "$HEADER" "${ROWS[@]}")
 echo
 echo "$TABLE"
 if [[ -n $REPORT ]]; then
-    SETTINGS="Paced: stock $STOCK, $USERS users then fresh ones until sold out, $RATE req/s, fault once $FAULT_AFTER units are sold. Herd: stock $HERD_STOCK, $HERD_USERS users, unpaced, fault once $HERD_FAULT_AFTER units are sold. Concurrency $CONCURRENCY. Every fault waits for a reservation in flight; a killed process is restarted $RESTART_AFTER s later. Allowed failures: scenario 2 \`chaos\`; scenario 7 \`expired\` and \`lost\`, a stand-in limitation (tansu keeps messages in memory, so a restart loses messages it acknowledged; Kafka with acks=all would not). \"Fault hit the sale\": reservations in flight when the fault started, and buys answered 202 while it lasted. A crash fails the run; ERROR means the fault did not happen as designed."
+    SETTINGS="Paced: stock $STOCK, $USERS users then fresh ones until sold out, $RATE req/s, fault once $FAULT_AFTER units are sold. Herd: stock $HERD_STOCK, $HERD_USERS users, unpaced, fault once $HERD_FAULT_AFTER units are sold. Concurrency $CONCURRENCY. Every fault waits for a reservation in flight; a killed process is restarted $RESTART_AFTER s later. Allowed failures: scenario 2 \`chaos\`; scenario 7 \`expired\` and \`lost\`, a stand-in limitation (tansu keeps messages in memory, so a restart loses messages it acknowledged; Kafka with acks=all would not). \"Fault hit the sale\": reservations in flight when the fault started, and buys answered while it lasted. A crash fails the run; ERROR means the fault did not happen as designed."
     python3 - "$REPORT" "$TABLE" "$RUNS" "$SCENARIOS" "$SPEEDS" "$SETTINGS" "$BUILD" <<'PY'
 import sys, datetime, platform, os
 path, table, runs, scenarios, speeds, settings, build = sys.argv[1:]

@@ -7,7 +7,7 @@ use rdkafka::util::Timeout;
 use rdkafka::ClientConfig;
 use seckill_shared::kafka::{producer_config, TICKET_HEADER};
 use seckill_shared::{OrderMessage, Settings};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::RwLock;
 use std::time::Duration;
 
@@ -17,6 +17,8 @@ pub struct OrderPublisher {
     producer: RwLock<(u64, FutureProducer)>,
     /// A replacement is being created.
     replacing: AtomicBool,
+    /// When a delivery last succeeded (or the producer was created), ms since the epoch.
+    last_delivery_ms: AtomicI64,
     config: ClientConfig,
     topic: String,
     timeout: Duration,
@@ -29,6 +31,7 @@ impl OrderPublisher {
         Ok(Self {
             producer: RwLock::new((0, producer)),
             replacing: AtomicBool::new(false),
+            last_delivery_ms: AtomicI64::new(seckill_shared::now_ms()),
             config,
             topic: settings.kafka_topic.clone(),
             timeout: settings.delivery_timeout(),
@@ -42,9 +45,20 @@ impl OrderPublisher {
     /// Replaces producer `generation` after a fatal error, once, however many requests saw it.
     /// The new producer is created off the runtime's threads and outside the lock, so no
     /// request waits on it: the others keep failing fast with the old one meanwhile.
+    ///
+    /// A producer that has delivered nothing for longer than twice the delivery timeout while
+    /// deliveries kept failing is replaced too: after a broker lost its producer state (the
+    /// local tansu broker on a restart), librdkafka's idempotent producer can keep failing
+    /// every message with `UnknownProducerId` without ever raising a fatal error.
     async fn replace_if_fatal(&self, generation: u64, producer: &FutureProducer) {
-        let Some((code, reason)) = producer.client().fatal_error() else {
-            return;
+        let stuck_ms = seckill_shared::now_ms() - self.last_delivery_ms.load(Ordering::Relaxed);
+        let (code, reason) = match producer.client().fatal_error() {
+            Some((code, reason)) => (Some(code), reason),
+            None if stuck_ms > 2 * self.timeout.as_millis() as i64 => (
+                None,
+                format!("no delivery for {stuck_ms} ms while deliveries failed"),
+            ),
+            None => return,
         };
         if self.replacing.swap(true, Ordering::SeqCst) {
             return; // another request is replacing it
@@ -55,8 +69,11 @@ impl OrderPublisher {
             Ok(Ok(fresh)) => {
                 let mut slot = self.producer.write().expect("lock poisoned");
                 if slot.0 == generation {
-                    tracing::error!(?code, %reason, "Kafka producer hit a fatal error; replaced it");
+                    tracing::error!(?code, %reason, "Kafka producer failed for good; replaced it");
                     *slot = (generation + 1, fresh);
+                    // The fresh producer gets a full period before it can be judged stuck.
+                    self.last_delivery_ms
+                        .store(seckill_shared::now_ms(), Ordering::Relaxed);
                 }
             }
             Ok(Err(e)) => {
@@ -85,7 +102,11 @@ impl OrderPublisher {
         // report.
         let result =
             match tokio::time::timeout(self.timeout + Duration::from_millis(500), delivery).await {
-                Ok(Ok(d)) => return Ok((d.partition, d.offset)),
+                Ok(Ok(d)) => {
+                    self.last_delivery_ms
+                        .store(seckill_shared::now_ms(), Ordering::Relaxed);
+                    return Ok((d.partition, d.offset));
+                }
                 Ok(Err((e, _))) => Err(anyhow!(e).context("Kafka did not take the order")),
                 Err(_) => Err(anyhow!("Kafka delivery report timed out")),
             };

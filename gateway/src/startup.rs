@@ -66,7 +66,12 @@ impl Application {
             settler: Settler {
                 store: store.clone(),
                 db: pool.clone(),
-                chaos: Chaos::default(),
+                // Fault injection applies where orders settle: here in sync mode.
+                chaos: if settings.gateway_mode == GatewayMode::Sync {
+                    Chaos::from_settings(&settings)
+                } else {
+                    Chaos::default()
+                },
                 ids: Default::default(),
             },
             store,

@@ -173,6 +173,9 @@ pub struct Settings {
     pub chaos_fail_rate: f64,
     /// Fault injection: a delay before each order of the chaos users is processed.
     pub chaos_delay_ms: u64,
+    /// Fault injection: comma-separated user ids whose order is committed to MySQL, after
+    /// which settling fails once, as if the commit's reply was lost.
+    pub chaos_lose_commit_users: String,
 
     /// Log format: `json` or `pretty`.
     pub log_format: LogFormat,
@@ -214,6 +217,7 @@ impl Default for Settings {
             chaos_fail_users: String::new(),
             chaos_fail_rate: 0.0,
             chaos_delay_ms: 0,
+            chaos_lose_commit_users: String::new(),
             log_format: LogFormat::Json,
         }
     }
@@ -449,6 +453,8 @@ impl Settings {
         )?;
         self.chaos_fail_users()
             .map_err(|e| anyhow!("{ENV_PREFIX}CHAOS_FAIL_USERS: {e}"))?;
+        self.chaos_lose_commit_users()
+            .map_err(|e| anyhow!("{ENV_PREFIX}CHAOS_LOSE_COMMIT_USERS: {e}"))?;
         Ok(())
     }
 
@@ -466,19 +472,16 @@ impl Settings {
     }
 
     pub fn chaos_fail_users(&self) -> Result<HashSet<u64>, String> {
-        self.chaos_fail_users
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(|s| {
-                s.parse::<u64>()
-                    .map_err(|_| format!("{s:?} is not a user id"))
-            })
-            .collect()
+        user_list(&self.chaos_fail_users)
+    }
+
+    pub fn chaos_lose_commit_users(&self) -> Result<HashSet<u64>, String> {
+        user_list(&self.chaos_lose_commit_users)
     }
 
     pub fn chaos_enabled(&self) -> bool {
         !self.chaos_fail_users.trim().is_empty()
+            || !self.chaos_lose_commit_users.trim().is_empty()
             || self.chaos_fail_rate > 0.0
             || self.chaos_delay_ms > 0
     }
@@ -622,6 +625,18 @@ fn explain(errors: figment::Error) -> anyhow::Error {
 }
 
 /// Equality for tests: `Settings` has no `PartialEq`, because it holds secrets.
+/// A comma-separated list of user ids.
+fn user_list(text: &str) -> Result<HashSet<u64>, String> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            s.parse::<u64>()
+                .map_err(|_| format!("{s:?} is not a user id"))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 fn assert_same(a: &Settings, b: &Settings) {
     assert_eq!(a.redacted_toml(), b.redacted_toml());

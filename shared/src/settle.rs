@@ -26,15 +26,37 @@ pub struct Chaos {
     pub fail_users: HashSet<u64>,
     pub fail_rate: f64,
     pub delay: Duration,
+    /// Users whose settle fails once after the MySQL commit, as if the reply was lost.
+    pub lose_commit_users: HashSet<u64>,
+    /// Tickets whose commit was already "lost" once.
+    lost_commits: std::sync::Arc<std::sync::Mutex<HashSet<String>>>,
 }
 
 impl Chaos {
     pub fn from_settings(s: &crate::Settings) -> Self {
         Self {
             fail_users: s.chaos_fail_users().unwrap_or_default(),
+            lose_commit_users: s.chaos_lose_commit_users().unwrap_or_default(),
+            lost_commits: Default::default(),
             fail_rate: s.chaos_fail_rate,
             delay: s.chaos_delay(),
         }
+    }
+
+    /// Fails once, after the commit, if a claimed order is of a `lose_commit_users` user.
+    fn lose_commit(&self, claimed: &[OrderMessage]) -> anyhow::Result<()> {
+        if self.lose_commit_users.is_empty() {
+            return Ok(());
+        }
+        let mut lost = self.lost_commits.lock().expect("lock poisoned");
+        for m in claimed {
+            if self.lose_commit_users.contains(&m.user_id.get())
+                && lost.insert(m.ticket.as_str().to_owned())
+            {
+                anyhow::bail!("chaos: the reply of the commit of {} was lost", m.ticket);
+            }
+        }
+        Ok(())
     }
 
     /// Sleeps for the chaos users and says whether this order must fail.
@@ -204,7 +226,9 @@ impl Settler {
         if claimed.claimed.is_empty() {
             return Ok(Vec::new());
         }
-        self.write(&claimed.claimed, &claimed.chaos_failed).await
+        let decided = self.write(&claimed.claimed, &claimed.chaos_failed).await?;
+        self.chaos.lose_commit(&claimed.claimed)?;
+        Ok(decided)
     }
 
     /// Step 3: make Redis follow MySQL (confirm, and compensate the failures), given what

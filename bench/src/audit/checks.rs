@@ -751,8 +751,9 @@ pub fn buyer_told_truth(input: &AuditInput) -> CheckResult {
 
 /// Check 7: the load finished (the history has its summary line), and with `--until-sold-out`
 /// the sale sold out: the load saw every gateway answer 409, and no unit is left over but those
-/// that failures allowed by the run may have handed back after the last buyer (with none
-/// allowed, both stocks must be 0).
+/// that may have come back after the last buyer: from failures the run allows, and from
+/// requests that got no answer (their reservation may have been given back by the sweeper).
+/// With neither, both stocks must be 0.
 pub fn sale_ended(input: &AuditInput) -> CheckResult {
     let h = &input.history;
     let reached = h
@@ -767,10 +768,11 @@ pub fn sale_ended(input: &AuditInput) -> CheckResult {
         .tickets
         .keys()
         .filter(|t| input.allowed_failure(input.state(t)))
-        .count() as i64;
+        .count() as i64
+        + h.unanswered_users.len() as i64;
     let found = format!(
         "summary={} until_sold_out={} sold_out_reached={reached}; left: redis={stock} mysql={} \
-         (allowed failures={allowed})",
+         (allowed failures and unanswered requests={allowed})",
         if h.has_summary { "yes" } else { "missing" },
         h.until_sold_out,
         input.mysql.stock
@@ -802,7 +804,7 @@ pub fn sale_ended(input: &AuditInput) -> CheckResult {
                 if let Some(s) = s.filter(|s| *s > allowed) {
                     problems.push(format!(
                         "{s} units left in {store}, more than the {allowed} allowed failures \
-                         could have handed back"
+                         and unanswered requests could have handed back"
                     ));
                 }
             }

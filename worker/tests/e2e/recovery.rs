@@ -562,3 +562,26 @@ async fn sweep_cost() {
         with_history.as_secs_f64() / live_only.as_secs_f64()
     );
 }
+
+/// Sync mode: the settle fails right after the MySQL commit (as if its reply was lost). The
+/// unit MySQL sold must not go back on sale: the gateway asks MySQL, under the product's row
+/// lock, finds the order and answers `201`. Before, it gave the unit back and answered `503`
+/// while MySQL kept the order.
+#[tokio::test]
+async fn a_sync_settle_that_fails_after_the_commit_keeps_the_order_and_the_unit_sold() {
+    let env = TestEnv::new().await;
+    let gw = env
+        .gateway_with(|s| {
+            s.gateway_mode = seckill_shared::GatewayMode::Sync;
+            s.chaos_lose_commit_users = "7".into();
+        })
+        .await;
+    let product = env.product(&gw, 3).await;
+    let (status, body) = gw.buy(product, 7).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    assert_eq!(body["status"], "confirmed", "{body}");
+    assert_eq!(env.order_rows(product).await.len(), 1);
+    let c = env.store.counts(product).await.unwrap();
+    assert_eq!((c.stock, c.pending, c.confirmed), (Some(2), 0, 1), "{c:?}");
+    assert_eq!(env.mysql_stock(product).await, 2);
+}
