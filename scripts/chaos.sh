@@ -471,7 +471,8 @@ run_one() { # scenario speed run
     mysql_root -e "CREATE DATABASE \`$db\`"
     export SECKILL_NAMESPACE=$ns SECKILL_MYSQL_URL=$BASE_MYSQL/$db SECKILL_KAFKA_TOPIC=orders-$ns \
         SECKILL_WORKER_GROUP=workers-$ns SECKILL_ADMIN_TOKEN=$TOKEN SECKILL_LOG_FORMAT=pretty \
-        SECKILL_PENDING_TIMEOUT_MS=5000 SECKILL_KAFKA_DELIVERY_TIMEOUT_MS=2000 SECKILL_CHAOS_FAIL_RATE=0
+        SECKILL_PENDING_TIMEOUT_MS=5000 SECKILL_PENDING_LAST_RESORT_MS=30000 \
+        SECKILL_KAFKA_DELIVERY_TIMEOUT_MS=2000 SECKILL_CHAOS_FAIL_RATE=0
     [[ $sc == 2 ]] && export SECKILL_CHAOS_FAIL_RATE=0.1
     started=$SECONDS
     if ! { start_worker 0 && start_worker 1 && start_gateway 0 && start_gateway 1; }; then
