@@ -4,7 +4,7 @@ use crate::admission::Admission;
 use crate::counting::count_requests;
 use crate::error::{json_error, path_error};
 use crate::metrics::Metrics;
-use crate::publish::OrderPublisher;
+use crate::publish::{Locator, OrderPublisher};
 use crate::rate_limit::RateLimiter;
 use crate::recovery::Recovery;
 use crate::routes;
@@ -45,6 +45,7 @@ impl Application {
         let metrics = Metrics::new();
         metrics.max_in_flight.set(settings.max_in_flight as i64);
         let store = TicketStore::from_settings(&settings)?;
+        let locator = Locator::start(store.clone());
         let pool = db::pool(settings.mysql_url.expose_secret(), 16)?;
         let publisher = OrderPublisher::new(&settings)?;
         let sold_out = Arc::new(SoldOutMarkers::new(
@@ -82,6 +83,7 @@ impl Application {
             admin_token: settings.admin_token.clone(),
             sync_mode: settings.gateway_mode == GatewayMode::Sync,
             recovery: Recovery::new(&settings)?,
+            locator,
         });
         let data = state.clone();
         let mut server = HttpServer::new(move || {

@@ -2,7 +2,7 @@
 
 use crate::admission::Admission;
 use crate::metrics::Metrics;
-use crate::publish::OrderPublisher;
+use crate::publish::{Locator, OrderPublisher};
 use crate::rate_limit::RateLimiter;
 use crate::recovery::Recovery;
 use crate::sold_out::SoldOutMarkers;
@@ -28,6 +28,8 @@ pub struct AppState {
     pub rate_limiter: Option<RateLimiter>,
     /// Rebuilds a product that Redis lost.
     pub recovery: Recovery,
+    /// Records each accepted order's Kafka location, in batches.
+    pub locator: Locator,
 }
 
 impl AppState {

@@ -270,12 +270,9 @@ async fn hand_off(state: &AppState, order: OrderMessage) -> Result<HttpResponse,
             // Where the order landed, so the sweeper never fails it for waiting in Kafka. Off
             // the answer's path: until it is recorded, the sweeper treats the ticket as one
             // without a location, whose timeout is far longer than this takes.
-            let (store, ticket) = (state.store.clone(), order.ticket.clone());
-            tokio::spawn(async move {
-                if let Err(e) = store.locate(&ticket, partition, offset).await {
-                    tracing::warn!(error = format!("{e:#}"), %ticket, "could not record the order's Kafka offset");
-                }
-            });
+            state
+                .locator
+                .locate(order.ticket.clone(), partition, offset);
             Ok(HttpResponse::Accepted()
                 .insert_header((header::LOCATION, format!("/v1/orders/{}", order.ticket)))
                 .json(TicketBody::pending(&order.ticket, order.user_id)))

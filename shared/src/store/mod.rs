@@ -339,22 +339,26 @@ impl TicketStore {
         raw.iter().map(|s| ClaimStatus::parse(s)).collect()
     }
 
-    /// Records where the order of `ticket` landed in Kafka. `false` when the record is gone.
+    /// Records where the orders of one product landed in Kafka: (ticket, partition, offset).
+    /// Returns how many records were still there to take it.
     pub async fn locate(
         &self,
-        ticket: &Ticket,
-        partition: i32,
-        offset: i64,
-    ) -> anyhow::Result<bool> {
+        product: ProductId,
+        located: &[(Ticket, i32, i64)],
+    ) -> anyhow::Result<u64> {
+        if located.is_empty() {
+            return Ok(0);
+        }
+        let k = self.keys(product);
+        let mut inv = LOCATE.prepare_invoke();
+        for (t, partition, offset) in located {
+            inv.key(k.ticket(t));
+            inv.arg(*partition).arg(*offset);
+        }
         let mut c = self.conn.clone();
-        let n: i64 = LOCATE
-            .key(self.keys(ticket.product()).ticket(ticket))
-            .arg(partition)
-            .arg(offset)
-            .invoke_async(&mut c)
+        inv.invoke_async(&mut c)
             .await
-            .context("running the locate script")?;
-        Ok(n == 1)
+            .context("running the locate script")
     }
 
     /// Confirms claimed tickets of one product with their order ids. Returns how many changed.
