@@ -195,6 +195,23 @@ impl TestEnv {
             .collect()
     }
 
+    /// Deletes the Redis keys of this namespace whose hash-tag tail matches `pattern` (`*`
+    /// for all, or a product id), as a Redis restart without persistence loses them.
+    pub async fn lose_redis_keys(&self, pattern: &str) {
+        let mut conn = self.store.connection();
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("sk:{{{}:{pattern}", self.settings.namespace))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert!(!keys.is_empty(), "no Redis keys match {pattern}");
+        let _: () = redis::cmd("DEL")
+            .arg(&keys)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+    }
+
     pub async fn redis_stock(&self, product: ProductId) -> i64 {
         self.store
             .stock(product)

@@ -573,18 +573,7 @@ async fn every_documented_status_is_produced_and_every_answer_matches_the_docume
     let lost = env.product(&gw, 5).await;
     let (s, pending) = gw.buy(lost, 101).await;
     assert_eq!(s, StatusCode::ACCEPTED, "{pending}");
-    let mut conn = env.store.connection();
-    let keys: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("sk:{{{}:{lost}}}:*", env.settings.namespace))
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    assert!(!keys.is_empty());
-    let _: () = redis::cmd("DEL")
-        .arg(&keys)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    env.lose_redis_keys(&format!("{lost}}}:*")).await;
     let (s, body) = r
         .json(
             &gw,

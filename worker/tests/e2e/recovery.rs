@@ -89,23 +89,6 @@ async fn a_ticket_stuck_in_processing_is_settled_through_mysql() {
     assert!(env.order_rows(product).await.is_empty());
 }
 
-/// Deletes every Redis key of the test's namespace, as a Redis restart without persistence
-/// does.
-async fn lose_redis(env: &TestEnv) {
-    let mut conn = env.store.connection();
-    let keys: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("sk:{{{}:*", env.settings.namespace))
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    assert!(!keys.is_empty());
-    let _: () = redis::cmd("DEL")
-        .arg(&keys)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-}
-
 /// Redis restarts without persistence while an order waits in Kafka with no worker running.
 /// Buys get `503` (not `404`) while the gateway rebuilds the product by itself; the rebuild
 /// waits until a worker has read the order that was in Kafka, so that order keeps its unit,
@@ -128,7 +111,7 @@ async fn after_a_redis_loss_the_gateway_rebuilds_the_product_and_the_order_in_ka
     let (status, in_flight) = gw.buy(product, 4).await;
     assert_eq!(status, StatusCode::ACCEPTED);
 
-    lose_redis(&env).await;
+    env.lose_redis_keys("*").await;
     let (status, body) = gw.buy(product, 5).await;
     assert_eq!(
         (status, body["error"].as_str()),
@@ -232,7 +215,7 @@ async fn a_redis_loss_in_the_middle_of_a_herd_breaks_no_promise() {
                 (accepted.lock().unwrap().len() >= 10).then_some(())
             })
             .await;
-            lose_redis(&env).await;
+            env.lose_redis_keys("*").await;
         }
     }
     for h in herd {
@@ -507,7 +490,7 @@ async fn a_sold_out_and_settled_sale_is_closed_and_its_keys_expire() {
     assert!(ttl > 0, "the stock key expires (TTL {ttl})");
 
     // The keys expire: a buy answers 409 from MySQL and does not rebuild the product.
-    lose_redis(&env).await;
+    env.lose_redis_keys("*").await;
     let (status, body) = gw.buy(product, 3).await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
     assert_eq!(env.store.stock(product).await.unwrap(), None, "not rebuilt");
