@@ -88,6 +88,8 @@ OUT=$DEV_DIR/chaos/$(date +%Y%m%d-%H%M%S)
 mkdir -p "$OUT"
 BASE_MYSQL=${SECKILL_MYSQL_URL%/*}
 TOKEN=chaos-admin-token
+# Buyers are authenticated as in production: the load tool signs one HS256 token per buyer.
+JWT_SECRET=chaos-hs256-secret-of-at-least-32-bytes
 # A stop that stops nothing is an error (see lib.sh).
 # shellcheck disable=SC2034 # read by lib.sh
 STOP_STRICT=1
@@ -471,6 +473,7 @@ run_one() { # scenario speed run
     mysql_root -e "CREATE DATABASE \`$db\`"
     export SECKILL_NAMESPACE=$ns SECKILL_MYSQL_URL=$BASE_MYSQL/$db SECKILL_KAFKA_TOPIC=orders-$ns \
         SECKILL_WORKER_GROUP=workers-$ns SECKILL_ADMIN_TOKEN=$TOKEN SECKILL_LOG_FORMAT=pretty \
+        SECKILL_AUTH_HS256_SECRET=$JWT_SECRET SECKILL_RATE_LIMIT_PER_ADDRESS_PER_SEC=0 \
         SECKILL_PENDING_TIMEOUT_MS=5000 SECKILL_PENDING_LAST_RESORT_MS=30000 \
         SECKILL_KAFKA_DELIVERY_TIMEOUT_MS=2000 SECKILL_CHAOS_FAIL_RATE=0
     [[ $sc == 2 ]] && export SECKILL_CHAOS_FAIL_RATE=0.1

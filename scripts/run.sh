@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up and run the whole system locally: the dev services, two gateways (8081, 8082) and
 # two workers, plus a demo product. Ctrl-C stops everything this script started.
-# Settings: SECKILL_ADMIN_TOKEN (default: a development token), DEMO_STOCK (default 100).
+# Settings: SECKILL_ADMIN_TOKEN (default: a development token), SECKILL_AUTH_HS256_SECRET (the
+# buyer tokens' secret; default: a development secret), DEMO_STOCK (default 100).
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
@@ -10,6 +11,7 @@ cd "$ROOT"
 scripts/dev-up.sh
 eval "$(dev_env)"
 export SECKILL_ADMIN_TOKEN=${SECKILL_ADMIN_TOKEN:-dev-admin-token}
+export SECKILL_AUTH_HS256_SECRET=${SECKILL_AUTH_HS256_SECRET:-dev-hs256-secret-for-local-use-only!}
 export SECKILL_LOG_FORMAT=${SECKILL_LOG_FORMAT:-pretty}
 DEMO_STOCK=${DEMO_STOCK:-100}
 
@@ -44,13 +46,19 @@ id=$(curl -fsS -X POST http://127.0.0.1:8081/admin/products -H "$auth" -H 'Conte
     -d "{\"name\": \"demo phone\", \"stock\": $DEMO_STOCK}" | sed -E 's/.*"id":([0-9]+).*/\1/')
 curl -fsS -X POST "http://127.0.0.1:8081/admin/products/$id/preload" -H "$auth" >/dev/null
 
+# A buyer's token (user 1), as the shop's account service would issue it.
+buyer=$("$BIN/gateway" token --user 1 --ttl 3600)
+
 cat <<EOT
 
 seckill is running: gateways on :8081 and :8082, workers (health) on :9191 and :9192.
-Demo product $id has $DEMO_STOCK units. Logs: $LOG_DIR. Try:
+Demo product $id has $DEMO_STOCK units. Logs: $LOG_DIR. Try, as user 1 (token valid 1 h;
+another: $BIN/gateway token --user 2):
 
-  curl -i -X POST http://127.0.0.1:8081/v1/seckill/$id -H 'Content-Type: application/json' -d '{"user_id": 1}'
-  curl -s http://127.0.0.1:8082/v1/orders/<ticket>
+  TOKEN=$buyer
+  curl -i -X POST http://127.0.0.1:8081/v1/seckill/$id -H "Authorization: Bearer \$TOKEN" -H 'Content-Type: application/json' -d '{}'
+  curl -s http://127.0.0.1:8082/v1/orders/<ticket> -H "Authorization: Bearer \$TOKEN"
+  curl -s http://127.0.0.1:8082/v1/seckill/$id/order -H "Authorization: Bearer \$TOKEN"
   curl -s http://127.0.0.1:8081/admin/products/$id -H '$auth'
   curl -s http://127.0.0.1:8081/healthz
 

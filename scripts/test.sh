@@ -58,7 +58,8 @@ ensure_schemathesis() {
 }
 
 run_schemathesis() {
-    local ns db dir token=schemathesis-admin-token pids=() rc=0 pid
+    local ns db dir token=schemathesis-admin-token pids=() rc=0 pid buyer
+    local secret=schemathesis-hs256-secret-of-32-bytes-or-more
     ns=st$(date +%s)x$RANDOM
     db=sk_$ns
     dir=$DEV_DIR/schemathesis-runs/$ns
@@ -69,8 +70,10 @@ run_schemathesis() {
     local env=(
         SECKILL_NAMESPACE="$ns" SECKILL_MYSQL_URL="${SECKILL_MYSQL_URL%/*}/$db"
         SECKILL_KAFKA_TOPIC="orders-$ns" SECKILL_WORKER_GROUP="workers-$ns"
-        SECKILL_ADMIN_TOKEN="$token" SECKILL_LOG_FORMAT=pretty
+        SECKILL_ADMIN_TOKEN="$token" SECKILL_AUTH_HS256_SECRET="$secret" SECKILL_LOG_FORMAT=pretty
+        SECKILL_RATE_LIMIT_PER_ADDRESS_PER_SEC=0
     )
+    buyer=$(env "${env[@]}" target/debug/gateway token --user 1 --ttl 3600)
     log "schemathesis: namespace $ns, logs and reports in $dir"
     env "${env[@]}" SECKILL_WORKER_HTTP_ADDR="127.0.0.1:$ST_WK_PORT" target/debug/worker \
         >"$dir/worker.log" 2>&1 &
@@ -82,10 +85,12 @@ run_schemathesis() {
         wait_for -t 30 -m "the gateway" curl -fsS "http://127.0.0.1:$ST_GW_PORT/livez"; then
         # In the run's folder: hypothesis keeps its database and schemathesis its reports there.
         (cd "$dir" && SCHEMATHESIS_HOOKS="$ROOT/scripts/schemathesis/hooks.py" \
-            "$ST_VENV/bin/st" run "http://127.0.0.1:$ST_GW_PORT/openapi.json" \
+            ST_ADMIN_TOKEN="$token" ST_BUYER_TOKEN="$buyer" \
+            "$ST_VENV/bin/st" --config-file "$ROOT/scripts/schemathesis/schemathesis.toml" \
+            run "http://127.0.0.1:$ST_GW_PORT/openapi.json" \
             --checks all --phases examples,coverage,fuzzing,stateful \
             --max-examples "${SCHEMATHESIS_EXAMPLES:-200}" --request-timeout 10 \
-            -H "Authorization: Bearer $token" --report junit --report-dir "$dir") || rc=$?
+            --report junit --report-dir "$dir") || rc=$?
     else
         rc=1
     fi

@@ -32,6 +32,18 @@ pub enum ApiError {
     Unauthorized,
     #[error("wrong bearer token")]
     Forbidden,
+    /// A buyer endpoint without a valid token; the message says which check failed.
+    #[error("{0}")]
+    Unauthenticated(String),
+    /// The request names a user that is not the token's.
+    #[error("user_id is not the token's user (sub)")]
+    UserMismatch,
+    /// The buyer holds no ticket for this product.
+    #[error("you hold no ticket for this product")]
+    NoOrder,
+    /// The client address is over the per-address limit.
+    #[error("too many requests from this address; retry in {retry_after_secs} s")]
+    AddressRateLimited { retry_after_secs: u64 },
     /// The user is over the per-user rate limit; a token comes back after this many seconds.
     #[error("too many buys; retry in {retry_after_secs} s")]
     RateLimited { retry_after_secs: u64 },
@@ -68,6 +80,10 @@ impl ApiError {
             ApiError::SaleEnded => "sale_ended",
             ApiError::Unauthorized => "unauthorized",
             ApiError::Forbidden => "forbidden",
+            ApiError::Unauthenticated(_) => "unauthenticated",
+            ApiError::UserMismatch => "user_mismatch",
+            ApiError::NoOrder => "no_order",
+            ApiError::AddressRateLimited { .. } => "rate_limited",
             ApiError::RateLimited { .. } => "rate_limited",
             ApiError::Overloaded | ApiError::Unavailable(_) => "unavailable",
             ApiError::Unexpected(_) => "internal",
@@ -82,15 +98,19 @@ impl ResponseError for ApiError {
             ApiError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::SoldOut => StatusCode::CONFLICT,
-            ApiError::UnknownProduct | ApiError::UnknownTicket | ApiError::NotFound => {
-                StatusCode::NOT_FOUND
-            }
+            ApiError::UnknownProduct
+            | ApiError::UnknownTicket
+            | ApiError::NotFound
+            | ApiError::NoOrder => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
-            ApiError::SaleNotStarted | ApiError::SaleEnded | ApiError::Forbidden => {
-                StatusCode::FORBIDDEN
+            ApiError::SaleNotStarted
+            | ApiError::SaleEnded
+            | ApiError::Forbidden
+            | ApiError::UserMismatch => StatusCode::FORBIDDEN,
+            ApiError::Unauthorized | ApiError::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
+            ApiError::RateLimited { .. } | ApiError::AddressRateLimited { .. } => {
+                StatusCode::TOO_MANY_REQUESTS
             }
-            ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
-            ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Overloaded | ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Unexpected(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -100,6 +120,11 @@ impl ResponseError for ApiError {
         let mut res = HttpResponse::build(self.status_code());
         let body = match self {
             ApiError::BadRequest(m) | ApiError::Unavailable(m) => {
+                json!({"error": self.code(), "message": m})
+            }
+            ApiError::Unauthenticated(m) => {
+                // RFC 6750 §3.1.
+                res.insert_header((header::WWW_AUTHENTICATE, r#"Bearer error="invalid_token""#));
                 json!({"error": self.code(), "message": m})
             }
             ApiError::Unexpected(e) => {
@@ -116,7 +141,8 @@ impl ResponseError for ApiError {
             ApiError::Unavailable(_) | ApiError::Overloaded => {
                 res.insert_header((header::RETRY_AFTER, "1"));
             }
-            ApiError::RateLimited { retry_after_secs } => {
+            ApiError::RateLimited { retry_after_secs }
+            | ApiError::AddressRateLimited { retry_after_secs } => {
                 res.insert_header((header::RETRY_AFTER, retry_after_secs.to_string()));
             }
             ApiError::MethodNotAllowed { allow } => {
@@ -195,17 +221,32 @@ pub mod documented {
         Unauthorized => [ApiError::Unauthorized];
         /// A wrong bearer token.
         Forbidden => [ApiError::Forbidden];
+        /// No valid buyer token: missing, malformed, badly signed, expired, not yet valid, or
+        /// for another issuer or audience. The message says which; nothing was done.
+        Unauthenticated => [ApiError::Unauthenticated(String::new())];
+        /// The request's `user_id` is not the token's user (`sub`).
+        UserMismatch => [ApiError::UserMismatch];
+        /// The buyer holds no ticket for this product.
+        NoOrder => [ApiError::NoOrder];
         /// The product is not known.
         UnknownProduct => [ApiError::UnknownProduct];
         /// No such ticket.
         UnknownTicket => [ApiError::UnknownTicket];
-        /// Outside the product's sale window.
-        SaleClosed => [ApiError::SaleNotStarted, ApiError::SaleEnded];
+        /// Outside the product's sale window, or the body's `user_id` is not the token's user
+        /// (`sub`).
+        BuyRefused => [ApiError::SaleNotStarted, ApiError::SaleEnded, ApiError::UserMismatch];
         /// No unit left.
         SoldOut => [ApiError::SoldOut];
         /// The user is over the per-user rate limit (`SECKILL_RATE_LIMIT_PER_USER_PER_SEC`,
-        /// `SECKILL_RATE_LIMIT_BURST`), shared by every gateway. Retry after `Retry-After`.
-        RateLimited => [ApiError::RateLimited { retry_after_secs: 1 }];
+        /// `SECKILL_RATE_LIMIT_BURST`), shared by every gateway, or the client address is over
+        /// `SECKILL_RATE_LIMIT_PER_ADDRESS_PER_SEC`. Retry after `Retry-After`.
+        RateLimited => [
+            ApiError::RateLimited { retry_after_secs: 1 },
+            ApiError::AddressRateLimited { retry_after_secs: 1 },
+        ];
+        /// The client address is over `SECKILL_RATE_LIMIT_PER_ADDRESS_PER_SEC`. Retry after
+        /// `Retry-After`.
+        AddressLimited => [ApiError::AddressRateLimited { retry_after_secs: 1 }];
         /// A dependency (Redis, Kafka or MySQL) cannot take the request now, the sale's state
         /// is being restored after Redis lost it, or the gateway is at capacity
         /// (`SECKILL_MAX_IN_FLIGHT`). Nothing was done. Retry after `Retry-After`.
@@ -379,7 +420,13 @@ pub(crate) fn every_kind() -> Vec<ApiError> {
         ApiError::SaleEnded,
         ApiError::Unauthorized,
         ApiError::Forbidden,
+        ApiError::Unauthenticated(String::new()),
+        ApiError::UserMismatch,
+        ApiError::NoOrder,
         ApiError::RateLimited {
+            retry_after_secs: 7,
+        },
+        ApiError::AddressRateLimited {
             retry_after_secs: 7,
         },
         ApiError::Overloaded,
@@ -400,7 +447,11 @@ pub(crate) fn every_kind() -> Vec<ApiError> {
             | ApiError::SaleEnded
             | ApiError::Unauthorized
             | ApiError::Forbidden
+            | ApiError::Unauthenticated(_)
+            | ApiError::UserMismatch
+            | ApiError::NoOrder
             | ApiError::RateLimited { .. }
+            | ApiError::AddressRateLimited { .. }
             | ApiError::Overloaded
             | ApiError::Unavailable(_)
             | ApiError::Unexpected(_) => {}
@@ -430,6 +481,15 @@ pub fn path_error(
     _req: &actix_web::HttpRequest,
 ) -> actix_web::Error {
     ApiError::BadRequest(format!("invalid path: {err}")).into()
+}
+
+/// Maps query-string failures (an unknown or repeated parameter) to 400, with the JSON body
+/// every other error has.
+pub fn query_error(
+    err: actix_web::error::QueryPayloadError,
+    _req: &actix_web::HttpRequest,
+) -> actix_web::Error {
+    ApiError::BadRequest(format!("invalid query: {err}")).into()
 }
 
 /// A JSON body that must be an object. serde also accepts a struct written as an array
@@ -477,6 +537,12 @@ pub mod whole {
             Some(f) => Err(D::Error::invalid_value(Unexpected::Float(f), &what)),
             None => Err(D::Error::custom(format!("{what}: not a number"))),
         }
+    }
+
+    /// An optional user id (with `#[serde(default)]`): absent is `None`; present, as
+    /// [`user_id`].
+    pub fn optional_user_id<'de, D: Deserializer<'de>>(d: D) -> Result<Option<UserId>, D::Error> {
+        user_id(d).map(Some)
     }
 
     /// A user id: a whole number from 1 to 9223372036854775807.

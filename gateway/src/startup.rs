@@ -1,8 +1,9 @@
 //! Building and running the gateway.
 
 use crate::admission::Admission;
+use crate::auth::{self, Authenticator};
 use crate::counting::count_requests;
-use crate::error::{json_error, path_error};
+use crate::error::{json_error, path_error, query_error};
 use crate::metrics::Metrics;
 use crate::publish::{Locator, OrderPublisher};
 use crate::rate_limit::RateLimiter;
@@ -60,8 +61,13 @@ impl Application {
             shutdown.clone(),
         ));
 
+        let auth = Authenticator::from_settings(&settings)?;
+        if let Some(jwks) = auth.jwks() {
+            tokio::spawn(jwks.watch(shutdown.clone()));
+        }
         let rate_limiter = RateLimiter::new(store.connection(), &settings);
         let state = web::Data::new(AppState {
+            auth,
             admission: Admission::new(settings.max_in_flight),
             rate_limiter,
             settler: Settler {
@@ -85,6 +91,7 @@ impl Application {
             recovery: Recovery::new(&settings)?,
             locator,
         });
+        tokio::spawn(forget_idle_addresses(state.clone(), shutdown.clone()));
         let data = state.clone();
         let mut server = HttpServer::new(move || {
             App::new()
@@ -96,6 +103,7 @@ impl Application {
                         .error_handler(json_error),
                 )
                 .app_data(web::PathConfig::default().error_handler(path_error))
+                .app_data(web::QueryConfig::default().error_handler(query_error))
                 .configure(routes::configure)
         })
         // Limits on clients: the time to send a request head (slow or silent clients get 408
@@ -144,5 +152,16 @@ impl Application {
             .context("joining the producer flush")??;
         tracing::info!("gateway stopped");
         served.context("running the HTTP server")
+    }
+}
+
+/// Keeps the per-address limiter's map to recent clients.
+async fn forget_idle_addresses(state: web::Data<AppState>, stop: CancellationToken) {
+    let mut tick = tokio::time::interval(auth::address::FORGET_EVERY);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tick.tick() => state.auth.addresses.forget_idle(),
+        }
     }
 }

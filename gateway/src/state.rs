@@ -1,6 +1,7 @@
 //! [`AppState`]: what every request handler shares.
 
 use crate::admission::Admission;
+use crate::auth::Authenticator;
 use crate::metrics::Metrics;
 use crate::publish::{Locator, OrderPublisher};
 use crate::rate_limit::RateLimiter;
@@ -14,6 +15,8 @@ use std::sync::Arc;
 
 /// Everything a request needs. Shared by all of actix's worker threads.
 pub struct AppState {
+    /// Buyer identity: the per-address limit and token verification.
+    pub auth: Authenticator,
     pub store: TicketStore,
     pub db: MySqlPool,
     pub publisher: OrderPublisher,

@@ -76,6 +76,32 @@ impl fmt::Display for LogFormat {
     }
 }
 
+/// How the gateway knows who a buyer is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AuthMode {
+    /// A signed JWT (`Authorization: Bearer`): the buyer is its `sub` claim.
+    #[default]
+    Jwt,
+    /// No authentication: the body's `user_id` is trusted. Only with `--dev`.
+    None,
+}
+
+impl AuthMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuthMode::Jwt => "jwt",
+            AuthMode::None => "none",
+        }
+    }
+}
+
+impl fmt::Display for AuthMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Every setting. There is deliberately no `PartialEq`: it holds secrets.
 ///
 /// `Serialize` writes the redacted view ([`Settings::redacted_toml`]): secrets never leave
@@ -107,6 +133,28 @@ pub struct Settings {
     /// Bearer token for `/admin`. Required unless the binary runs with `--dev`. Secret.
     #[serde(serialize_with = "redacted_token")]
     pub admin_token: SecretString,
+
+    /// Gateway: `jwt` (the default: buyers send a signed token) or `none` (the body's
+    /// `user_id` is trusted; only with `--dev`).
+    pub auth_mode: AuthMode,
+    /// Gateway: the shared secret for HS256 buyer tokens, at least 32 bytes. Secret.
+    #[serde(serialize_with = "redacted_token")]
+    pub auth_hs256_secret: SecretString,
+    /// Gateway: a JWKS file of public keys (EdDSA/Ed25519, ES256, RS256) for buyer tokens,
+    /// selected by `kid`. A changed file is picked up without a restart.
+    pub auth_jwks_file: String,
+    /// Gateway: when set, a token's `iss` must equal it.
+    pub auth_issuer: String,
+    /// Gateway: when set, a token's `aud` must contain it.
+    pub auth_audience: String,
+    /// Gateway: clock skew allowed on `exp` and `nbf`, in seconds.
+    pub auth_leeway_secs: u64,
+    /// Gateway: requests to the buyer endpoints each client address may make per second, per
+    /// gateway process, checked before the token; 0 turns the limit off.
+    pub rate_limit_per_address_per_sec: u32,
+    /// Gateway: comma-separated addresses or CIDR blocks of proxies whose `X-Forwarded-For`
+    /// names the client.
+    pub trusted_proxies: String,
 
     /// Gateway: where the HTTP API listens.
     pub http_addr: String,
@@ -194,6 +242,14 @@ impl Default for Settings {
             zk_hosts: "127.0.0.1:2181".into(),
             namespace: "seckill".into(),
             admin_token: SecretString::default(),
+            auth_mode: AuthMode::Jwt,
+            auth_hs256_secret: SecretString::default(),
+            auth_jwks_file: String::new(),
+            auth_issuer: String::new(),
+            auth_audience: String::new(),
+            auth_leeway_secs: 30,
+            rate_limit_per_address_per_sec: 100,
+            trusted_proxies: String::new(),
             http_addr: "127.0.0.1:8080".into(),
             http_workers: 0,
             http_client_request_timeout_ms: 5000,
@@ -225,6 +281,12 @@ impl Default for Settings {
 
 /// The admin token `--dev` uses when none is set.
 pub const DEV_ADMIN_TOKEN: &str = "dev-admin-token";
+
+/// The HS256 secret `--dev` uses when no buyer-token key is set.
+pub const DEV_AUTH_HS256_SECRET: &str = "dev-hs256-secret-for-local-use-only!";
+
+/// The shortest HS256 secret accepted (RFC 7518 §3.2: at least the hash's size).
+pub const MIN_HS256_SECRET_BYTES: usize = 32;
 
 impl Settings {
     /// Loads defaults, then `file` (TOML) if given, then the process environment (figment's
@@ -451,6 +513,19 @@ impl Settings {
             "chaos_fail_rate",
             "must be between 0 and 1",
         )?;
+        let secret = self.auth_hs256_secret.expose_secret();
+        check(
+            secret.is_empty() || secret.len() >= MIN_HS256_SECRET_BYTES,
+            "auth_hs256_secret",
+            "must be at least 32 bytes",
+        )?;
+        check(
+            self.auth_leeway_secs <= 3600,
+            "auth_leeway_secs",
+            "must be 0..=3600",
+        )?;
+        self.trusted_proxies()
+            .map_err(|e| anyhow!("{ENV_PREFIX}TRUSTED_PROXIES: {e}"))?;
         self.chaos_fail_users()
             .map_err(|e| anyhow!("{ENV_PREFIX}CHAOS_FAIL_USERS: {e}"))?;
         self.chaos_lose_commit_users()
@@ -469,6 +544,45 @@ impl Settings {
             self.admin_token = DEV_ADMIN_TOKEN.into();
         }
         Ok(())
+    }
+
+    /// Applies `--dev` to buyer authentication. `auth_mode = "none"` needs `--dev`; with no key
+    /// set, `--dev` uses [`DEV_AUTH_HS256_SECRET`] and anything else is an error.
+    pub fn require_auth(&mut self, dev: bool) -> anyhow::Result<()> {
+        match self.auth_mode {
+            AuthMode::None if !dev => {
+                bail!("{ENV_PREFIX}AUTH_MODE=none trusts the body's user_id and needs --dev")
+            }
+            AuthMode::None => {
+                tracing::warn!("--dev with {ENV_PREFIX}AUTH_MODE=none: buyers are not authenticated; anyone can buy as anyone");
+            }
+            AuthMode::Jwt
+                if self.auth_hs256_secret.expose_secret().is_empty()
+                    && self.auth_jwks_file.is_empty() =>
+            {
+                if !dev {
+                    bail!("set {ENV_PREFIX}AUTH_HS256_SECRET or {ENV_PREFIX}AUTH_JWKS_FILE (or {ENV_PREFIX}AUTH_MODE=none with --dev)");
+                }
+                tracing::warn!("--dev: signing buyer tokens with the development HS256 secret; never do this in production");
+                self.auth_hs256_secret = DEV_AUTH_HS256_SECRET.into();
+            }
+            AuthMode::Jwt => {}
+        }
+        Ok(())
+    }
+
+    /// [`Settings::trusted_proxies`], parsed.
+    pub fn trusted_proxies(&self) -> Result<Vec<ipnet::IpNet>, String> {
+        self.trusted_proxies
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(|s| {
+                s.parse::<ipnet::IpNet>()
+                    .or_else(|_| s.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+                    .map_err(|_| format!("{s:?} is not an address or CIDR block"))
+            })
+            .collect()
     }
 
     pub fn chaos_fail_users(&self) -> Result<HashSet<u64>, String> {
@@ -757,13 +871,52 @@ mod tests {
     }
 
     #[test]
+    fn buyer_keys_are_required_and_no_auth_needs_dev() {
+        let mut s = Settings::default();
+        assert!(s.require_auth(false).is_err(), "no key");
+        s.require_auth(true).unwrap();
+        assert_eq!(s.auth_hs256_secret.expose_secret(), DEV_AUTH_HS256_SECRET);
+        let mut s = Settings {
+            auth_jwks_file: "keys.json".into(),
+            ..Settings::default()
+        };
+        s.require_auth(false).unwrap();
+        let mut none = Settings {
+            auth_mode: AuthMode::None,
+            ..Settings::default()
+        };
+        assert!(none.require_auth(false).is_err(), "none without --dev");
+        none.require_auth(true).unwrap();
+        let env = |k: &str, v: &str| vec![(k.to_owned(), v.to_owned())];
+        let short = Settings::from_sources(None, env("SECKILL_AUTH_HS256_SECRET", "too-short"));
+        assert!(format!("{:#}", short.unwrap_err()).contains("SECKILL_AUTH_HS256_SECRET"));
+        let proxies = Settings::from_sources(
+            None,
+            env("SECKILL_TRUSTED_PROXIES", "10.0.0.0/8, 192.168.1.1"),
+        )
+        .unwrap();
+        assert_eq!(proxies.trusted_proxies().unwrap().len(), 2);
+        let bad = Settings::from_sources(None, env("SECKILL_TRUSTED_PROXIES", "10.0.0.0/8,nope"));
+        assert!(format!("{:#}", bad.unwrap_err()).contains("SECKILL_TRUSTED_PROXIES"));
+        assert_eq!(
+            Settings::from_sources(None, env("SECKILL_AUTH_MODE", "none"))
+                .unwrap()
+                .auth_mode,
+            AuthMode::None
+        );
+    }
+
+    #[test]
     fn printed_config_redacts_secrets() {
         let s = Settings {
             admin_token: "hunter2".into(),
+            auth_hs256_secret: "jwt-secret-hunter3-of-32-bytes-long".into(),
             ..Settings::default()
         };
         let out = s.redacted_toml();
         assert!(!out.contains("hunter2"));
+        assert!(!out.contains("hunter3"), "{out}");
+        assert!(!format!("{s:?}").contains("hunter3"));
         assert!(!out.contains(":seckill@"), "{out}");
         assert!(out.contains("mysql://seckill:<redacted>@127.0.0.1:3306/seckill"));
     }

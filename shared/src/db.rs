@@ -1,6 +1,6 @@
 //! The MySQL side: pool, migrations, products and order look-ups.
 
-use crate::domain::{ProductId, Ticket, TicketStatus};
+use crate::domain::{ProductId, Ticket, TicketStatus, UserId};
 use anyhow::Context;
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
 use sqlx::Row;
@@ -139,6 +139,37 @@ pub async fn close_sale(pool: &MySqlPool, id: ProductId, now_ms: i64) -> anyhow:
             .await
             .context("closing a sale")?;
     Ok(res.rows_affected() == 1)
+}
+
+/// The ticket a buyer settled for a product, as MySQL knows it: their confirmed order, else
+/// their last failed ticket.
+pub async fn buyer_ticket(
+    pool: &MySqlPool,
+    product: ProductId,
+    user: UserId,
+) -> anyhow::Result<Option<(Ticket, SettledTicket)>> {
+    let order = sqlx::query("SELECT ticket FROM orders WHERE product_id = ? AND user_id = ?")
+        .bind(product.get() as i64)
+        .bind(user.get() as i64)
+        .fetch_optional(pool)
+        .await
+        .context("reading a buyer's order")?;
+    let row = match order {
+        Some(row) => Some(row),
+        None => sqlx::query(
+            "SELECT ticket FROM failed_tickets WHERE product_id = ? AND user_id = ? \
+             ORDER BY failed_at DESC LIMIT 1",
+        )
+        .bind(product.get() as i64)
+        .bind(user.get() as i64)
+        .fetch_optional(pool)
+        .await
+        .context("reading a buyer's failed ticket")?,
+    };
+    let Some(row) = row else { return Ok(None) };
+    let ticket = Ticket::parse(&row.get::<String, _>("ticket"))
+        .map_err(|e| anyhow::anyhow!("a stored ticket: {e}"))?;
+    Ok(settled_ticket(pool, &ticket).await?.map(|s| (ticket, s)))
 }
 
 /// A settled ticket as MySQL knows it: the fallback once the Redis copy has expired.

@@ -24,7 +24,7 @@ pub mod store;
 pub mod telemetry;
 pub mod zk;
 
-pub use config::{GatewayMode, LogFormat, Settings};
+pub use config::{AuthMode, GatewayMode, LogFormat, Settings};
 pub use domain::{FailureReason, OrderMessage, ProductId, Ticket, TicketStatus, UserId};
 
 /// Milliseconds since the Unix epoch.

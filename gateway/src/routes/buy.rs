@@ -1,5 +1,6 @@
 //! `POST /v1/seckill/{product_id}`: buy one unit.
 
+use crate::auth::Buyer;
 use crate::error::{documented as e, whole, ApiError, Object};
 use crate::rate_limit::Decision;
 use crate::routes::openapi::{schema, BuyAnswers};
@@ -17,13 +18,15 @@ use serde::{Deserialize, Serialize};
 use std::time::Instant;
 use tracing::Instrument;
 
-/// The buyer.
+/// The buyer is the token's `sub`. `user_id` is optional; when present it must equal
+/// `sub` (`403 user_mismatch`). Without authentication (`SECKILL_AUTH_MODE=none`, `--dev`
+/// only) it is required and trusted.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BuyRequest {
-    #[serde(deserialize_with = "whole::user_id")]
+    #[serde(default, deserialize_with = "whole::optional_user_id")]
     #[schema(schema_with = schema::id)]
-    user_id: UserId,
+    user_id: Option<UserId>,
 }
 
 /// The body of `202`, `200` and `GET /v1/orders/{ticket}`.
@@ -112,13 +115,15 @@ impl TicketBody {
     operation_id = "buy",
     tag = "buy",
     summary = "Buy one unit",
-    description = "Order of checks: the body; the local sold-out marker (`409` without a network call); admission (`SECKILL_MAX_IN_FLIGHT`, `503`); the per-user rate limit (`429`); then one atomic reservation in Redis. In `async` mode the order goes to Kafka and the answer is `202` once Kafka has it. In `sync` mode MySQL settles it inside the request: `201` confirmed, or `200` with a failed ticket. A product that Redis lost answers `503` while it is rebuilt from MySQL.",
+    description = "Order of checks: the per-address limit (`429`); the buyer's token (`401`; the buyer is its `sub`, and a body `user_id` must equal it, else `403 user_mismatch`); the body; the local sold-out marker (`409` without a network call); admission (`SECKILL_MAX_IN_FLIGHT`, `503`); the per-user rate limit (`429`); then one atomic reservation in Redis. In `async` mode the order goes to Kafka and the answer is `202` once Kafka has it. In `sync` mode MySQL settles it inside the request: `201` confirmed, or `200` with a failed ticket. A product that Redis lost answers `503` while it is rebuilt from MySQL.",
     params(("product_id" = inline(schema::Id), Path, description = "The product.")),
     request_body = BuyRequest,
+    security(("buyer" = [])),
     responses(
         BuyAnswers,
         e::BadRequest,
-        e::SaleClosed,
+        e::Unauthenticated,
+        e::BuyRefused,
         e::UnknownProduct,
         e::SoldOut,
         e::PayloadTooLarge,
@@ -130,13 +135,14 @@ impl TicketBody {
 )]
 pub async fn buy(
     req: HttpRequest,
+    buyer: Buyer,
     state: web::Data<AppState>,
     path: web::Path<String>,
     body: web::Json<Object<BuyRequest>>,
 ) -> Result<HttpResponse, ApiError> {
     let started = Instant::now();
     let product = ProductId::parse(&path)?;
-    let user = body.0 .0.user_id;
+    let user = buyer.resolve(body.0 .0.user_id)?;
 
     if state.sold_out.is_sold_out(product) {
         req.extensions_mut().insert(OutcomeLabel("sold_out_marker"));

@@ -3,7 +3,7 @@
 //! `GET /openapi.json` (see [`openapi`]).
 
 mod admin;
-mod buy;
+pub(crate) mod buy;
 mod health;
 pub mod openapi;
 mod orders;
@@ -23,6 +23,7 @@ pub use buy::TicketBody;
 pub const ROUTES: &[(&str, &str, &str)] = &[
     ("buy", "POST", "/v1/seckill/{product_id}"),
     ("order", "GET", "/v1/orders/{ticket}"),
+    ("my_order", "GET", "/v1/seckill/{product_id}/order"),
     ("admin_create_product", "POST", "/admin/products"),
     ("admin_product", "GET", "/admin/products/{id}"),
     ("admin_preload", "POST", "/admin/products/{id}/preload"),
@@ -37,6 +38,7 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(resource("buy").route(web::post().to(buy::buy)))
         .service(resource("order").route(web::get().to(orders::get_order)))
+        .service(resource("my_order").route(web::get().to(orders::my_order)))
         .service(resource("admin_create_product").route(web::post().to(admin::create_product)))
         .service(resource("admin_product").route(web::get().to(admin::get_product)))
         .service(resource("admin_preload").route(web::post().to(admin::preload)))

@@ -37,6 +37,7 @@ use utoipa::{IntoResponses, Modify, OpenApi, PartialSchema, ToSchema};
     paths(
         buy::buy,
         orders::get_order,
+        orders::my_order,
         admin::create_product,
         admin::get_product,
         admin::preload,
@@ -50,7 +51,7 @@ use utoipa::{IntoResponses, Modify, OpenApi, PartialSchema, ToSchema};
     components(schemas(buy::TicketBody, admin::Created)),
     modifiers(&Errors, &BearerAuth),
     tags(
-        (name = "buy", description = "Buy a unit and poll its ticket."),
+        (name = "buy", description = "Buy a unit and poll its ticket. Behind `Authorization: Bearer <JWT>` (the buyer's token)."),
         (name = "admin", description = "Behind `Authorization: Bearer <SECKILL_ADMIN_TOKEN>`."),
         (name = "operations", description = "Health, metrics and this document."),
     ),
@@ -133,6 +134,18 @@ impl Modify for BearerAuth {
                     HttpBuilder::new()
                         .scheme(HttpAuthScheme::Bearer)
                         .description(Some("`SECKILL_ADMIN_TOKEN`"))
+                        .build(),
+                ),
+            );
+        doc.components
+            .get_or_insert_with(Default::default)
+            .add_security_scheme(
+                "buyer",
+                SecurityScheme::Http(
+                    HttpBuilder::new()
+                        .scheme(HttpAuthScheme::Bearer)
+                        .bearer_format("JWT")
+                        .description(Some("A buyer's JWT from the shop's account service: HS256 with `SECKILL_AUTH_HS256_SECRET`, or EdDSA, ES256 or RS256 with a key of `SECKILL_AUTH_JWKS_FILE` named by `kid`. The buyer is its `sub`; `exp` is required."))
                         .build(),
                 ),
             );
@@ -491,16 +504,24 @@ mod tests {
             }
             let declared: BTreeSet<&str> = op["parameters"]
                 .as_array()
-                .map(|ps| ps.iter().filter_map(|p| p["name"].as_str()).collect())
+                .map(|ps| {
+                    ps.iter()
+                        .filter(|p| p["in"] == "path")
+                        .filter_map(|p| p["name"].as_str())
+                        .collect()
+                })
                 .unwrap_or_default();
             let in_path: BTreeSet<&str> = path
                 .split('/')
                 .filter_map(|s| s.strip_prefix('{')?.strip_suffix('}'))
                 .collect();
             assert_eq!(declared, in_path, "{method} {path}");
-            // The admin routes, and only they, need the token.
-            let secured = op["security"] == serde_json::json!([{"bearer": []}]);
-            assert_eq!(secured, path.starts_with("/admin/"), "{method} {path}");
+            // The admin routes, and only they, need the admin token; the buyer routes, and
+            // only they, the buyer's.
+            let admin = op["security"] == serde_json::json!([{"bearer": []}]);
+            assert_eq!(admin, path.starts_with("/admin/"), "{method} {path}");
+            let buyer = op["security"] == serde_json::json!([{"buyer": []}]);
+            assert_eq!(buyer, path.starts_with("/v1/"), "{method} {path}");
         }
     }
 

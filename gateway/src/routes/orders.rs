@@ -1,11 +1,16 @@
-//! `GET /v1/orders/{ticket}`: poll a ticket.
+//! `GET /v1/orders/{ticket}`: poll a ticket; `GET /v1/seckill/{product_id}/order`: find
+//! one's own. A ticket answers only its owner: anyone else gets the same `404` as for a
+//! ticket that does not exist.
 
+use crate::auth::Buyer;
 use crate::error::{documented as e, ApiError};
+use crate::routes::buy::current_ticket;
 use crate::routes::openapi::schema;
 use crate::routes::TicketBody;
 use crate::state::AppState;
 use actix_web::{web, HttpResponse};
-use seckill_shared::{db, Ticket};
+use seckill_shared::{db, ProductId, Ticket, UserId};
+use serde::Deserialize;
 
 #[utoipa::path(
     get,
@@ -15,26 +20,38 @@ use seckill_shared::{db, Ticket};
     summary = "Poll a ticket",
     description = "From Redis while its copy lives (`SECKILL_TICKET_TTL_SECS`), then from MySQL. `503` while a dependency is down, or while the product's state is rebuilt after Redis lost it (the ticket may be an order still in Kafka).",
     params(("ticket" = inline(schema::TicketText), Path, description = "As a buy answered it.")),
+    security(("buyer" = [])),
     responses(
         (status = 200, description = "The ticket.", body = TicketBody),
         e::BadRequest,
+        e::Unauthenticated,
         e::UnknownTicket,
+        e::AddressLimited,
         e::Unavailable,
     ),
 )]
 pub async fn get_order(
+    buyer: Buyer,
     state: web::Data<AppState>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let ticket = Ticket::parse(&path)?;
+    // Only the owner sees a ticket; with authentication off, anyone does.
+    let owner = |user_id: u64| buyer.0.is_none_or(|b| b.get() == user_id);
     // The fast Redis copy first; MySQL once it has expired (or while Redis is down).
     let redis_err = match state.store.ticket(&ticket).await {
-        Ok(Some(r)) => return Ok(HttpResponse::Ok().json(TicketBody::from_record(&ticket, r))),
+        Ok(Some(r)) if owner(r.user_id) => {
+            return Ok(HttpResponse::Ok().json(TicketBody::from_record(&ticket, r)))
+        }
+        Ok(Some(_)) => return Err(ApiError::UnknownTicket),
         Ok(None) => None,
         Err(e) => Some(e),
     };
     match db::settled_ticket(&state.db, &ticket).await {
-        Ok(Some(s)) => Ok(HttpResponse::Ok().json(TicketBody::from_settled(&ticket, s))),
+        Ok(Some(s)) if owner(s.user_id) => {
+            Ok(HttpResponse::Ok().json(TicketBody::from_settled(&ticket, s)))
+        }
+        Ok(Some(_)) => Err(ApiError::UnknownTicket),
         Ok(None) => match redis_err {
             Some(e) => Err(ApiError::unavailable("Redis", e)),
             None => Err(unknown(&state, &ticket).await),
@@ -58,5 +75,64 @@ async fn unknown(state: &AppState, ticket: &Ticket) -> ApiError {
             _ => ApiError::UnknownTicket,
         },
         Err(e) => ApiError::unavailable("Redis", e),
+    }
+}
+
+/// The query of `GET /v1/seckill/{product_id}/order`.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct MyOrderQuery {
+    /// Optional; must be the token's user. Required only without authentication.
+    #[param(schema_with = schema::id)]
+    user_id: Option<String>,
+}
+
+#[utoipa::path(
+    get,
+    path = "/v1/seckill/{product_id}/order",
+    operation_id = "getMyOrder",
+    tag = "buy",
+    summary = "Find my ticket for a product",
+    description = "The caller's ticket for the product (the same body as `GET /v1/orders/{ticket}`): the one they hold, else their confirmed order, else their last failed ticket. A buyer whose `202` was lost finds it here, whatever the sold-out marker says.",
+    params(("product_id" = inline(schema::Id), Path, description = "The product."), MyOrderQuery),
+    security(("buyer" = [])),
+    responses(
+        (status = 200, description = "The caller's ticket.", body = TicketBody),
+        e::BadRequest,
+        e::Unauthenticated,
+        e::UserMismatch,
+        e::NoOrder,
+        e::AddressLimited,
+        e::Unavailable,
+    ),
+)]
+pub async fn my_order(
+    buyer: Buyer,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    query: web::Query<MyOrderQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let product = ProductId::parse(&path)?;
+    let named = query.user_id.as_deref().map(UserId::parse).transpose()?;
+    let user = buyer.resolve(named)?;
+    // The ticket the buyer holds in Redis (pending, or settled while its copy lives).
+    match state.store.buyer(product, user).await {
+        Ok(Some(held)) => {
+            let held = Ticket::parse(&held)
+                .map_err(|e| ApiError::Unexpected(anyhow::anyhow!("a held ticket: {e}")))?;
+            let body = current_ticket(&state, &held, user).await?;
+            return Ok(HttpResponse::Ok().json(body));
+        }
+        Ok(None) => {}
+        Err(e) => return Err(ApiError::unavailable("Redis", e)),
+    }
+    // Then MySQL: a confirmed order, else the last failed ticket.
+    match db::buyer_ticket(&state.db, product, user).await {
+        Ok(Some((ticket, settled))) => {
+            Ok(HttpResponse::Ok().json(TicketBody::from_settled(&ticket, settled)))
+        }
+        Ok(None) => Err(ApiError::NoOrder),
+        Err(e) => Err(ApiError::unavailable("MySQL", e)),
     }
 }

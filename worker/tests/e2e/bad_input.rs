@@ -55,7 +55,7 @@ async fn malformed_requests_get_4xx_with_a_json_body() {
             Method::POST,
             buy.clone(),
             Some("application/json"),
-            Some("{}".into()),
+            Some(r#"{"user_id":null}"#.into()),
             400,
         ),
         (
@@ -143,6 +143,28 @@ async fn malformed_requests_get_4xx_with_a_json_body() {
             None,
             404,
         ),
+        (
+            Method::GET,
+            format!("/v1/seckill/{product}/order?user_id=abc"),
+            None,
+            None,
+            400,
+        ),
+        (
+            Method::GET,
+            format!("/v1/seckill/{product}/order?other=1"),
+            None,
+            None,
+            400,
+        ),
+        (
+            Method::GET,
+            format!("/v1/seckill/{product}/order?user_id=1&user_id=1"),
+            None,
+            None,
+            400,
+        ),
+        (Method::GET, "/v1/seckill/abc/order".into(), None, None, 400),
         (Method::GET, "/nowhere".into(), None, None, 404),
         (
             Method::POST,
@@ -152,26 +174,60 @@ async fn malformed_requests_get_4xx_with_a_json_body() {
             401,
         ),
     ];
+    // A case for a buyer endpoint is sent with user 1's token, so that what is checked is the
+    // input itself; then without one: `401`, before the path or the body is looked at.
+    let send =
+        |method: Method, path: String, ctype: Option<&str>, body: Option<String>, bearer: bool| {
+            let mut req = gw.http.request(method, format!("{}{path}", gw.base));
+            if bearer {
+                req = req.bearer_auth(token(1));
+            }
+            if let Some(c) = ctype {
+                req = req.header("content-type", c);
+            }
+            if let Some(b) = body {
+                req = req.body(b);
+            }
+            async move {
+                let res = req.send().await.unwrap();
+                let status = res.status().as_u16();
+                let text = res.text().await.unwrap();
+                (status, text)
+            }
+        };
     for (method, path, ctype, body, expected) in cases {
-        let mut req = gw
-            .http
-            .request(method.clone(), format!("{}{path}", gw.base));
-        if let Some(c) = ctype {
-            req = req.header("content-type", c);
+        let buyer = path.starts_with("/v1/") && expected != 405;
+        let runs: &[bool] = if buyer { &[true, false] } else { &[false] };
+        for &bearer in runs {
+            let expected = if buyer && !bearer { 401 } else { expected };
+            let (status, text) =
+                send(method.clone(), path.clone(), ctype, body.clone(), bearer).await;
+            let what = format!("{method} {path} {body:?} (token: {bearer})");
+            let json: Value = serde_json::from_str(&text)
+                .unwrap_or_else(|_| panic!("{what}: body is not JSON: {text}"));
+            assert_eq!(status, expected, "{what}: {text}");
+            assert!(json["error"].is_string(), "{what}: {text}");
+            if expected == 401 && buyer {
+                assert_eq!(json["error"], "unauthenticated", "{what}: {text}");
+            }
         }
-        if let Some(b) = body.clone() {
-            req = req.body(b);
-        }
-        let res = req.send().await.unwrap();
-        let status = res.status().as_u16();
-        let text = res.text().await.unwrap();
-        let json: Value = serde_json::from_str(&text)
-            .unwrap_or_else(|_| panic!("{method} {path} {body:?}: body is not JSON: {text}"));
-        assert_eq!(status, expected, "{method} {path} {body:?}: {text}");
-        assert!(json["error"].is_string(), "{method} {path}: {text}");
     }
     // Nothing above reserved anything.
     assert_eq!(env.redis_stock(product).await, 5);
+
+    // `user_id` is optional: `{}` with a token buys for the token's user.
+    let (status, text) = send(
+        Method::POST,
+        buy.clone(),
+        Some("application/json"),
+        Some("{}".into()),
+        true,
+    )
+    .await;
+    assert_eq!(status, 202, "{text}");
+    let json: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(json["user_id"], 1, "{text}");
+    assert_eq!(env.redis_stock(product).await, 4);
 }
 
 #[tokio::test]

@@ -83,6 +83,9 @@ fn route(product: ProductId) -> BoxedStrategy<(Vec<String>, Method)> {
             .prop_map(move |id| (vec!["v1".into(), "seckill".into(), id], Method::POST)),
         3 => ticket_segment(product)
             .prop_map(|t| (vec!["v1".into(), "orders".into(), t], Method::GET)),
+        2 => id_segment(product).prop_map(|id| {
+            (vec!["v1".into(), "seckill".into(), id, "order".into()], Method::GET)
+        }),
         2 => Just((s(&["admin", "products"]), Method::POST)),
         2 => (id_segment(product), prop_oneof![
                 Just(None), Just(Some("preload")), Just(Some("reconcile"))
@@ -132,9 +135,32 @@ fn content_type() -> impl Strategy<Value = Option<String>> {
     ]
 }
 
+/// A buyer's valid token, or one with a character changed, inserted or deleted.
+fn buyer_token() -> impl Strategy<Value = String> {
+    prop_oneof![
+        3 => (1u64..300).prop_map(token),
+        1 => (1u64..300, any::<prop::sample::Index>(), b'!'..=b'~', 0..3u8).prop_map(
+            |(user, at, byte, how)| {
+                let mut t = token(user).into_bytes();
+                let i = at.index(t.len());
+                match how {
+                    0 if t[i] == byte => t[i] = if byte == b'~' { b'!' } else { byte + 1 },
+                    0 => t[i] = byte,
+                    1 => t.insert(i, byte),
+                    _ => {
+                        t.remove(i);
+                    }
+                }
+                String::from_utf8(t).expect("ASCII")
+            }
+        ),
+    ]
+}
+
 fn authorization() -> impl Strategy<Value = Option<String>> {
     prop_oneof![
         3 => Just(None),
+        3 => buyer_token().prop_map(|t| Some(format!("Bearer {t}"))),
         3 => Just(Some(format!("Bearer {ADMIN_TOKEN}"))),
         1 => Just(Some("Bearer wrong".to_string())),
         1 => Just(Some(format!("Bearer  {ADMIN_TOKEN} "))),
@@ -253,7 +279,11 @@ fn fuzzed(product: ProductId) -> BoxedStrategy<Fuzzed> {
     (
         route(product),
         prop::option::weighted(0.25, method()),
-        prop::option::of("[a-z_]{1,8}=[ -~]{0,10}"),
+        prop::option::of(prop_oneof![
+            "[a-z_]{1,8}=[ -~]{0,10}",
+            "user_id=-?[0-9]{1,4}",
+            "user_id=[0-9]{1,3}&user_id=[0-9]{1,3}",
+        ]),
         content_type(),
         authorization(),
         body(),
@@ -275,29 +305,43 @@ fn fuzzed(product: ProductId) -> BoxedStrategy<Fuzzed> {
 fn well_formed(product: ProductId) -> BoxedStrategy<Fuzzed> {
     let json = |v: Value| Some(v.to_string().into_bytes());
     let seg = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-    let token = Some(format!("Bearer {ADMIN_TOKEN}"));
+    let admin_token = Some(format!("Bearer {ADMIN_TOKEN}"));
+    let buyer = |user: u64| Some(format!("Bearer {}", token(user)));
     let buy = (
         prop_oneof![3 => Just(product.get()), 1 => 1u64..20],
         1u64..300,
+        prop::bool::weighted(0.8),
     )
-        .prop_map(move |(p, user)| Fuzzed {
+        .prop_map(move |(p, user, named)| Fuzzed {
             method: Method::POST,
             segments: seg(&["v1", "seckill", &p.to_string()]),
             query: None,
             content_type: Some("application/json".into()),
-            authorization: None,
-            body: json(json!({ "user_id": user })),
+            authorization: buyer(user),
+            body: json(if named {
+                json!({ "user_id": user })
+            } else {
+                json!({})
+            }),
         });
-    let order = "[0-9a-f]{32}".prop_map(move |hex| Fuzzed {
+    let order = ("[0-9a-f]{32}", 1u64..300).prop_map(move |(hex, user)| Fuzzed {
         method: Method::GET,
         segments: seg(&["v1", "orders", &format!("{product}-{hex}")]),
         query: None,
         content_type: None,
-        authorization: None,
+        authorization: buyer(user),
+        body: None,
+    });
+    let my_order = (1u64..300).prop_map(move |user| Fuzzed {
+        method: Method::GET,
+        segments: seg(&["v1", "seckill", &product.to_string(), "order"]),
+        query: None,
+        content_type: None,
+        authorization: buyer(user),
         body: None,
     });
     let create = {
-        let token = token.clone();
+        let auth = admin_token.clone();
         (
             "[a-zA-Z0-9 ]{0,20}[a-z]",
             0i64..100,
@@ -311,7 +355,7 @@ fn well_formed(product: ProductId) -> BoxedStrategy<Fuzzed> {
                 segments: seg(&["admin", "products"]),
                 query: None,
                 content_type: Some("application/json".into()),
-                authorization: token.clone(),
+                authorization: auth.clone(),
                 body: json(json!({"name": name, "stock": stock, "starts_at": starts_at})),
             })
     };
@@ -333,11 +377,11 @@ fn well_formed(product: ProductId) -> BoxedStrategy<Fuzzed> {
                 segments,
                 query: None,
                 content_type: None,
-                authorization: token.clone(),
+                authorization: admin_token.clone(),
                 body: None,
             }
         });
-    prop_oneof![4 => buy, 2 => order, 2 => create, 1 => admin].boxed()
+    prop_oneof![4 => buy, 2 => order, 1 => my_order, 2 => create, 1 => admin].boxed()
 }
 
 fn request(product: ProductId) -> BoxedStrategy<Fuzzed> {

@@ -18,6 +18,21 @@ use tokio_util::sync::CancellationToken;
 
 pub const ADMIN_TOKEN: &str = "test-admin-token";
 
+/// The HS256 secret every test gateway verifies buyer tokens with.
+pub const JWT_SECRET: &str = "test-hs256-secret-of-32-bytes-or-more";
+
+/// A buyer's token for `user`, valid for 10 minutes.
+pub fn token(user: u64) -> String {
+    seckill_gateway::auth::mint_hs256(
+        JWT_SECRET,
+        seckill_shared::UserId::new(user).expect("a user id"),
+        600,
+        None,
+        None,
+    )
+    .expect("signing a test token")
+}
+
 /// Polls `check` every 50 ms until it returns `Some`, or fails the test after `timeout`.
 pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
 where
@@ -76,6 +91,9 @@ impl TestEnv {
         settings.http_addr = "127.0.0.1:0".into();
         settings.worker_http_addr = "127.0.0.1:0".into();
         settings.admin_token = ADMIN_TOKEN.into();
+        settings.auth_hs256_secret = JWT_SECRET.into();
+        // Every test client is 127.0.0.1; `auth.rs` tests the per-address limit on its own.
+        settings.rate_limit_per_address_per_sec = 0;
         settings.worker_batch_linger_ms = 5;
         settings.kafka_partitions = 4;
         settings.log_format = LogFormat::Pretty;
@@ -113,6 +131,7 @@ impl TestEnv {
                 .pool_idle_timeout(Duration::from_secs(2))
                 .build()
                 .unwrap(),
+            owners: Default::default(),
         };
         tokio::spawn(app.run_until_stopped());
         gw
@@ -150,6 +169,8 @@ impl TestEnv {
             ("SECKILL_WORKER_GROUP", &s.worker_group),
             ("SECKILL_WORKER_HTTP_ADDR", "127.0.0.1:0"),
             ("SECKILL_ADMIN_TOKEN", ADMIN_TOKEN),
+            ("SECKILL_AUTH_HS256_SECRET", JWT_SECRET),
+            ("SECKILL_RATE_LIMIT_PER_ADDRESS_PER_SEC", "0"),
             ("SECKILL_LOG_FORMAT", "pretty"),
         ]
         .into_iter()
@@ -259,28 +280,61 @@ impl TestWorker {
 pub struct TestGateway {
     pub base: String,
     pub http: reqwest::Client,
+    /// The owner of each ticket this client was answered (or was told of with
+    /// [`TestGateway::owns`]), so that polls of `/v1/orders/{ticket}` carry the owner's token,
+    /// as a real client's would.
+    pub owners: std::sync::Arc<dashmap::DashMap<String, u64>>,
 }
 
 impl TestGateway {
+    /// A client of the gateway at `base`.
+    pub fn at(base: String, http: reqwest::Client) -> Self {
+        Self {
+            base,
+            http,
+            owners: Default::default(),
+        }
+    }
+
+    /// `user` buys one unit, with their token and their `user_id` in the body.
     pub async fn buy(&self, product: ProductId, user: u64) -> (StatusCode, Value) {
         let res = self
             .http
             .post(format!("{}/v1/seckill/{product}", self.base))
+            .bearer_auth(token(user))
             .json(&json!({ "user_id": user }))
             .send()
             .await
             .expect("sending a buy");
         let status = res.status();
-        (status, res.json().await.expect("buy answers JSON"))
+        let body: Value = res.json().await.expect("buy answers JSON");
+        if let Some(ticket) = body["ticket"].as_str() {
+            self.owns(ticket, user);
+        }
+        (status, body)
     }
 
+    /// Records that `user` owns `ticket` (for tickets made without [`TestGateway::buy`]).
+    pub fn owns(&self, ticket: &str, user: u64) {
+        self.owners.insert(ticket.to_owned(), user);
+    }
+
+    /// `GET path`. A ticket poll (`/v1/orders/{ticket}`) carries its owner's token when the
+    /// owner is known; anything else goes without a token.
     pub async fn get_json(&self, path: &str) -> (StatusCode, Value) {
-        let res = self
-            .http
-            .get(format!("{}{path}", self.base))
-            .send()
-            .await
-            .unwrap();
+        let owner = path
+            .strip_prefix("/v1/orders/")
+            .and_then(|t| self.owners.get(t).map(|u| *u));
+        self.get_as(path, owner).await
+    }
+
+    /// `GET path` as `user` (with their token), or with no token.
+    pub async fn get_as(&self, path: &str, user: Option<u64>) -> (StatusCode, Value) {
+        let mut req = self.http.get(format!("{}{path}", self.base));
+        if let Some(user) = user {
+            req = req.bearer_auth(token(user));
+        }
+        let res = req.send().await.unwrap();
         let status = res.status();
         (status, res.json().await.unwrap_or(Value::Null))
     }

@@ -32,7 +32,12 @@ async fn wave(base: &str, product: ProductId, users: impl IntoIterator<Item = u6
         let http = http.clone();
         let url = format!("{base}/v1/seckill/{product}");
         async move {
-            let res = http.post(url).json(&json!({ "user_id": u })).send().await;
+            let res = http
+                .post(url)
+                .bearer_auth(token(u))
+                .json(&json!({ "user_id": u }))
+                .send()
+                .await;
             let answer = match res {
                 Ok(r) => {
                     let status = r.status();
@@ -74,10 +79,7 @@ async fn sigterm_lets_requests_and_batches_finish_and_a_restart_loses_nothing() 
     let g1 = Proc::gateway(&env, &[("SECKILL_KAFKA_LINGER_MS", "1000")]).await;
     // Batches gather for 3 s: a SIGTERM lands in the middle of one.
     let w1 = Proc::worker(&env, &[("SECKILL_WORKER_BATCH_LINGER_MS", "3000")]).await;
-    let gw = TestGateway {
-        base: g1.base.clone(),
-        http: client(),
-    };
+    let gw = TestGateway::at(g1.base.clone(), client());
     let product = env.product(&gw, stock).await;
     // Tickets each user was told about.
     let mut accepted: BTreeMap<u64, String> = BTreeMap::new();
@@ -85,6 +87,7 @@ async fn sigterm_lets_requests_and_batches_finish_and_a_restart_loses_nothing() 
     // The worker is consuming.
     record(&mut accepted, wave(&g1.base, product, [1000]).await);
     let warm_ticket = accepted[&1000].clone();
+    gw.owns(&warm_ticket, 1000);
     gw.settled(&warm_ticket, Duration::from_secs(30)).await;
 
     // Wave 1: twenty buys in flight when the gateway gets SIGTERM.
@@ -167,16 +170,14 @@ async fn sigterm_lets_requests_and_batches_finish_and_a_restart_loses_nothing() 
     // Restart both.
     let g2 = Proc::gateway(&env, &[]).await;
     let w2 = Proc::worker(&env, &[]).await;
-    let gw = TestGateway {
-        base: g2.base.clone(),
-        http: client(),
-    };
+    let gw = TestGateway::at(g2.base.clone(), client());
     // New buyers, and wave-1 buyers again (they get their own ticket back).
     let wave2 = wave(&g2.base, product, (31..=50).chain(1..=5)).await;
     assert!(wave2.iter().all(|(_, a)| a.is_some()));
     record(&mut accepted, wave2);
 
-    for ticket in accepted.values() {
+    for (user, ticket) in &accepted {
+        gw.owns(ticket, *user);
         let t = gw.settled(ticket, Duration::from_secs(60)).await;
         assert_eq!(t["status"], "confirmed", "{t}");
     }

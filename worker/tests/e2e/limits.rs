@@ -14,6 +14,7 @@ async fn buy_raw(
 ) -> reqwest::Response {
     gw.http
         .post(format!("{}/v1/seckill/{product}", gw.base))
+        .bearer_auth(token(user))
         .json(&json!({ "user_id": user }))
         .send()
         .await
@@ -123,6 +124,7 @@ async fn past_max_in_flight_a_buy_is_refused_at_once() {
         async move {
             let res = http
                 .post(url)
+                .bearer_auth(token(1))
                 .json(&json!({"user_id": 1}))
                 .send()
                 .await

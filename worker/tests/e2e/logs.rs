@@ -148,10 +148,7 @@ async fn a_buys_log_events_carry_product_user_and_ticket_and_kafka_carries_the_t
         .env("RUST_LOG", "info,seckill_gateway=debug");
     let p = Proc::spawn(cmd, port, true);
     p.wait_until(|v| v["status"] == "ok", "/livez").await;
-    let gw = TestGateway {
-        base: p.base.clone(),
-        http: reqwest::Client::new(),
-    };
+    let gw = TestGateway::at(p.base.clone(), reqwest::Client::new());
     let product = env.product(&gw, 5).await;
     let (status, body) = gw.buy(product, 42).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");

@@ -4,6 +4,7 @@
 
 mod helpers;
 
+mod auth;
 mod bad_input;
 mod binaries;
 mod connections;

@@ -3,6 +3,7 @@
 //! with the `jsonschema` crate), every status the document lists is produced by some request,
 //! and the constraints it states are the ones the server enforces.
 
+use crate::helpers::token as buyer;
 use crate::helpers::*;
 use jsonschema::{Draft, Registry, Validator};
 use reqwest::{Method, StatusCode};
@@ -298,9 +299,10 @@ impl Recorder {
         let status = res.status().as_u16();
         let headers = res.headers().clone();
         let bytes = res.bytes().await.unwrap();
+        let without_query = path.split_once('?').map_or(path, |(p, _)| p);
         let key = self
             .spec
-            .check(method.as_str(), path, status, &headers, &bytes)
+            .check(method.as_str(), without_query, status, &headers, &bytes)
             .unwrap_or_else(|e| panic!("{e}"));
         self.seen.lock().unwrap().insert(key);
         (
@@ -350,6 +352,10 @@ async fn every_documented_status_is_produced_and_every_answer_matches_the_docume
             s.mysql_url = "mysql://seckill:seckill@127.0.0.1:1/nothing".into();
         })
         .await;
+    // One buyer request per second per client address.
+    let limited = env
+        .gateway_with(|s| s.rate_limit_per_address_per_sec = 1)
+        .await;
     gw.wait_for_zookeeper().await;
     let r = Recorder {
         spec: Spec::fetch(&gw).await,
@@ -360,6 +366,9 @@ async fn every_documented_status_is_produced_and_every_answer_matches_the_docume
         seen: Mutex::default(),
     };
     let t = Some(ADMIN_TOKEN);
+    // Buyers' tokens.
+    let tokens = [1, 2, 3, 4, 5, 9].map(buyer);
+    let [u1, u2, u3, u4, u5, u9] = tokens.each_ref().map(|t| Some(t.as_str()));
     let big = format!("{{\"pad\": \"{}\"}}", "x".repeat(5000));
     use Method as M;
 
@@ -464,50 +473,47 @@ async fn every_documented_status_is_produced_and_every_answer_matches_the_docume
 
     // Buy.
     let buy = format!("/v1/seckill/{p}");
-    let (s, first) = r
-        .json(&gw, M::POST, &buy, None, json!({"user_id": 1}))
-        .await;
+    let (s, first) = r.json(&gw, M::POST, &buy, u1, json!({"user_id": 1})).await;
     assert_eq!(s, 202, "{first}");
+    assert_eq!(r.json(&gw, M::POST, &buy, u1, json!({})).await.0, 200);
     assert_eq!(
-        r.json(&gw, M::POST, &buy, None, json!({"user_id": 1}))
-            .await
-            .0,
-        200
-    );
-    assert_eq!(
-        r.json(&gw, M::POST, &buy, None, json!({"user_id": 1}))
+        r.json(&gw, M::POST, &buy, u1, json!({"user_id": 1}))
             .await
             .0,
         429
     );
-    r.json(&gw, M::POST, "/v1/seckill/abc", None, json!({"user_id": 2}))
+    r.json(&gw, M::POST, "/v1/seckill/abc", u2, json!({"user_id": 2}))
         .await;
     r.json(
         &gw,
         M::POST,
         "/v1/seckill/999999",
-        None,
+        u2,
         json!({"user_id": 2}),
     )
     .await;
+    r.send(&gw, M::POST, &buy, u2, Some("application/json"), Some(big))
+        .await;
     r.send(
         &gw,
         M::POST,
         &buy,
-        None,
-        Some("application/json"),
-        Some(big),
-    )
-    .await;
-    r.send(
-        &gw,
-        M::POST,
-        &buy,
-        None,
+        u2,
         Some("text/plain"),
         Some("{}".into()),
     )
     .await;
+    // No token, a bad one, or a body naming another user.
+    let (s, body) = r
+        .json(&gw, M::POST, &buy, None, json!({"user_id": 2}))
+        .await;
+    assert_eq!((s, body["error"].as_str()), (401, Some("unauthenticated")));
+    let (s, body) = r
+        .json(&gw, M::POST, &buy, Some("not.a.jwt"), json!({"user_id": 2}))
+        .await;
+    assert_eq!((s, body["error"].as_str()), (401, Some("unauthenticated")));
+    let (s, body) = r.json(&gw, M::POST, &buy, u2, json!({"user_id": 3})).await;
+    assert_eq!((s, body["error"].as_str()), (403, Some("user_mismatch")));
     r.send(&gw, M::GET, &buy, None, None, None).await; // 405
     r.send(&gw, M::GET, "/nowhere", None, None, None).await; // 404
     let (_, later) = gw
@@ -519,14 +525,16 @@ async fn every_documented_status_is_produced_and_every_answer_matches_the_docume
     let later = later["id"].as_u64().unwrap();
     gw.admin_post(&format!("/admin/products/{later}/preload"), Value::Null)
         .await;
-    r.json(
-        &gw,
-        M::POST,
-        &format!("/v1/seckill/{later}"),
-        None,
-        json!({"user_id": 2}),
-    )
-    .await;
+    let (s, body) = r
+        .json(
+            &gw,
+            M::POST,
+            &format!("/v1/seckill/{later}"),
+            u2,
+            json!({"user_id": 2}),
+        )
+        .await;
+    assert_eq!((s, body["error"].as_str()), (403, Some("sale_not_started")));
     // Sync mode: 201, then sold out.
     let (_, one) = gw
         .admin_post("/admin/products", json!({"name": "one", "stock": 1}))
@@ -536,37 +544,80 @@ async fn every_documented_status_is_produced_and_every_answer_matches_the_docume
         .await;
     let one = format!("/v1/seckill/{one}");
     assert_eq!(
-        r.json(&sync, M::POST, &one, None, json!({"user_id": 3}))
+        r.json(&sync, M::POST, &one, u3, json!({"user_id": 3}))
             .await
             .0,
         201
     );
     assert_eq!(
-        r.json(&sync, M::POST, &one, None, json!({"user_id": 4}))
+        r.json(&sync, M::POST, &one, u4, json!({"user_id": 4}))
             .await
             .0,
         409
     );
 
-    // Orders.
+    // Orders: a ticket answers its owner only.
     let ticket = first["ticket"].as_str().unwrap();
-    assert_eq!(
-        r.send(
-            &gw,
-            M::GET,
-            &format!("/v1/orders/{ticket}"),
-            None,
-            None,
-            None
-        )
-        .await
-        .0,
-        200
-    );
-    r.send(&gw, M::GET, "/v1/orders/nope", None, None, None)
-        .await;
+    let mine = format!("/v1/orders/{ticket}");
+    assert_eq!(r.send(&gw, M::GET, &mine, u1, None, None).await.0, 200);
+    let (s, body) = r.send(&gw, M::GET, &mine, u2, None, None).await;
+    assert_eq!((s, body["error"].as_str()), (404, Some("unknown_ticket")));
+    let (s, body) = r.send(&gw, M::GET, &mine, None, None, None).await;
+    assert_eq!((s, body["error"].as_str()), (401, Some("unauthenticated")));
+    r.send(&gw, M::GET, "/v1/orders/nope", u1, None, None).await;
     let unknown = format!("/v1/orders/{p}-{}", "0".repeat(32));
-    r.send(&gw, M::GET, &unknown, None, None, None).await;
+    let (s, body) = r.send(&gw, M::GET, &unknown, u1, None, None).await;
+    assert_eq!((s, body["error"].as_str()), (404, Some("unknown_ticket")));
+
+    // The caller's own ticket for a product.
+    let my = format!("/v1/seckill/{p}/order");
+    let (s, body) = r.send(&gw, M::GET, &my, u1, None, None).await;
+    assert_eq!((s, &body["ticket"]), (200, &first["ticket"]), "{body}");
+    let (s, body) = r
+        .send(&gw, M::GET, &format!("{my}?user_id=1"), u1, None, None)
+        .await;
+    assert_eq!((s, &body["ticket"]), (200, &first["ticket"]), "{body}");
+    let (s, body) = r.send(&gw, M::GET, &my, u5, None, None).await;
+    assert_eq!((s, body["error"].as_str()), (404, Some("no_order")));
+    let (s, body) = r
+        .send(&gw, M::GET, &format!("{my}?user_id=2"), u1, None, None)
+        .await;
+    assert_eq!((s, body["error"].as_str()), (403, Some("user_mismatch")));
+    let (s, body) = r.send(&gw, M::GET, &my, None, None, None).await;
+    assert_eq!((s, body["error"].as_str()), (401, Some("unauthenticated")));
+    for bad in [
+        format!("{my}?user_id=abc"),
+        format!("{my}?other=1"),
+        "/v1/seckill/abc/order".into(),
+    ] {
+        let (s, body) = r.send(&gw, M::GET, &bad, u1, None, None).await;
+        assert_eq!(
+            (s, body["error"].as_str()),
+            (400, Some("bad_request")),
+            "{bad}"
+        );
+    }
+
+    // The per-address limit, on every buyer endpoint, before the token is looked at.
+    for (m, path) in [
+        (M::POST, buy.clone()),
+        (M::GET, mine.clone()),
+        (M::GET, my.clone()),
+    ] {
+        eventually(
+            &format!("{m} {path} to be over the per-address limit"),
+            Duration::from_secs(10),
+            || async {
+                let (s, body) = if m == M::POST {
+                    r.json(&limited, m.clone(), &path, None, json!({})).await
+                } else {
+                    r.send(&limited, m.clone(), &path, None, None, None).await
+                };
+                (s == 429).then(|| assert_eq!(body["error"], "rate_limited", "{body}"))
+            },
+        )
+        .await;
+    }
 
     // Redis loses a product on sale (its keys are gone): its buys, and the polls of a ticket
     // only Kafka holds, get 503 with Retry-After while the gateway rebuilds it.
@@ -579,13 +630,15 @@ async fn every_documented_status_is_produced_and_every_answer_matches_the_docume
             &gw,
             M::POST,
             &format!("/v1/seckill/{lost}"),
-            None,
+            Some(&buyer(102)),
             json!({"user_id": 102}),
         )
         .await;
     assert_eq!(s, 503, "{body}");
     let in_kafka = format!("/v1/orders/{}", pending["ticket"].as_str().unwrap());
-    let (s, body) = r.send(&gw, M::GET, &in_kafka, None, None, None).await;
+    let (s, body) = r
+        .send(&gw, M::GET, &in_kafka, Some(&buyer(101)), None, None)
+        .await;
     assert_eq!(s, 503, "{body}");
 
     // Operations.
@@ -604,8 +657,9 @@ async fn every_documented_status_is_produced_and_every_answer_matches_the_docume
         format!("/admin/products/{p}/reconcile"),
     );
     futures::join!(
-        r.json(&redis_down, M::POST, &buy, None, json!({"user_id": 9})),
-        r.send(&redis_down, M::GET, &unknown, None, None, None),
+        r.json(&redis_down, M::POST, &buy, u9, json!({"user_id": 9})),
+        r.send(&redis_down, M::GET, &unknown, u9, None, None),
+        r.send(&redis_down, M::GET, &my, u9, None, None),
         r.send(&redis_down, M::GET, "/healthz", None, None, None),
         r.send(&redis_down, M::GET, "/readyz", None, None, None),
         r.json(
@@ -684,7 +738,8 @@ fn the_document_states_what_the_server_enforces() {
         }
     }
     assert!(spec.validate(body, &json!({"user_id": 1, "x": 1})).is_err());
-    assert!(spec.validate(body, &json!({})).is_err());
+    // `user_id` is optional: the buyer is the token's `sub`.
+    assert!(spec.validate(body, &json!({})).is_ok());
 
     let ticket = "/paths/~1v1~1orders~1{ticket}/get/parameters/0/schema";
     let hex = "0123456789abcdef".repeat(2);

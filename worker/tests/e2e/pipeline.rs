@@ -17,6 +17,7 @@ async fn bought_unit_is_confirmed_and_stock_drops_in_mysql_and_redis() {
     let res = gw
         .http
         .post(format!("{}/v1/seckill/{product}", gw.base))
+        .bearer_auth(token(42))
         .json(&json!({"user_id": 42}))
         .send()
         .await
@@ -32,6 +33,7 @@ async fn bought_unit_is_confirmed_and_stock_drops_in_mysql_and_redis() {
         format!("/v1/orders/{}", body["ticket"].as_str().unwrap())
     );
 
+    gw.owns(body["ticket"].as_str().unwrap(), 42);
     let settled = gw.settled(body["ticket"].as_str().unwrap(), SETTLE).await;
     assert_eq!(settled["status"], "confirmed", "{settled}");
     assert!(settled["order_id"].as_u64().is_some());
@@ -195,6 +197,7 @@ async fn kafka_unreachable_answers_503_and_leaves_redis_unchanged() {
     let res = gw
         .http
         .post(format!("{}/v1/seckill/{product}", gw.base))
+        .bearer_auth(token(9))
         .json(&json!({"user_id": 9}))
         .send()
         .await
@@ -244,7 +247,7 @@ async fn ticket_status_falls_back_to_mysql_when_the_redis_copy_is_gone() {
     assert_eq!(from_mysql, expected);
 
     let unknown = seckill_shared::Ticket::generate(product);
-    let (status, body) = gw.get_json(&format!("/v1/orders/{unknown}")).await;
+    let (status, body) = gw.get_as(&format!("/v1/orders/{unknown}"), Some(5)).await;
     assert_eq!(
         (status, body["error"].as_str()),
         (StatusCode::NOT_FOUND, Some("unknown_ticket"))

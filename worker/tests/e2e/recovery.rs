@@ -23,6 +23,7 @@ async fn sweeper_fails_a_reservation_whose_message_never_came_and_a_late_message
     let ticket = Ticket::generate(product);
     let reserved_at = now_ms();
     env.store.reserve(&ticket, user, reserved_at).await.unwrap();
+    gw.owns(ticket.as_str(), user.get());
     assert_eq!(env.redis_stock(product).await, 2);
 
     let _worker = env.worker_with(fast_sweeper).await;
@@ -72,6 +73,7 @@ async fn a_ticket_stuck_in_processing_is_settled_through_mysql() {
         .reserve(&ticket, order.user_id, order.reserved_at_ms)
         .await
         .unwrap();
+    gw.owns(ticket.as_str(), order.user_id.get());
     assert_eq!(
         env.store.claim(product, &[&order]).await.unwrap(),
         vec![ClaimStatus::Claimed]
