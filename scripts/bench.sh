@@ -5,15 +5,27 @@
 #   scripts/bench.sh                  every figure, then rewrites the results block of
 #                                     docs/BENCHMARKS.md
 #   scripts/bench.sh --quick          smoke run: 3 s per figure, small N; prints the table only
-#   scripts/bench.sh --figures "1 2"  a subset (1..9; wrk runs with 1); prints the table only
+#   scripts/bench.sh --figures "1 2"  a subset (1..9; wrk runs with 1; (2N), (2E) and (2L)
+#                                     with 2); prints the table only
 #   scripts/bench.sh --profile        perf-record the gateway during (2) and (3) and the worker
 #                                     during (6); the figures are then perturbed: no doc rewrite
 #   scripts/bench.sh --report FILE    write the results block to FILE (any mode)
 #   scripts/bench.sh --no-report      never write the doc
 #
+# The figures: (1) bare HTTP (`GET /livez`; (1w) with wrk); (2) the accept path as buyers use
+# it, one HS256 token each, next to (2N) the same with authentication off (gateway --dev,
+# SECKILL_AUTH_MODE=none; no tokens) and (2E) with EdDSA tokens (key ed-1 of
+# testdata/jwt/jwks.json, SECKILL_AUTH_JWKS_FILE), each of the three on a freshly started
+# gateway and a fresh product; the report prints (2) − (2N) and (2E) − (2N), the gateway CPU per
+# request that verifying a token costs (goals: HS256 ≤ 5 µs; EdDSA ≤ one Ed25519 verify, from
+# criterion, + 5 µs); (2L) (2) with the per-user limit on; (3) the sold-out path; (4) sync
+# mode; (5) the Redis ceiling; (6) the batched drain, (7) the raw MySQL ceiling, (8) the
+# row-at-a-time drain; (9) end to end, (9L) at a lower rate.
+#
 # A figure counts only when its run was valid (`seckill-bench report table`, rules in
 # bench/src/report/rules.rs): otherwise it shows INVALID with the reason, never met, and the
-# script exits 1. (1) counts only 200s, (2) and (2L) only 202s, (3) only 409s with at least
+# script exits 1. (1) counts only 200s; (2), (2N), (2E) and (2L) only 202s, from buyers with the
+# figure's tokens (HS256, none, EdDSA, HS256); (3) only 409s with at least
 # 99 % from the marker, (4) only 201s (any 503, error or timeout voids a run); (5) counts only
 # calls that reserved a unit; (6) and (8) need every order as one row; (9) and (9L) need only
 # 202s, every ticket confirmed, and an open loop (constant arrival rate whatever the answers,
@@ -27,8 +39,10 @@
 # BENCH_MAX_IN_FLIGHT (100000), BENCH_E2E_FRACTION (rate of (9) as a share of (2), 0.5),
 # BENCH_E2E_RATE (a fixed rate for (9) instead, req/s), BENCH_E2E_LOW_FRACTION (the rate of
 # (9L), a second run of (9) at a lower rate, 0.15), BENCH_E2E_MAX_IN_FLIGHT (the open loop's
-# in-flight slots in (9), 512), BENCH_KAFKA_LINGER_MS (gateway producer linger; default: the
-# gateway's own default), BENCH_BIN (a directory with gateway, worker and seckill-bench to use
+# in-flight slots in (9), 512), BENCH_ED25519_VERIFY_US (one Ed25519 verify, µs, for (2E)'s
+# goal; default: criterion's estimate in $CARGO_TARGET_DIR/criterion/ed25519_verify, left by
+# `cargo bench -p seckill-gateway --bench auth`, if there is one), BENCH_KAFKA_LINGER_MS
+# (gateway producer linger; default: the gateway's own default), BENCH_BIN (a directory with gateway, worker and seckill-bench to use
 # instead of building: before/after comparisons; its seckill-bench must have `report`).
 # Gateways listen on 28081.., workers' health on 29191..; every group of figures runs on a
 # fresh namespace (Redis prefix, ZooKeeper root, MySQL database sk_<ns>, topic, group), all
@@ -46,7 +60,7 @@ while (($#)); do
         --figures) FIGURES=$2; shift 2 ;;
         --report) REPORT=$2; shift 2 ;;
         --no-report) REPORT=""; shift ;;
-        -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
+        -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { print }' "$0"; exit 0 ;;
         *) die "unknown argument $1 (see --help)" ;;
     esac
 done
@@ -57,7 +71,7 @@ fi
 : "${BENCH_DRAIN_N:=20000}" "${BENCH_ROW_N:=2000}" "${BENCH_BATCH:=500}" "${BENCH_LINGER_MS:=20}"
 : "${BENCH_HTTP_WORKERS:=}" "${BENCH_MAX_IN_FLIGHT:=100000}" "${BENCH_E2E_FRACTION:=0.5}"
 : "${BENCH_KAFKA_LINGER_MS:=}" "${BENCH_E2E_RATE:=}" "${BENCH_E2E_LOW_FRACTION:=0.15}" "${BENCH_PARTITIONS:=8}"
-: "${BENCH_E2E_MAX_IN_FLIGHT:=512}"
+: "${BENCH_E2E_MAX_IN_FLIGHT:=512}" "${BENCH_ED25519_VERIFY_US:=}"
 if [[ $REPORT == auto ]]; then
     REPORT=""
     if ((!QUICK && !PROFILE)) && [[ $FIGURES == "1 2 3 4 5 6 7 8 9" ]]; then
@@ -68,6 +82,10 @@ want() { [[ " $FIGURES " == *" $1 "* ]]; }
 D=$BENCH_DURATION C=$BENCH_CONCURRENCY
 GW_PORTS=(28081 28082 28083 28084) WK_PORTS=(29191 29192)
 TOKEN=bench-admin-token
+# Buyers send real tokens (the load tool signs one per buyer), so figures pay verification.
+JWT_SECRET=bench-hs256-secret-of-at-least-32-bytes
+# (2E): EdDSA tokens signed with ed-1, whose public key the gateway reads from the JWKS file.
+JWKS_FILE=$ROOT/testdata/jwt/jwks.json ED_KEY=$ROOT/testdata/jwt/ed-1.pem ED_KID=ed-1
 
 for tool in wrk redis-benchmark python3 curl; do
     command -v "$tool" >/dev/null || die "$tool is missing: scripts/dev-up.sh installs it"
@@ -132,21 +150,25 @@ new_namespace() { # suffix
     mysql_root -e "CREATE DATABASE \`sk_$NS\`"
     export SECKILL_NAMESPACE=$NS SECKILL_MYSQL_URL=$BASE_MYSQL/sk_$NS \
         SECKILL_KAFKA_TOPIC=orders-$NS SECKILL_WORKER_GROUP=workers-$NS \
-        SECKILL_ADMIN_TOKEN=$TOKEN SECKILL_LOG_FORMAT=json
+        SECKILL_ADMIN_TOKEN=$TOKEN SECKILL_LOG_FORMAT=json SECKILL_AUTH_HS256_SECRET=$JWT_SECRET
     "$BIN/worker" migrate >>"$OUT/migrate.log" 2>&1
     ensure_kafka_topic "orders-$NS" "$BENCH_PARTITIONS" >>"$OUT/topics.log" 2>&1
 }
 
 # The benchmark gateway's settings: no per-user limit, an admission cap that never binds.
-GATEWAY_ENV=(SECKILL_RATE_LIMIT_PER_USER_PER_SEC=0 "SECKILL_MAX_IN_FLIGHT=$BENCH_MAX_IN_FLIGHT")
+GATEWAY_ENV=(SECKILL_RATE_LIMIT_PER_USER_PER_SEC=0 SECKILL_RATE_LIMIT_PER_ADDRESS_PER_SEC=0
+    "SECKILL_MAX_IN_FLIGHT=$BENCH_MAX_IN_FLIGHT")
 [[ -z $BENCH_HTTP_WORKERS ]] || GATEWAY_ENV+=("SECKILL_HTTP_WORKERS=$BENCH_HTTP_WORKERS")
 [[ -z $BENCH_KAFKA_LINGER_MS ]] || GATEWAY_ENV+=("SECKILL_KAFKA_LINGER_MS=$BENCH_KAFKA_LINGER_MS")
 
-start_gateway() { # index [VAR=value...] (overrides GATEWAY_ENV)
-    local i=$1
+start_gateway() { # index [--flag...] [VAR=value...] (settings override GATEWAY_ENV)
+    local i=$1 a flags=() vars=()
     shift
-    env "${GATEWAY_ENV[@]}" "$@" SECKILL_HTTP_ADDR="127.0.0.1:${GW_PORTS[$i]}" \
-        "$BIN/gateway" >>"$OUT/gateway-$i-$SECKILL_NAMESPACE.log" 2>&1 &
+    for a in "$@"; do
+        if [[ $a == --* ]]; then flags+=("$a"); else vars+=("$a"); fi
+    done
+    env "${GATEWAY_ENV[@]}" "${vars[@]}" SECKILL_HTTP_ADDR="127.0.0.1:${GW_PORTS[$i]}" \
+        "$BIN/gateway" "${flags[@]}" >>"$OUT/gateway-$i-$SECKILL_NAMESPACE.log" 2>&1 &
     PIDS[g$i]=$!
     wait_for -t 30 -m "gateway $i" curl -fsS "http://127.0.0.1:${GW_PORTS[$i]}/livez"
     # The sold-out marker needs the ZooKeeper session; wait for it on every gateway alike.
@@ -220,10 +242,14 @@ measure() {
 
 LOAD=("$BIN/seckill-bench")
 [[ -z $BENCH_THREADS ]] || LOAD+=(--threads "$BENCH_THREADS")
-load_only() { # output-name load-args... (LOAD_C: another concurrency)
-    local name=$1
+# load_only output-name load-args... LOAD_C: another concurrency. LOAD_HS256=0: without the
+# HS256 secret of the environment (no tokens, or --jwt-ed25519-key's; an empty value would be
+# an error, so it is unset).
+load_only() {
+    local name=$1 tool=("${LOAD[@]}")
     shift
-    "${LOAD[@]}" load --quiet --json --engine "$BENCH_ENGINE" --concurrency "${LOAD_C:-$C}" "$@" \
+    [[ ${LOAD_HS256:-1} == 1 ]] || tool=(env -u SECKILL_AUTH_HS256_SECRET "${tool[@]}")
+    "${tool[@]}" load --quiet --json --engine "$BENCH_ENGINE" --concurrency "${LOAD_C:-$C}" "$@" \
         >"$OUT/$name.json" 2>"$OUT/$name.log" || { err "load $name failed: $OUT/$name.log"; return 1; }
 }
 # Another engineer's chaos run may restart a service: wait until all answer before a figure.
@@ -256,8 +282,9 @@ perf_stop() { # name
 }
 
 # ---------------------------------------------------- gateway figures ---
-# (1) /livez, wrk, (2) accept path, (2L) with the per-user limit on, (3) sold-out path,
-# (4) sync mode, (5) redis-benchmark of the reservation script.
+# (1) /livez, wrk, (2) accept path (HS256 tokens), (2N) without authentication, (2E) with EdDSA
+# tokens, (2L) with the per-user limit on, (3) sold-out path, (4) sync mode, (5)
+# redis-benchmark of the reservation script.
 if want 1 || want 2 || want 3 || want 4 || want 5; then
     new_namespace g
     start_gateway 0
@@ -273,21 +300,47 @@ if want 1; then
 fi
 
 if want 2; then
+    # (2), (2N) and (2E) one after the other, each on a freshly started gateway 0 (its
+    # arguments: flags and settings) and a fresh product P, so that their gateway CPU per
+    # request compare: the differences are what verifying the tokens costs.
+    fresh_accept() {
+        stop_proc g0
+        start_gateway 0 "$@"
+        P=$(new_product 0 1000000000)
+    }
+    ACCEPT=(--gateway "$GW0" --users 1000000000 --first-user 1 --duration "$D" --settle-timeout 0
+        --no-history)
     ran 2
-    P2=$(new_product 0 1000000000)
-    log "(2) accept path: product $P2, unique users, ${D} s"
+    fresh_accept
+    P2=$P
+    log "(2) accept path, one HS256 token per buyer: product $P2, unique users, ${D} s"
     perf_start f2 -a
-    load f2 --gateway "$GW0" --product "$P2" --users 1000000000 --first-user 1 \
-        --duration "$D" --settle-timeout 0 --no-history
+    load f2 "${ACCEPT[@]}" --product "$P2"
     perf_stop f2
+
+    ran 2N
+    fresh_accept --dev SECKILL_AUTH_MODE=none
+    log "(2N) accept path, authentication off (gateway --dev, SECKILL_AUTH_MODE=none; no tokens): product $P, ${D} s"
+    LOAD_HS256=0 load f2n "${ACCEPT[@]}" --product "$P"
+
+    ran 2E
+    fresh_accept "SECKILL_AUTH_JWKS_FILE=$JWKS_FILE"
+    log "(2E) accept path, one EdDSA token per buyer (key $ED_KID): product $P, ${D} s"
+    LOAD_HS256=0 load f2e "${ACCEPT[@]}" --product "$P" --jwt-ed25519-key "$ED_KEY" \
+        --jwt-kid "$ED_KID"
+
+    stop_proc g0
+    start_gateway 0
 fi
 
 if want 3; then
     ran 3
     P3=$(new_product 0 0)
-    # The first 409 comes from Redis and sets the marker (the ZooKeeper session is up).
+    # The first 409 comes from Redis and sets the marker (the ZooKeeper session is up). The
+    # buyer needs a token: `gateway token` signs one with the environment's HS256 secret.
+    tok=$("$BIN/gateway" token --user 1 2>>"$OUT/token.log") || tok=""
     curl -sS -o /dev/null -X POST "$GW0/v1/seckill/$P3" -H 'Content-Type: application/json' \
-        -d '{"user_id": 1}'
+        ${tok:+-H "Authorization: Bearer $tok"} -d '{"user_id": 1}'
     wait_for -t 10 -m "the sold-out marker" gw_metric_is 0 seckill_gateway_sold_out_markers 1
     hits0=$(gw_metric 0 seckill_gateway_sold_out_marker_hits_total)
     log "(3) sold-out path: product $P3, marker set, ${D} s"
@@ -461,8 +514,9 @@ fi
 # --------------------------------------------------------------- table ---
 for k in "${!PIDS[@]}"; do stop_proc "$k"; done
 SETTINGS="duration ${D} s per figure, concurrency $C, engine $BENCH_ENGINE, load tool threads ${BENCH_THREADS:-$(nproc) (one per CPU)}; \
-gateway SECKILL_RATE_LIMIT_PER_USER_PER_SEC=0 SECKILL_MAX_IN_FLIGHT=$BENCH_MAX_IN_FLIGHT\
+gateway SECKILL_RATE_LIMIT_PER_USER_PER_SEC=0 SECKILL_RATE_LIMIT_PER_ADDRESS_PER_SEC=0 SECKILL_MAX_IN_FLIGHT=$BENCH_MAX_IN_FLIGHT\
 ${BENCH_HTTP_WORKERS:+ SECKILL_HTTP_WORKERS=$BENCH_HTTP_WORKERS}${BENCH_KAFKA_LINGER_MS:+ SECKILL_KAFKA_LINGER_MS=$BENCH_KAFKA_LINGER_MS}; \
+buyers: one HS256 token each ((2N): none, gateway --dev SECKILL_AUTH_MODE=none; (2E): EdDSA, key $ED_KID of testdata/jwt/jwks.json); \
 worker SECKILL_WORKER_BATCH_SIZE=$BENCH_BATCH SECKILL_WORKER_BATCH_LINGER_MS=$BENCH_LINGER_MS; \
 (6)/(7) $BENCH_DRAIN_N orders, (8) $BENCH_ROW_N orders; (9) open loop at ${BENCH_E2E_RATE:-$BENCH_E2E_FRACTION x the 202s/s of (2)}${BENCH_E2E_RATE:+ req/s}, at most $BENCH_E2E_MAX_IN_FLIGHT in flight; \
 binaries ${BENCH_BIN:+from $BENCH_BIN, }release build of commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- gateway worker shared bench || echo ' with local changes')"
@@ -473,8 +527,20 @@ MODE=full
 ((PROFILE)) && MODE=profile
 # The table, the drain details and the CPU table; with REPORT, the results block of that file
 # too. Exits 1 when a figure's run was invalid, and so does this script then.
+# (2E)'s goal: one Ed25519 verify, as given or as criterion measured it on this machine.
+ED25519=()
+CRITERION_ED25519=${CARGO_TARGET_DIR:-$ROOT/target}/criterion/ed25519_verify/new/estimates.json
+if ! want 2; then
+    :
+elif [[ -n $BENCH_ED25519_VERIFY_US ]]; then
+    ED25519=(--ed25519-verify-us "$BENCH_ED25519_VERIFY_US")
+elif [[ -f $CRITERION_ED25519 ]]; then
+    ED25519=(--ed25519-criterion "$CRITERION_ED25519")
+else
+    warn "(2E) is not judged: no Ed25519 verify cost (run 'cargo bench -p seckill-gateway --bench auth' or set BENCH_ED25519_VERIFY_US)"
+fi
 status=0
 "$BIN/seckill-bench" report table --dir "$OUT" --figures "${RAN[*]}" --settings "$SETTINGS" \
-    --mode "$MODE" --note "$CHAOS_NOTE" --clk-tck "$(getconf CLK_TCK)" ${REPORT:+--doc "$REPORT"} ||
-    status=$?
+    --mode "$MODE" --note "$CHAOS_NOTE" --clk-tck "$(getconf CLK_TCK)" ${REPORT:+--doc "$REPORT"} \
+    "${ED25519[@]}" || status=$?
 exit "$status"

@@ -2,6 +2,7 @@
 //! `seckill-bench mysql-ceiling …` and `seckill-bench report …`.
 
 use clap::{Args, Parser, Subcommand};
+use secrecy::SecretString;
 use std::path::PathBuf;
 
 #[derive(Debug, Parser)]
@@ -103,8 +104,8 @@ pub struct LoadArgs {
     #[arg(long, value_name = "N", group = "stop")]
     pub total: Option<u64>,
 
-    /// After the planned users, bring fresh user ids until every gateway has answered 409
-    /// after its last 202.
+    /// After the planned users, bring fresh user ids until the sale is over: every gateway
+    /// answers 409 after its last 202, and then no unit comes back (see --admin-token).
     #[arg(long, conflicts_with = "stop")]
     pub until_sold_out: bool,
 
@@ -112,13 +113,85 @@ pub struct LoadArgs {
     #[arg(long, default_value_t = 1_000_000, value_name = "N")]
     pub max_users: u64,
 
-    /// --until-sold-out: stop bringing fresh users this long after the start.
+    /// --until-sold-out: stop bringing fresh users this long after the start (but see
+    /// --sold-out-wait).
     #[arg(long, default_value_t = 120.0, value_name = "SECS")]
     pub sold_out_timeout: f64,
+
+    /// --until-sold-out: once every gateway has answered 409, keep checking this long that the
+    /// sale is over (units of failed orders come back to stock) before giving up. Fresh users
+    /// are brought until then or until --sold-out-timeout, whichever is later.
+    #[arg(long, default_value_t = 60.0, value_name = "SECS")]
+    pub sold_out_wait: f64,
+
+    /// --until-sold-out without --admin-token: the sale is over once no fresh user has bought
+    /// for this long (fresh users probe every 0.5 s). Pending orders are not seen.
+    #[arg(long, default_value_t = 10.0, value_name = "SECS")]
+    pub sold_out_quiet: f64,
+
+    /// --until-sold-out: the gateways' admin token. The sale is then over once
+    /// `GET /admin/products/{id}` shows no stock in Redis nor MySQL and nothing pending, twice
+    /// in a row; stock back in Redis brings fresh users again.
+    #[arg(
+        long,
+        env = "SECKILL_ADMIN_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN",
+        value_parser = secret
+    )]
+    pub admin_token: Option<SecretString>,
 
     /// --until-sold-out: how many 409s in a row after its last 202 make a gateway sold out.
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub sold_out_streak: u64,
+
+    /// Sign one HS256 token per user with this secret, before its first request, and send it
+    /// as `Authorization: Bearer` on its buys and ticket polls (claims `sub` = the user id,
+    /// `iat`, `exp`). The body still names the user. An empty SECKILL_AUTH_HS256_SECRET is an
+    /// error: unset it for no tokens.
+    #[arg(
+        long,
+        env = "SECKILL_AUTH_HS256_SECRET",
+        hide_env_values = true,
+        value_name = "SECRET",
+        value_parser = secret,
+        group = "jwt_key"
+    )]
+    pub jwt_secret: Option<SecretString>,
+
+    /// Sign the tokens with EdDSA instead, with this Ed25519 private key (PKCS#8 PEM,
+    /// `-----BEGIN PRIVATE KEY-----`); the same claims as --jwt-secret's, and --jwt-kid in
+    /// each token's header. Not with --jwt-secret, nor with SECKILL_AUTH_HS256_SECRET set.
+    #[arg(long, value_name = "PEM_FILE", group = "jwt_key", requires = "jwt_kid")]
+    pub jwt_ed25519_key: Option<PathBuf>,
+
+    /// With --jwt-ed25519-key: the key id (`kid`) the tokens name, the one the gateway's JWKS
+    /// file gives the public key under.
+    #[arg(
+        long,
+        value_name = "KID",
+        requires = "jwt_ed25519_key",
+        value_parser = clap::builder::NonEmptyStringValueParser::new()
+    )]
+    pub jwt_kid: Option<String>,
+
+    /// The tokens' `iss` claim.
+    #[arg(long, value_name = "ISS", requires = "jwt_key")]
+    pub jwt_issuer: Option<String>,
+
+    /// The tokens' `aud` claim.
+    #[arg(long, value_name = "AUD", requires = "jwt_key")]
+    pub jwt_audience: Option<String>,
+
+    /// The tokens' lifetime: `exp` is this long after `iat`.
+    #[arg(
+        long,
+        default_value_t = 3600,
+        value_name = "SECS",
+        requires = "jwt_key",
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub jwt_ttl_secs: u64,
 
     /// HTTP client: `reqwest` (one pooled client) or `hyper` (each worker owns its
     /// connections; less client CPU per request).
@@ -152,6 +225,13 @@ pub struct LoadArgs {
     /// Print the summary as one JSON object on stdout instead of a table.
     #[arg(long)]
     pub json: bool,
+}
+
+fn secret(s: &str) -> Result<SecretString, String> {
+    if s.is_empty() {
+        return Err("must not be empty".into());
+    }
+    Ok(SecretString::from(s))
 }
 
 fn positive_rate(s: &str) -> Result<f64, String> {
@@ -294,5 +374,92 @@ mod tests {
         assert_eq!(a.gateways.len(), 2);
         assert_eq!(a.concurrency, 64);
         assert!(a.until_sold_out);
+        assert_eq!((a.sold_out_timeout, a.sold_out_wait), (120.0, 60.0));
+        assert_eq!(a.sold_out_quiet, 10.0);
+    }
+
+    fn load(extra: &[&str]) -> Result<LoadArgs, clap::Error> {
+        let mut argv = vec!["b", "load", "--gateway", "http://x", "--product", "1"];
+        argv.extend_from_slice(extra);
+        Cli::try_parse_from(argv).map(|c| match c.command {
+            Command::Load(a) => a,
+            other => panic!("not load: {other:?}"),
+        })
+    }
+
+    #[test]
+    fn load_signs_tokens_with_a_secret_it_never_shows() {
+        use secrecy::ExposeSecret;
+        let a = load(&[
+            "--jwt-secret",
+            "t0ps3cret",
+            "--jwt-issuer",
+            "bench",
+            "--jwt-audience",
+            "seckill",
+            "--admin-token",
+            "adm1n",
+        ])
+        .unwrap();
+        assert_eq!(a.jwt_secret.as_ref().unwrap().expose_secret(), "t0ps3cret");
+        assert_eq!(a.admin_token.as_ref().unwrap().expose_secret(), "adm1n");
+        assert_eq!(
+            (a.jwt_issuer.as_deref(), a.jwt_audience.as_deref()),
+            (Some("bench"), Some("seckill"))
+        );
+        assert_eq!(a.jwt_ttl_secs, 3600);
+        let debug = format!("{a:?}");
+        assert!(
+            !debug.contains("t0ps3cret") && !debug.contains("adm1n"),
+            "{debug}"
+        );
+        assert!(load(&["--jwt-secret", "s", "--jwt-ttl-secs", "0"]).is_err());
+        assert!(load(&["--jwt-secret", ""]).is_err());
+        // The claims' flags need a secret (unless the environment gives one).
+        if std::env::var_os("SECKILL_AUTH_HS256_SECRET").is_none() {
+            assert!(load(&["--jwt-issuer", "bench"]).is_err());
+            assert!(load(&["--jwt-ttl-secs", "60"]).is_err());
+            assert!(load(&[]).unwrap().jwt_secret.is_none());
+        }
+        // An Ed25519 key instead: with its kid, and never with a secret.
+        if std::env::var_os("SECKILL_AUTH_HS256_SECRET").is_none() {
+            let a = load(&[
+                "--jwt-ed25519-key",
+                "k.pem",
+                "--jwt-kid",
+                "ed-1",
+                "--jwt-ttl-secs",
+                "60",
+            ])
+            .unwrap();
+            assert_eq!(
+                (a.jwt_ed25519_key.as_deref(), a.jwt_kid.as_deref()),
+                (Some(std::path::Path::new("k.pem")), Some("ed-1"))
+            );
+            assert!(a.jwt_secret.is_none());
+            assert!(load(&["--jwt-ed25519-key", "k.pem"]).is_err());
+            assert!(load(&["--jwt-kid", "ed-1"]).is_err());
+            assert!(load(&["--jwt-ed25519-key", "k.pem", "--jwt-kid", ""]).is_err());
+        }
+        assert!(load(&[
+            "--jwt-secret",
+            "s",
+            "--jwt-ed25519-key",
+            "k.pem",
+            "--jwt-kid",
+            "ed-1"
+        ])
+        .is_err());
+        // Both secrets can come from the environment, and their values never show in --help.
+        let cmd = Cli::command();
+        let l = cmd.find_subcommand("load").unwrap();
+        let arg = |id: &str| l.get_arguments().find(|a| a.get_id() == id).unwrap();
+        for (id, env) in [
+            ("jwt_secret", "SECKILL_AUTH_HS256_SECRET"),
+            ("admin_token", "SECKILL_ADMIN_TOKEN"),
+        ] {
+            assert_eq!(arg(id).get_env(), Some(std::ffi::OsStr::new(env)));
+            assert!(arg(id).is_hide_env_values_set());
+        }
     }
 }

@@ -78,6 +78,34 @@ pub struct RequestLine {
     pub error: Option<String>,
 }
 
+/// How `load --until-sold-out` made sure the sale was over before it stopped offering fresh
+/// buyers. A history without it is from a load that stopped at its first round of 409s.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SaleEndCheck {
+    /// `GET /admin/products/{id}`: no stock in Redis nor MySQL and nothing pending, twice in
+    /// a row.
+    AdminApi,
+    /// No admin token: fresh buyers kept probing until none had bought for `--sold-out-quiet`.
+    /// Pending orders are not seen.
+    Probes,
+}
+
+impl SaleEndCheck {
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::AdminApi => "admin_api",
+            Self::Probes => "probes",
+        }
+    }
+}
+
+/// The part of the summary's `sale_end` that `audit` needs.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct SaleEndLine {
+    pub checked_by: SaleEndCheck,
+}
+
 /// The parts of the summary line `audit` needs; the rest is ignored.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 pub struct SummaryLine {
@@ -87,6 +115,9 @@ pub struct SummaryLine {
     pub until_sold_out: bool,
     #[serde(default)]
     pub sold_out_reached: Option<bool>,
+    /// `--until-sold-out` loads that waited for the sale to be over.
+    #[serde(default)]
+    pub sale_end: Option<SaleEndLine>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -273,7 +304,7 @@ mod tests {
         .unwrap();
         w.line(
             &serde_json::json!({"kind": "summary", "product": 3, "until_sold_out": true,
-            "extra": [1, 2]}),
+            "sale_end": {"checked_by": "admin_api", "checks": 2}, "extra": [1, 2]}),
         )
         .unwrap();
         w.finish().unwrap();
@@ -297,7 +328,10 @@ mod tests {
             Line::Summary(SummaryLine {
                 product: Some(3),
                 until_sold_out: true,
-                sold_out_reached: None
+                sold_out_reached: None,
+                sale_end: Some(SaleEndLine {
+                    checked_by: SaleEndCheck::AdminApi
+                }),
             })
         );
         std::fs::remove_dir_all(&dir).unwrap();

@@ -6,7 +6,7 @@
 //! `confirmed`, or `failed` for a reason the run allows (`--allow-failure`, e.g. `chaos` when the
 //! workers fail orders on purpose). Every other end breaks it.
 
-use crate::history::SettledLine;
+use crate::history::{SaleEndCheck, SettledLine};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -97,6 +97,10 @@ pub struct HistoryFacts {
     pub until_sold_out: bool,
     /// The summary's `sold_out_reached`.
     pub sold_out_reached: Option<bool>,
+    /// The summary's `sale_end.checked_by`: the load kept offering fresh buyers until the sale
+    /// was over, units of failed orders sold again. `None`: a load that stopped at its first
+    /// round of 409s.
+    pub sale_end_checked_by: Option<SaleEndCheck>,
 }
 
 /// The Redis view of the product (`TicketStore::counts`).
@@ -750,10 +754,14 @@ pub fn buyer_told_truth(input: &AuditInput) -> CheckResult {
 }
 
 /// Check 7: the load finished (the history has its summary line), and with `--until-sold-out`
-/// the sale sold out: the load saw every gateway answer 409, and no unit is left over but those
-/// that may have come back after the last buyer: from failures the run allows, and from
-/// requests that got no answer (their reservation may have been given back by the sweeper).
-/// With neither, both stocks must be 0.
+/// the sale sold out: the load found it over, and no unit is left over in Redis or MySQL.
+///
+/// A load that waited for the sale to end (its summary has `sale_end`) kept offering fresh
+/// buyers until the units of failed orders had come back and were sold again; what it may
+/// leave is at most one unit per buyer whose request got no HTTP answer (the buyer was never
+/// told, and the reservation may be handed back after the load stopped). A load that stopped
+/// at its first round of 409s (an older history) may also leave the units of the failures the
+/// run allows: they may have come back after the last buyer.
 pub fn sale_ended(input: &AuditInput) -> CheckResult {
     let h = &input.history;
     let reached = h
@@ -763,18 +771,26 @@ pub fn sale_ended(input: &AuditInput) -> CheckResult {
         .redis
         .stock
         .map_or("none".to_owned(), |s| s.to_string());
-    let allowed = input
+    let unanswered = h.unanswered_users.len() as i64;
+    let allowed_failures = input
         .history
         .tickets
         .keys()
         .filter(|t| input.allowed_failure(input.state(t)))
-        .count() as i64
-        + h.unanswered_users.len() as i64;
+        .count() as i64;
+    let (allowed, excused) = match h.sale_end_checked_by {
+        Some(_) => (unanswered, "requests that got no answer"),
+        None => (
+            allowed_failures + unanswered,
+            "allowed failures and requests that got no answer",
+        ),
+    };
     let found = format!(
-        "summary={} until_sold_out={} sold_out_reached={reached}; left: redis={stock} mysql={} \
-         (allowed failures and unanswered requests={allowed})",
+        "summary={} until_sold_out={} sold_out_reached={reached} end checked by={}; \
+         left: redis={stock} mysql={} (at most {allowed}: {excused})",
         if h.has_summary { "yes" } else { "missing" },
         h.until_sold_out,
+        h.sale_end_checked_by.map_or("none", SaleEndCheck::label),
         input.mysql.stock
     );
     if !h.has_summary {
@@ -791,6 +807,7 @@ pub fn sale_ended(input: &AuditInput) -> CheckResult {
         };
     }
     let mut problems = vec![];
+    let mut info = vec![];
     if !h.until_sold_out {
         problems.push("the load did not run --until-sold-out".to_owned());
     }
@@ -802,20 +819,44 @@ pub fn sale_ended(input: &AuditInput) -> CheckResult {
             ];
             for (store, s) in left {
                 if let Some(s) = s.filter(|s| *s > allowed) {
-                    problems.push(format!(
-                        "{s} units left in {store}, more than the {allowed} allowed failures \
-                         and unanswered requests could have handed back"
-                    ));
+                    problems.push(match h.sale_end_checked_by {
+                        Some(how) => format!(
+                            "{s} units left in {store}, though the load waited for the sale to \
+                             end ({}): only the {allowed} requests that got no answer could \
+                             have left any",
+                            how.label()
+                        ),
+                        None => format!(
+                            "{s} units left in {store}, more than the {allowed} allowed \
+                             failures and unanswered requests could have handed back"
+                        ),
+                    });
                 }
+            }
+            match h.sale_end_checked_by {
+                Some(SaleEndCheck::Probes) if !problems.is_empty() => info.push(
+                    "the load checked the end by probes and did not see pending orders: \
+                     give it --admin-token to wait for them"
+                        .into(),
+                ),
+                None => info.push(
+                    "a load that stopped at its first round of 409s: the units of allowed \
+                     failures may have come back after its last buyer"
+                        .into(),
+                ),
+                _ => {}
             }
         }
         Some(false) => problems.push(
-            "the sale never sold out: the load stopped before every gateway answered 409".into(),
+            "the sale never sold out: the load stopped before it found the sale over (every \
+             gateway answering 409, and no unit coming back)"
+                .into(),
         ),
         None => problems.push("the summary does not say whether the sale sold out".into()),
     }
     let mut r = CheckResult::new(7, "sale ended", problems.is_empty(), found);
     r.problems = problems;
+    r.info = info;
     r
 }
 
@@ -855,6 +896,7 @@ mod tests {
         input.history.has_summary = true;
         input.history.until_sold_out = true;
         input.history.sold_out_reached = Some(true);
+        input.history.sale_end_checked_by = Some(SaleEndCheck::AdminApi);
         input.mysql.initial_stock = initial;
         input.redis.initial = Some(initial);
         input
@@ -1356,21 +1398,48 @@ mod tests {
         assert_eq!(r.status, Status::Skip);
         assert!(r.passed());
 
-        // Units left over: at most the allowed failures (2) may have come back too late.
+        // The load waited for the sale to end: no unit may be left, though two orders failed.
         let mut left = healthy();
-        left.redis.stock = Some(2);
-        left.mysql.stock = 2;
-        assert_eq!(sale_ended(&left).status, Status::Pass);
-        left.redis.stock = Some(3);
-        left.mysql.stock = 3;
+        left.redis.stock = Some(1);
+        left.mysql.stock = 1;
         let r = sale_ended(&left);
+        assert_eq!(r.status, Status::Fail);
+        assert_eq!(r.problems.len(), 2, "{r:?}");
+        assert!(r.problems[0].starts_with("1 units left in Redis"), "{r:?}");
+        assert!(r.problems[0].contains("(admin_api)"), "{r:?}");
+        // ... but for one per buyer whose request got no answer.
+        let mut unanswered = left.clone();
+        unanswered.history.unanswered_users.insert(9);
+        assert_eq!(sale_ended(&unanswered).status, Status::Pass);
+        unanswered.redis.stock = Some(2);
+        assert_eq!(sale_ended(&unanswered).status, Status::Fail);
+        // Checked by probes: the same rule, and a hint.
+        let mut probes = left.clone();
+        probes.history.sale_end_checked_by = Some(SaleEndCheck::Probes);
+        let r = sale_ended(&probes);
+        assert_eq!(r.status, Status::Fail);
+        assert!(r.info[0].contains("--admin-token"), "{r:?}");
+
+        // An older load stopped at its first round of 409s: the allowed failures (2) may
+        // have come back too late.
+        let mut old = healthy();
+        old.history.sale_end_checked_by = None;
+        old.redis.stock = Some(2);
+        old.mysql.stock = 2;
+        let r = sale_ended(&old);
+        assert_eq!(r.status, Status::Pass, "{r:?}");
+        assert!(r.info[0].contains("first round of 409s"), "{r:?}");
+        old.redis.stock = Some(3);
+        old.mysql.stock = 3;
+        let r = sale_ended(&old);
         assert_eq!(r.status, Status::Fail);
         assert_eq!(r.problems.len(), 2, "{r:?}");
         assert!(r.problems[0].starts_with("3 units left in Redis"), "{r:?}");
         // With no failure allowed, a single unit left fails.
-        let mut strict = healthy();
+        let mut strict = old.clone();
         strict.allowed_failures.clear();
         strict.redis.stock = Some(1);
+        strict.mysql.stock = 0;
         assert_eq!(sale_ended(&strict).status, Status::Fail);
     }
 

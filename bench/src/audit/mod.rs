@@ -89,6 +89,7 @@ pub fn history_facts(lines: &[Line], product: ProductId) -> anyhow::Result<(Hist
                 facts.has_summary = true;
                 facts.until_sold_out = s.until_sold_out;
                 facts.sold_out_reached = s.sold_out_reached;
+                facts.sale_end_checked_by = s.sale_end.as_ref().map(|e| e.checked_by);
             }
         }
     }
@@ -259,6 +260,9 @@ struct Report<'a> {
     promises: Promises,
     /// The summary's `sold_out_reached`; `null` without a summary or an `--until-sold-out` load.
     sold_out_reached: Option<bool>,
+    /// How the load made sure the sale was over (`admin_api`, `probes`); `null` for a load that
+    /// stopped at its first round of 409s.
+    sale_end_checked_by: Option<history::SaleEndCheck>,
     /// Answer to confirmation, ms; `null` when no confirmed ticket has both times.
     settle_ms: Option<SettleMs>,
     notes: &'a [String],
@@ -282,6 +286,7 @@ fn report<'a>(
         order_rows: input.mysql.orders.len(),
         promises: checks::promises(input),
         sold_out_reached: input.history.sold_out_reached,
+        sale_end_checked_by: input.history.sale_end_checked_by,
         settle_ms: checks::settle_ms(input),
         notes,
         checks: results,
@@ -413,7 +418,7 @@ mod tests {
 {"kind":"settled","ticket":"5-00000000000000000000000000000001","user_id":1,"status":"failed","order_id":null,"reason":"chaos","answered_at_us":2}
 {"kind":"settled","ticket":"6-00000000000000000000000000000001","user_id":4,"status":"confirmed","order_id":3,"reason":null}
 {"kind":"settled","ticket":"5-00000000000000000000000000000003","user_id":7,"status":"confirmed","order_id":4,"reason":null}
-{"kind":"summary","product":5,"until_sold_out":true,"sold_out_reached":true,"outcomes":[]}
+{"kind":"summary","product":5,"until_sold_out":true,"sold_out_reached":true,"sale_end":{"checked_by":"probes","ended":"sold_out"},"outcomes":[]}
 "#;
         let lines = history::parse(text.as_bytes()).unwrap();
         let p = ProductId::new(5).unwrap();
@@ -453,6 +458,7 @@ mod tests {
         );
         assert!(f.has_summary && f.until_sold_out);
         assert_eq!(f.sold_out_reached, Some(true));
+        assert_eq!(f.sale_end_checked_by, Some(history::SaleEndCheck::Probes));
         assert!(history_facts(&lines, ProductId::new(6).unwrap()).is_err());
     }
 
@@ -562,6 +568,7 @@ mod tests {
             serde_json::json!({"confirmed": 1, "failed:chaos": 1, "pending": 0, "unknown": 0})
         );
         assert_eq!(v["sold_out_reached"], true);
+        assert_eq!(v["sale_end_checked_by"], serde_json::Value::Null);
         assert_eq!(v["settle_ms"]["p99"], 12.0);
         assert_eq!(v["settle_ms"]["max"], 12.0);
 

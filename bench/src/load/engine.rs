@@ -16,7 +16,7 @@
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1;
-use hyper::header::{HeaderValue, CONTENT_TYPE, HOST};
+use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE, HOST};
 use hyper_util::rt::TokioIo;
 use std::time::Duration;
 use tokio::net::TcpStream;
@@ -111,19 +111,21 @@ impl Conns {
         })
     }
 
-    /// Sends one request: a POST of `body` as JSON, or a GET when `body` is `None`.
+    /// Sends one request: a POST of `body` as JSON, or a GET when `body` is `None`, with
+    /// `auth` as its `Authorization` header when given.
     pub async fn exchange(
         &mut self,
         target: &Target,
         gateway: usize,
         body: Option<Bytes>,
+        auth: Option<HeaderValue>,
         timeout: Option<Duration>,
     ) -> Exchange {
         match &mut self.0 {
-            Inner::Reqwest(client) => reqwest_exchange(client, target, body).await,
+            Inner::Reqwest(client) => reqwest_exchange(client, target, body, auth).await,
             Inner::Hyper(slots) => {
                 let slot = &mut slots[gateway];
-                let work = hyper_exchange(slot, target, body);
+                let work = hyper_exchange(slot, target, body, auth);
                 match timeout {
                     None => work.await,
                     Some(t) => match tokio::time::timeout(t, work).await {
@@ -144,14 +146,18 @@ async fn reqwest_exchange(
     client: &reqwest::Client,
     target: &Target,
     body: Option<Bytes>,
+    auth: Option<HeaderValue>,
 ) -> Exchange {
-    let req = match body {
+    let mut req = match body {
         Some(b) => client
             .post(target.url.clone())
             .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
             .body(b),
         None => client.get(target.url.clone()),
     };
+    if let Some(a) = auth {
+        req = req.header(AUTHORIZATION, a);
+    }
     match req.send().await {
         Ok(res) => {
             let status = res.status().as_u16();
@@ -185,6 +191,7 @@ async fn hyper_exchange(
     slot: &mut Option<OwnedConn>,
     target: &Target,
     body: Option<Bytes>,
+    auth: Option<HeaderValue>,
 ) -> Exchange {
     // Let a kept connection notice a close the server sent while it sat idle.
     if let Some(c) = slot {
@@ -209,6 +216,9 @@ async fn hyper_exchange(
             .header(CONTENT_TYPE, HeaderValue::from_static("application/json")),
         None => req.method(hyper::Method::GET),
     };
+    if let Some(a) = auth {
+        req = req.header(AUTHORIZATION, a);
+    }
     let req = match req.body(Full::new(body.unwrap_or_default())) {
         Ok(r) => r,
         Err(e) => return Exchange::failed(None, format!("building the request: {e}")),
@@ -318,7 +328,7 @@ mod tests {
             let mut conns = Conns::new(kind, &client, 1);
             for _ in 0..3 {
                 let x = conns
-                    .exchange(&target, 0, None, Some(Duration::from_secs(5)))
+                    .exchange(&target, 0, None, None, Some(Duration::from_secs(5)))
                     .await;
                 assert_eq!(x.error, None, "{kind:?}");
                 assert_eq!(x.status, Some(200));
@@ -337,7 +347,7 @@ mod tests {
         let client = reqwest::Client::builder().no_proxy().build().unwrap();
         for kind in [EngineKind::Hyper, EngineKind::Reqwest] {
             let x = Conns::new(kind, &client, 1)
-                .exchange(&target, 0, Some(Bytes::from_static(b"{}")), None)
+                .exchange(&target, 0, Some(Bytes::from_static(b"{}")), None, None)
                 .await;
             assert_eq!(x.status, None);
             assert!(x.error.is_some(), "{kind:?}");

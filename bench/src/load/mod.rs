@@ -14,9 +14,18 @@
 //! into a few sharded histograms, history records into a per-worker batch that is handed to
 //! the writer thread every [`HISTORY_BATCH`] requests. After the load, every ticket is polled
 //! until it settles ([`settle`]).
+//!
+//! `--until-sold-out` brings fresh users after the planned ones until the sale is really over
+//! ([`sale_end`]): a round of 409s from every gateway starts a check, and units that came back
+//! meanwhile bring fresh users again. `--jwt-secret` (HS256) or `--jwt-ed25519-key` (EdDSA)
+//! gives every user a signed token ([`buyer_token`]), sent on its buys and ticket polls.
 
+pub mod buyer_token;
 pub mod engine;
+#[cfg(test)]
+mod fake_gateway;
 pub mod plan;
+pub mod sale_end;
 pub mod settle;
 pub mod stats;
 
@@ -24,10 +33,12 @@ use crate::cli::LoadArgs;
 use crate::history::{HistorySink, HistoryWriter, RequestRecord};
 use crate::now_us;
 use anyhow::Context;
+use buyer_token::{BuyerTokens, SigningKey, TokenIssuer};
 use bytes::BytesMut;
 use engine::{Conns, EngineKind, Target};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use plan::{Outcome, Plan, SoldOutTracker, StopRule};
+use plan::{Outcome, Plan, StopRule};
+use sale_end::{AdminApi, Ended, Gate, Look, Phase, SaleEnd};
 use serde::Deserialize;
 use settle::IssuedTicket;
 use stats::{
@@ -66,11 +77,10 @@ struct Shared {
     next: AtomicU64,
     stop: AtomicBool,
     counts: [AtomicU64; Outcome::COUNT],
-    sold_out: SoldOutTracker,
-    sold_out_streak: u64,
-    sold_out_reached: AtomicBool,
-    /// `--until-sold-out`: no fresh users after this.
-    fresh_deadline: Option<Instant>,
+    /// `--until-sold-out`: whether the next fresh user goes out.
+    sale_end: SaleEnd,
+    /// `--jwt-secret` or `--jwt-ed25519-key`: every user's `Authorization` header.
+    tokens: Option<BuyerTokens>,
     histograms: ShardedHistograms,
     history: HistorySink,
     arrival: ArrivalModel,
@@ -130,7 +140,7 @@ async fn worker(shared: Arc<Shared>, id: usize) -> WorkerResult {
     // Request bodies are cut from one buffer: no allocation per request.
     let mut bodies = BytesMut::new();
     let gateways = shared.targets.len() as u64;
-    loop {
+    'run: loop {
         if shared.stop.load(Ordering::Relaxed) {
             break;
         }
@@ -138,39 +148,46 @@ async fn worker(shared: Arc<Shared>, id: usize) -> WorkerResult {
         let Some(slot) = shared.plan.slot(i) else {
             break;
         };
-        let due = match shared.schedule {
-            Some((start, rate)) => {
-                let due = start + Duration::from_secs_f64(i as f64 / rate);
-                tokio::time::sleep_until(due.into()).await;
-                // The run may have ended while this request waited for its time.
-                if shared.stop.load(Ordering::Relaxed) {
-                    break;
+        let due = loop {
+            let due = match shared.schedule {
+                Some((start, rate)) => {
+                    // Time that checks held fresh users moves the schedule on.
+                    let due =
+                        start + Duration::from_secs_f64(i as f64 / rate) + shared.sale_end.paused();
+                    tokio::time::sleep_until(due.into()).await;
+                    // The run may have ended while this request waited for its time.
+                    if shared.stop.load(Ordering::Relaxed) {
+                        break 'run;
+                    }
+                    Some(due)
                 }
-                Some(due)
+                None => None,
+            };
+            if slot.fresh {
+                match shared.sale_end.gate().await {
+                    Gate::Stop => {
+                        shared.stop.store(true, Ordering::Relaxed);
+                        break 'run;
+                    }
+                    // Held by a check: this request is due later now.
+                    Gate::Go { waited: true } if due.is_some() => continue,
+                    Gate::Go { .. } => {}
+                }
             }
-            None => None,
+            break due;
         };
-        if slot.fresh {
-            if shared.sold_out.all_sold_out(shared.sold_out_streak) {
-                shared.sold_out_reached.store(true, Ordering::Relaxed);
-                shared.stop.store(true, Ordering::Relaxed);
-                break;
-            }
-            if shared.fresh_deadline.is_some_and(|d| Instant::now() >= d) {
-                shared.stop.store(true, Ordering::Relaxed);
-                break;
-            }
-        }
         let gw = (i % gateways) as usize;
-        let body = match shared.mode {
+        let (body, auth) = match shared.mode {
             Mode::Buy => {
                 if bodies.capacity() < 64 {
                     bodies.reserve(8192);
                 }
                 let _ = write!(bodies, "{{\"user_id\":{}}}", slot.user);
-                Some(bodies.split().freeze())
+                // Presigned, or signed here: before the request's clock starts.
+                let auth = shared.tokens.as_ref().map(|t| t.header(slot.user));
+                (Some(bodies.split().freeze()), auth)
             }
-            Mode::Get => None,
+            Mode::Get => (None, None),
         };
 
         let in_flight = shared.in_flight.fetch_add(1, Ordering::Relaxed) + 1;
@@ -186,7 +203,7 @@ async fn worker(shared: Arc<Shared>, id: usize) -> WorkerResult {
             body,
             error,
         } = conns
-            .exchange(&shared.targets[gw], gw, body, shared.timeout)
+            .exchange(&shared.targets[gw], gw, body, auth.clone(), shared.timeout)
             .await;
         let answered = Instant::now();
         shared.in_flight.fetch_sub(1, Ordering::Relaxed);
@@ -211,7 +228,7 @@ async fn worker(shared: Arc<Shared>, id: usize) -> WorkerResult {
         shared.histograms.record(id, outcome, latency_us, lag_us);
         let mut ticket = None;
         if shared.mode == Mode::Buy {
-            shared.sold_out.record(gw, outcome);
+            shared.sale_end.record(gw, outcome);
             if outcome.has_ticket() {
                 ticket = body.as_deref().and_then(ticket_of);
                 if let Some(t) = &ticket {
@@ -221,6 +238,7 @@ async fn worker(shared: Arc<Shared>, id: usize) -> WorkerResult {
                         gateway: gw,
                         answered_at_us: sent_at_us + service_us,
                         fresh: outcome == Outcome::Accepted,
+                        auth,
                     });
                 }
             } else if outcome == Outcome::SoldOut {
@@ -293,9 +311,14 @@ fn counts_message(shared: &Shared, until_sold_out: bool, elapsed: Duration) -> S
     if until_sold_out {
         msg.push_str(&format!(
             " | sold out at {}/{} gateways",
-            shared.sold_out.sold_out_gateways(shared.sold_out_streak),
+            shared.sale_end.sold_out_gateways(),
             shared.targets.len()
         ));
+        match shared.sale_end.phase() {
+            Phase::Selling => {}
+            Phase::Checking => msg.push_str(", checking the sale is over"),
+            Phase::Over => msg.push_str(", over"),
+        }
     }
     msg
 }
@@ -310,6 +333,8 @@ fn validate(args: &LoadArgs) -> anyhow::Result<()> {
         ("--timeout", args.timeout),
         ("--settle-timeout", args.settle_timeout),
         ("--sold-out-timeout", args.sold_out_timeout),
+        ("--sold-out-wait", args.sold_out_wait),
+        ("--sold-out-quiet", args.sold_out_quiet),
         ("--duration", args.duration.unwrap_or(1.0)),
     ] {
         anyhow::ensure!(
@@ -382,6 +407,48 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<Summary> {
     }
     let client = builder.build().context("building the HTTP client")?;
 
+    // Signed before the load starts: none of it is in the measured path.
+    let ed25519_pem = match &args.jwt_ed25519_key {
+        Some(path) => Some(
+            std::fs::read(path)
+                .with_context(|| format!("--jwt-ed25519-key: reading {}", path.display()))?,
+        ),
+        None => None,
+    };
+    let signing_key = match (&args.jwt_secret, &ed25519_pem, &args.jwt_kid) {
+        (Some(secret), None, _) => Some(SigningKey::Hs256(secret)),
+        (None, Some(pem), Some(kid)) => Some(SigningKey::Ed25519 { pem, kid }),
+        (None, None, _) => None,
+        _ => anyhow::bail!("--jwt-ed25519-key needs --jwt-kid, and not --jwt-secret"),
+    };
+    let tokens = match (signing_key, mode) {
+        (Some(key), Mode::Buy) => {
+            let issuer = TokenIssuer::new(
+                key,
+                args.jwt_issuer.clone(),
+                args.jwt_audience.clone(),
+                Duration::from_secs(args.jwt_ttl_secs),
+            )?;
+            Some(BuyerTokens::new(issuer, args.first_user, args.users).context("signing tokens")?)
+        }
+        _ => None,
+    };
+    let look = match (&args.admin_token, product) {
+        _ if !args.until_sold_out => None,
+        (Some(token), Some(p)) => {
+            let mut api = AdminApi::new(client.clone(), &gateways, p, token)?;
+            // A token that does not work would only show at the end of the sale.
+            api.stock()
+                .await
+                .context("--admin-token: reading the product with GET /admin/products/{id}")?;
+            Some(Look::AdminApi(api))
+        }
+        _ => Some(Look::Probes {
+            quiet: Duration::from_secs_f64(args.sold_out_quiet),
+        }),
+    };
+    let checked_by = look.as_ref().map(Look::kind);
+
     let gateway_names = Arc::new(gateways.clone());
     let history_path = (!args.no_history).then_some(args.history.as_path());
     let writer = HistoryWriter::create(history_path, gateway_names)?;
@@ -399,12 +466,14 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<Summary> {
         next: AtomicU64::new(0),
         stop: AtomicBool::new(false),
         counts: Default::default(),
-        sold_out: SoldOutTracker::new(gateways.len()),
-        sold_out_streak: args.sold_out_streak,
-        sold_out_reached: AtomicBool::new(false),
-        fresh_deadline: args
-            .until_sold_out
-            .then(|| started + Duration::from_secs_f64(args.sold_out_timeout)),
+        sale_end: SaleEnd::new(
+            gateways.len(),
+            args.sold_out_streak,
+            started,
+            Duration::from_secs_f64(args.sold_out_timeout),
+            Duration::from_secs_f64(args.sold_out_wait),
+        ),
+        tokens,
         histograms: ShardedHistograms::new((threads * 4).min(args.concurrency)),
         history: writer.sink(),
         arrival: match (args.rate, args.open_loop) {
@@ -449,6 +518,16 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<Summary> {
         })
     });
 
+    let judge = look.map(|look| {
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let in_flight = {
+                let shared = shared.clone();
+                move || shared.in_flight.load(Ordering::Relaxed)
+            };
+            shared.sale_end.judge(look, in_flight).await;
+        })
+    });
     let workers: Vec<_> = (0..args.concurrency)
         .map(|id| tokio::spawn(worker(shared.clone(), id)))
         .collect();
@@ -462,7 +541,7 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<Summary> {
     let duration = started.elapsed();
     // Await the aborted helpers so that their handles on `shared` (and its history sink)
     // are gone before the writer is finished.
-    if let Some(t) = timer {
+    for t in [timer, judge].into_iter().flatten() {
         t.abort();
         let _ = t.await;
     }
@@ -564,6 +643,7 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<Summary> {
         lag_max_ms: lag_ms(1.0),
     };
     let e2e = (mode == Mode::Buy).then(|| E2eLatency::from_settled(&settled));
+    let sale_end = checked_by.map(|c| shared.sale_end.report(c));
     let summary = Summary {
         kind: "summary",
         engine: match args.engine {
@@ -583,9 +663,14 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<Summary> {
         requests: all.count,
         req_per_s: all.per_sec,
         until_sold_out: args.until_sold_out,
-        sold_out_reached: args
-            .until_sold_out
-            .then(|| shared.sold_out_reached.load(Ordering::Relaxed)),
+        sold_out_reached: sale_end.as_ref().map(|r| r.ended == Ended::SoldOut),
+        sale_end,
+        jwt: shared.tokens.is_some(),
+        jwt_alg: shared.tokens.as_ref().map(|t| t.issuer().algorithm()),
+        jwt_kid: shared
+            .tokens
+            .as_ref()
+            .and_then(|t| t.issuer().kid().map(str::to_owned)),
         first_user: args.first_user,
         users_used: if mode == Mode::Buy {
             plan.users_used(all.count)
@@ -662,6 +747,7 @@ mod tests {
             gateway: 0,
             answered_at_us: at,
             fresh,
+            auth: None,
         };
         let got = distinct_tickets(&[
             t("1-a", 30, false),
@@ -758,6 +844,290 @@ mod tests {
         let closed = get_run(addr, &["-c", "4"]).await;
         assert_eq!(closed.arrival.model, ArrivalModel::Closed);
         assert_eq!(closed.arrival.offered_per_s, None);
+    }
+
+    /// A buy run against `addr`. The admin token and the JWT secret are the ones given, never
+    /// the environment's.
+    async fn buy_run(
+        addr: std::net::SocketAddr,
+        extra: &[&str],
+        admin_token: Option<&str>,
+        jwt_secret: Option<&str>,
+    ) -> Summary {
+        let url = format!("http://{addr}");
+        let mut argv = vec![
+            "b",
+            "load",
+            "--gateway",
+            &url,
+            "--product",
+            "7",
+            "--no-history",
+            "--quiet",
+            "--json",
+            "--settle-timeout",
+            "5",
+        ];
+        argv.extend_from_slice(extra);
+        if let Some(secret) = jwt_secret {
+            argv.extend(["--jwt-secret", secret]);
+        }
+        let cli = <crate::cli::Cli as clap::Parser>::try_parse_from(argv).unwrap();
+        let crate::cli::Command::Load(mut args) = cli.command else {
+            panic!("not load")
+        };
+        args.admin_token = admin_token.map(secrecy::SecretString::from);
+        if jwt_secret.is_none() {
+            args.jwt_secret = None;
+        }
+        run(args).await.unwrap()
+    }
+
+    const UNTIL_SOLD_OUT: &[&str] = &[
+        "--users",
+        "5",
+        "-c",
+        "4",
+        "--until-sold-out",
+        "--max-users",
+        "100000",
+    ];
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn until_sold_out_sells_the_units_that_failed_orders_hand_back() {
+        // 20 units; the first 4 orders fail 400 ms after their buy, long after every gateway
+        // first answered 409.
+        let cfg = fake_gateway::Config {
+            stock: 20,
+            fail_first: 4,
+            fail_after: Duration::from_millis(400),
+            ..Default::default()
+        };
+        let (addr, sale) = fake_gateway::start(cfg.clone()).await;
+        let mut extra = UNTIL_SOLD_OUT.to_vec();
+        extra.extend(["--sold-out-wait", "20"]);
+        let s = buy_run(addr, &extra, Some("admin"), None).await;
+        assert_eq!(s.sold_out_reached, Some(true), "{s:?}");
+        let e = s.sale_end.as_ref().unwrap();
+        assert_eq!(e.checked_by, crate::history::SaleEndCheck::AdminApi);
+        assert_eq!(e.ended, Ended::SoldOut);
+        assert!(e.resumed >= 1, "{e:?}");
+        assert!(e.sold_after_first_409 >= 4, "{e:?}");
+        assert_eq!(
+            e.last_seen,
+            Some(sale_end::StockView {
+                stock_redis: Some(0),
+                stock_db: 0,
+                pending: 0
+            })
+        );
+        assert_eq!((s.tickets.confirmed, s.tickets.failed), (20, 4), "{s:?}");
+        {
+            let f = sale.lock().unwrap();
+            assert_eq!((f.stock, f.stock_db, f.pending), (0, 0, 0));
+        }
+
+        // Without the admin API, fresh users probe until none has bought for a second.
+        let (addr, sale) = fake_gateway::start(cfg).await;
+        let mut extra = UNTIL_SOLD_OUT.to_vec();
+        extra.extend(["--sold-out-quiet", "1"]);
+        let s = buy_run(addr, &extra, None, None).await;
+        assert_eq!(s.sold_out_reached, Some(true), "{s:?}");
+        let e = s.sale_end.as_ref().unwrap();
+        assert_eq!(e.checked_by, crate::history::SaleEndCheck::Probes);
+        assert!(e.ended_s >= 1.0, "{e:?}");
+        assert_eq!((s.tickets.confirmed, s.tickets.failed), (20, 4), "{s:?}");
+        assert_eq!(sale.lock().unwrap().stock, 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn units_no_buyer_can_get_make_a_sale_that_did_not_sell_out() {
+        // Two units come back, but the gateway keeps answering 409.
+        let cfg = fake_gateway::Config {
+            stock: 10,
+            fail_first: 2,
+            fail_after: Duration::from_millis(100),
+            stale_marker: true,
+            ..Default::default()
+        };
+        let (addr, _) = fake_gateway::start(cfg).await;
+        let mut extra = UNTIL_SOLD_OUT.to_vec();
+        extra.extend(["--sold-out-timeout", "0.3", "--sold-out-wait", "1.5"]);
+        let started = Instant::now();
+        let s = buy_run(addr, &extra, Some("admin"), None).await;
+        assert_eq!(s.sold_out_reached, Some(false), "{s:?}");
+        let e = s.sale_end.as_ref().unwrap();
+        assert_eq!(e.ended, Ended::TimedOut);
+        assert_eq!(e.last_seen.unwrap().stock_redis, Some(2), "{e:?}");
+        assert!(e.resumed >= 1, "{e:?}");
+        // Checks are paced: a few rounds of fresh users, not a flood.
+        assert!(s.users_used < 5 + 4 * 10, "{s:?}");
+        assert!(started.elapsed() < Duration::from_secs(8));
+        assert!(
+            s.table().contains("NOT sold out (timed out)"),
+            "{}",
+            s.table()
+        );
+
+        // A wrong admin token fails at once, not at the end of the sale.
+        let (addr, _) = fake_gateway::start(Default::default()).await;
+        let url = format!("http://{addr}");
+        let cli = <crate::cli::Cli as clap::Parser>::try_parse_from([
+            "b",
+            "load",
+            "--gateway",
+            &url,
+            "--product",
+            "7",
+            "--no-history",
+            "--quiet",
+            "--until-sold-out",
+        ])
+        .unwrap();
+        let crate::cli::Command::Load(mut args) = cli.command else {
+            panic!("not load")
+        };
+        args.admin_token = Some("wrong".into());
+        let err = run(args).await.unwrap_err();
+        assert!(format!("{err:#}").contains("HTTP 401"), "{err:#}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn every_buy_and_ticket_poll_carries_its_users_token() {
+        use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+        for engine in ["hyper", "reqwest"] {
+            let (addr, sale) = fake_gateway::start(fake_gateway::Config {
+                stock: 3,
+                ..Default::default()
+            })
+            .await;
+            let s = buy_run(
+                addr,
+                &[
+                    "--users",
+                    "5",
+                    "--first-user",
+                    "100",
+                    "-c",
+                    "2",
+                    "--engine",
+                    engine,
+                    "--jwt-issuer",
+                    "bench",
+                    "--jwt-audience",
+                    "seckill",
+                    "--jwt-ttl-secs",
+                    "60",
+                ],
+                None,
+                Some("k3y"),
+            )
+            .await;
+            assert!(s.jwt);
+            assert_eq!(s.tickets.confirmed, 3, "{s:?}");
+            let key = DecodingKey::from_secret(b"k3y").unwrap();
+            let mut v = Validation::new(Algorithm::HS256);
+            v.set_issuer(&["bench"]);
+            v.set_audience(&["seckill"]);
+            let seen = sale.lock().unwrap().seen.clone();
+            let (mut buys, mut polls) = (0, 0);
+            for r in &seen {
+                let auth = r
+                    .authorization
+                    .as_deref()
+                    .expect("every request has a token");
+                let token = auth.strip_prefix("Bearer ").unwrap();
+                let c = jsonwebtoken::decode::<buyer_token::Claims>(token, &key, &v)
+                    .unwrap()
+                    .claims;
+                assert_eq!(c.exp - c.iat, 60);
+                let user = match r.method.as_str() {
+                    "POST" => {
+                        buys += 1;
+                        r.user.unwrap()
+                    }
+                    _ => {
+                        polls += 1;
+                        let ticket = r.path.rsplit('/').next().unwrap();
+                        fake_gateway::ticket_user(&sale, ticket).unwrap()
+                    }
+                };
+                assert_eq!(c.sub, user.to_string(), "{r:?}");
+            }
+            assert_eq!(buys, 5, "{engine}");
+            assert!(polls >= 3, "{engine}");
+        }
+
+        // Without a secret, no header.
+        let (addr, sale) = fake_gateway::start(Default::default()).await;
+        let s = buy_run(addr, &["--users", "2"], None, None).await;
+        assert!(!s.jwt);
+        assert_eq!(s.jwt_alg, None);
+        let seen = sale.lock().unwrap().seen.clone();
+        assert!(!seen.is_empty() && seen.iter().all(|r| r.authorization.is_none()));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_ed25519_key_gives_every_buyer_an_eddsa_token_naming_its_kid() {
+        use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+        let (addr, sale) = fake_gateway::start(Default::default()).await;
+        let url = format!("http://{addr}");
+        let argv = [
+            "b",
+            "load",
+            "--gateway",
+            &url,
+            "--product",
+            "7",
+            "--users",
+            "3",
+            "--no-history",
+            "--quiet",
+            "--json",
+            "--settle-timeout",
+            "5",
+        ];
+        let cli = <crate::cli::Cli as clap::Parser>::try_parse_from(argv).unwrap();
+        let crate::cli::Command::Load(mut args) = cli.command else {
+            panic!("not load")
+        };
+        // Whatever the environment's secret: the key alone.
+        let testdata = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/jwt/");
+        args.jwt_secret = None;
+        args.admin_token = None;
+        args.jwt_ed25519_key = Some(format!("{testdata}ed-1.pem").into());
+        args.jwt_kid = Some("ed-1".into());
+        let s = run(args).await.unwrap();
+        assert!(s.jwt);
+        assert_eq!(
+            (s.jwt_alg, s.jwt_kid.as_deref()),
+            (Some("EdDSA"), Some("ed-1"))
+        );
+        let public =
+            DecodingKey::from_ed_pem(&std::fs::read(format!("{testdata}ed-1.pub.pem")).unwrap())
+                .unwrap();
+        let seen = sale.lock().unwrap().seen.clone();
+        let buys: Vec<_> = seen.iter().filter(|r| r.method == "POST").collect();
+        assert_eq!(buys.len(), 3);
+        for r in buys {
+            let token = r
+                .authorization
+                .as_deref()
+                .and_then(|a| a.strip_prefix("Bearer "))
+                .expect("every buy has a token");
+            assert_eq!(
+                jsonwebtoken::decode_header(token).unwrap().kid.as_deref(),
+                Some("ed-1")
+            );
+            let c = jsonwebtoken::decode::<buyer_token::Claims>(
+                token,
+                &public,
+                &Validation::new(Algorithm::EdDSA),
+            )
+            .unwrap()
+            .claims;
+            assert_eq!(c.sub, r.user.unwrap().to_string());
+        }
     }
 
     #[test]

@@ -234,6 +234,13 @@ impl SoldOutTracker {
     pub fn all_sold_out(&self, streak: u64) -> bool {
         self.sold_out_gateways(streak) == self.streaks.len()
     }
+
+    /// Units may be back: every gateway has to answer 409 again.
+    pub fn reset(&self) {
+        for s in &self.streaks {
+            s.store(0, Ordering::Relaxed);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -317,5 +324,7 @@ mod tests {
         t.record(1, Outcome::Error);
         t.record(1, Outcome::Ok);
         assert_eq!(t.sold_out_gateways(1), 1);
+        t.reset();
+        assert_eq!(t.sold_out_gateways(1), 0);
     }
 }

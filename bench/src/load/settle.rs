@@ -1,8 +1,10 @@
 //! After the load: poll each ticket with `GET /v1/orders/{ticket}` until it is confirmed or
-//! failed, in rounds, with a bounded number of polls in flight.
+//! failed, in rounds, with a bounded number of polls in flight. With buyer tokens, each poll
+//! carries the token its buy carried.
 
 use crate::history::SettledLine;
 use futures::stream::{self, StreamExt};
+use hyper::header::HeaderValue;
 use indicatif::ProgressBar;
 use serde::Deserialize;
 use std::time::{Duration, Instant};
@@ -18,6 +20,8 @@ pub struct IssuedTicket {
     pub answered_at_us: u64,
     /// The answer was a `202` (a fresh reservation), not a `200` repeating a held ticket.
     pub fresh: bool,
+    /// `--jwt-secret` or `--jwt-ed25519-key`: the buyer's `Authorization` header, sent on every poll.
+    pub auth: Option<HeaderValue>,
 }
 
 #[derive(Deserialize)]
@@ -44,11 +48,11 @@ async fn poll_once(
     base: &str,
     t: &IssuedTicket,
 ) -> Result<Option<OrderBody>, String> {
-    let res = client
-        .get(format!("{base}/v1/orders/{}", t.ticket))
-        .send()
-        .await
-        .map_err(|e| super::error_chain(&e))?;
+    let mut req = client.get(format!("{base}/v1/orders/{}", t.ticket));
+    if let Some(auth) = &t.auth {
+        req = req.header(reqwest::header::AUTHORIZATION, auth.clone());
+    }
+    let res = req.send().await.map_err(|e| super::error_chain(&e))?;
     let status = res.status();
     let bytes = res.bytes().await.map_err(|e| super::error_chain(&e))?;
     if !status.is_success() {

@@ -301,8 +301,18 @@ pub struct Summary {
     pub requests: u64,
     pub req_per_s: f64,
     pub until_sold_out: bool,
-    /// `--until-sold-out`: whether every gateway answered 409 after its last 202.
+    /// `--until-sold-out`: whether the sale really sold out: every gateway answered 409 after
+    /// its last 202, and then no unit came back (`sale_end` says how that was checked).
     pub sold_out_reached: Option<bool>,
+    /// `--until-sold-out`: how the end of the sale was checked, and what was seen.
+    pub sale_end: Option<super::sale_end::SaleEndReport>,
+    /// `--jwt-secret` or `--jwt-ed25519-key`: every buy and ticket poll carried its user's
+    /// token.
+    pub jwt: bool,
+    /// The tokens' algorithm: `HS256` (`--jwt-secret`) or `EdDSA` (`--jwt-ed25519-key`).
+    pub jwt_alg: Option<&'static str>,
+    /// The key id the tokens name (`--jwt-kid`).
+    pub jwt_kid: Option<String>,
     pub first_user: u64,
     pub users_used: u64,
     /// Distinct users answered 202/200/201.
@@ -383,16 +393,54 @@ impl Summary {
                 self.distinct_users_accepted,
                 self.distinct_users_sold_out
             );
-            if self.until_sold_out {
+            if let Some(e) = &self.sale_end {
+                let how = match e.checked_by {
+                    crate::history::SaleEndCheck::AdminApi => {
+                        "no stock in Redis nor MySQL and nothing pending (admin API)"
+                    }
+                    crate::history::SaleEndCheck::Probes => {
+                        "no fresh user bought for --sold-out-quiet (probes; pending orders unseen)"
+                    }
+                };
+                let verdict = if self.sold_out_reached == Some(true) {
+                    format!("sold out at {:.2} s: {how}", e.ended_s)
+                } else {
+                    format!(
+                        "NOT sold out ({}) at {:.2} s",
+                        e.ended.describe(),
+                        e.ended_s
+                    )
+                };
+                let first = e
+                    .first_all_409_s
+                    .map_or("never".to_owned(), |t| format!("at {t:.2} s"));
                 let _ = writeln!(
                     s,
-                    "until sold out: {}",
-                    if self.sold_out_reached == Some(true) {
-                        "every gateway answered 409 after its last 202"
-                    } else {
-                        "NOT reached (max users or time limit hit)"
-                    }
+                    "sale end: {verdict}; every gateway first answered 409 {first}; {} checks, \
+                     {} resumed, {} units sold after the first round of 409s, fresh users held \
+                     {:.2} s",
+                    e.checks, e.resumed, e.sold_after_first_409, e.paused_s
                 );
+                if let Some(v) = &e.last_seen {
+                    let redis = v.stock_redis.map_or("none".to_owned(), |n| n.to_string());
+                    let _ = writeln!(
+                        s,
+                        "last seen: stock redis {redis}, mysql {}, pending {}",
+                        v.stock_db, v.pending
+                    );
+                }
+                if let Some(err) = &e.last_error {
+                    let _ = writeln!(s, "last admin API error: {err}");
+                }
+            }
+            match (self.jwt_alg, &self.jwt_kid) {
+                (Some(alg), Some(kid)) => {
+                    let _ = writeln!(s, "buyers: one {alg} token each, key id {kid:?}");
+                }
+                (Some(alg), None) => {
+                    let _ = writeln!(s, "buyers: one {alg} token each");
+                }
+                (None, _) => {}
             }
             let t = &self.tickets;
             let _ = writeln!(

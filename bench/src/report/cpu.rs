@@ -90,12 +90,40 @@ pub fn cpu_by_role(a: &Snapshot, b: &Snapshot, clk_tck: u64) -> (HashMap<&'stati
     (per, wall)
 }
 
+/// A figure's CPU seconds by role (the load tool's from `NAME.time`) and its wall time; `None`
+/// without both snapshots.
+fn figure_cpu(dir: &Path, name: &str, clk_tck: u64) -> Option<(HashMap<&'static str, f64>, f64)> {
+    let a = snapshot(&dir.join(format!("{name}.cpu0")))?;
+    let b = snapshot(&dir.join(format!("{name}.cpu1")))?;
+    let (mut per, wall) = cpu_by_role(&a, &b, clk_tck);
+    if let Ok(t) = std::fs::read_to_string(dir.join(format!("{name}.time"))) {
+        let f: Vec<f64> = t
+            .split_whitespace()
+            .filter_map(|x| x.parse().ok())
+            .collect();
+        if f.len() >= 3 {
+            per.insert("client", f[f.len() - 2] + f[f.len() - 1]);
+        }
+    }
+    Some((per, wall))
+}
+
+/// The gateways' CPU time per request of figure `name` (`f2`, …), µs: `None` without
+/// snapshots or requests.
+pub fn gateway_us(dir: &Path, name: &str, requests: Option<u64>, clk_tck: u64) -> Option<f64> {
+    let n = requests.filter(|n| *n > 0)?;
+    let (per, _) = figure_cpu(dir, name, clk_tck)?;
+    Some(per["gateway"] * 1e6 / n as f64)
+}
+
 /// The table, or an empty string when no figure has snapshots.
 pub fn table(dir: &Path, r: &Results, clk_tck: u64, nproc: usize) -> String {
     let labels = [
         ("f1", "(1) /livez"),
         ("wrk", "(1w) /livez, wrk"),
-        ("f2", "(2) accept"),
+        ("f2", "(2) accept, HS256 tokens"),
+        ("f2n", "(2N) accept, authentication off"),
+        ("f2e", "(2E) accept, EdDSA tokens"),
         ("f2l", "(2L) accept, limiter on"),
         ("f3", "(3) sold out"),
         ("f4", "(4) sync"),
@@ -106,42 +134,12 @@ pub fn table(dir: &Path, r: &Results, clk_tck: u64, nproc: usize) -> String {
         ("f9", "(9) end to end"),
         ("f9l", "(9L) end to end, lower rate"),
     ];
-    let requests = |name: &str| -> Option<u64> {
-        match name {
-            "f1" => r.f1.as_ref().map(|x| x.requests),
-            "wrk" => r.wrk.as_ref().map(|x| x.requests),
-            "f2" => r.f2.as_ref().map(|x| x.requests),
-            "f2l" => r.f2l.as_ref().map(|x| x.requests),
-            "f3" => r.f3.as_ref().map(|x| x.requests),
-            "f4" => r.f4.as_ref().map(|x| x.requests),
-            "f5" => r.f5.as_ref().map(|x| x.requests),
-            "f6" => r.f6.as_ref().map(|x| x.rows),
-            "f7" => r.f7.as_ref().map(|x| x.rows),
-            "f8" => r.f8.as_ref().map(|x| x.rows),
-            "f9" => r.f9.as_ref().map(|x| x.requests),
-            "f9l" => r.f9l.as_ref().map(|x| x.requests),
-            _ => None,
-        }
-    };
     let mut rows = Vec::new();
     for (name, label) in labels {
-        let (Some(a), Some(b)) = (
-            snapshot(&dir.join(format!("{name}.cpu0"))),
-            snapshot(&dir.join(format!("{name}.cpu1"))),
-        ) else {
+        let Some((per, wall)) = figure_cpu(dir, name, clk_tck) else {
             continue;
         };
-        let (mut per, wall) = cpu_by_role(&a, &b, clk_tck);
-        if let Ok(t) = std::fs::read_to_string(dir.join(format!("{name}.time"))) {
-            let f: Vec<f64> = t
-                .split_whitespace()
-                .filter_map(|x| x.parse().ok())
-                .collect();
-            if f.len() >= 3 {
-                per.insert("client", f[f.len() - 2] + f[f.len() - 1]);
-            }
-        }
-        let Some(n) = requests(name).filter(|n| *n > 0) else {
+        let Some(n) = r.requests(name).filter(|n| *n > 0) else {
             continue;
         };
         let machine = per["machine"];
@@ -152,7 +150,9 @@ pub fn table(dir: &Path, r: &Results, clk_tck: u64, nproc: usize) -> String {
             .sum();
         let other = (machine - listed).max(0.0);
         let us = |s: f64| format!("{:.0}", s * 1e6 / n as f64);
-        let mut cells: Vec<String> = COLS[..6].iter().map(|c| us(per[c])).collect();
+        // The gateway's with a decimal: (2) − (2N) is a few µs.
+        let mut cells = vec![format!("{:.1}", per["gateway"] * 1e6 / n as f64)];
+        cells.extend(COLS[1..6].iter().map(|c| us(per[c])));
         cells.push(us(other));
         cells.push(us(machine));
         let busy = if wall > 0.0 {

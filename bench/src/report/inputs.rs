@@ -19,6 +19,13 @@ pub struct LoadRun {
     /// Missing in the summaries of load tools older than `--open-loop`.
     #[serde(default)]
     pub arrival: Option<ArrivalStats>,
+    /// The buyers carried tokens.
+    #[serde(default)]
+    pub jwt: bool,
+    /// Their algorithm (`HS256`, `EdDSA`). Missing in the summaries of load tools older than
+    /// `--jwt-ed25519-key`, whose tokens were HS256.
+    #[serde(default)]
+    pub jwt_alg: Option<String>,
 }
 
 impl LoadRun {
@@ -28,6 +35,15 @@ impl LoadRun {
 
     pub fn count(&self, label: &str) -> u64 {
         self.outcome(label).map_or(0, |o| o.count)
+    }
+
+    /// The algorithm of the buyers' tokens; `None` when they carried none.
+    pub fn tokens(&self) -> Option<&str> {
+        match (&self.jwt_alg, self.jwt) {
+            (Some(alg), _) => Some(alg),
+            (None, true) => Some("HS256"),
+            (None, false) => None,
+        }
     }
 
     /// Rate and p99 of one outcome; `(0, None)` when there was none.

@@ -17,6 +17,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use inputs::{Ceiling, Drain, LoadRun, MarkerCount, RedisCheck, RedisRun, WrkRun};
 use rules::{Goal, Mark, Validity};
 use serde::de::DeserializeOwned;
+use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, Args)]
@@ -63,6 +64,16 @@ pub struct TableArgs {
     /// Clock ticks per second of /proc/<pid>/stat (`getconf CLK_TCK`).
     #[arg(long, default_value_t = 100, value_name = "N")]
     pub clk_tck: u64,
+
+    /// (2E)'s goal: what one Ed25519 verify costs on this machine, µs (criterion's
+    /// `ed25519/verify` of `cargo bench -p seckill-gateway --bench auth`).
+    #[arg(long, value_name = "US", conflicts_with = "ed25519_criterion")]
+    pub ed25519_verify_us: Option<f64>,
+
+    /// (2E)'s goal: the same, read from criterion's `estimates.json` of `ed25519/verify`
+    /// (`target/criterion/ed25519_verify/new/estimates.json`).
+    #[arg(long, value_name = "FILE")]
+    pub ed25519_criterion: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -130,6 +141,8 @@ pub struct Results {
     pub f1: Option<LoadRun>,
     pub wrk: Option<WrkRun>,
     pub f2: Option<LoadRun>,
+    pub f2n: Option<LoadRun>,
+    pub f2e: Option<LoadRun>,
     pub f2l: Option<LoadRun>,
     pub f3: Option<LoadRun>,
     pub marker: Option<MarkerCount>,
@@ -140,9 +153,103 @@ pub struct Results {
     pub f8: Option<Drain>,
     pub f9: Option<LoadRun>,
     pub f9l: Option<LoadRun>,
+    /// What authentication costs the gateway: (2), (2N), (2E) (see [`AuthCpu::load`]).
+    pub auth: AuthCpu,
+}
+
+/// The gateway's CPU per request of (2) (HS256 tokens), (2N) (authentication off) and (2E)
+/// (EdDSA tokens), from their CPU snapshots, and what one Ed25519 verify costs, for the goals:
+/// (2) − (2N) ≤ [`rules::HS256_MAX_US`], (2E) − (2N) ≤ one verify + [`rules::EDDSA_MARGIN_US`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AuthCpu {
+    /// µs of gateway CPU per request.
+    pub f2: Option<f64>,
+    pub f2n: Option<f64>,
+    pub f2e: Option<f64>,
+    /// One Ed25519 verify, µs, and where the number comes from.
+    pub ed25519_verify: Option<(f64, String)>,
+}
+
+impl AuthCpu {
+    pub fn load(
+        dir: &Path,
+        r: &Results,
+        clk_tck: u64,
+        ed25519_verify: Option<(f64, String)>,
+    ) -> Self {
+        let us = |name| cpu::gateway_us(dir, name, r.requests(name), clk_tck);
+        Self {
+            f2: us("f2"),
+            f2n: us("f2n"),
+            f2e: us("f2e"),
+            ed25519_verify,
+        }
+    }
+
+    /// (2) − (2N): HS256 verification, µs of gateway CPU per request.
+    pub fn hs256_us(&self) -> Option<f64> {
+        Some(self.f2? - self.f2n?)
+    }
+
+    /// (2E) − (2N): EdDSA verification, µs of gateway CPU per request.
+    pub fn eddsa_us(&self) -> Option<f64> {
+        Some(self.f2e? - self.f2n?)
+    }
+
+    /// What (2E) − (2N) may be: one Ed25519 verify + [`rules::EDDSA_MARGIN_US`].
+    pub fn eddsa_allowed_us(&self) -> Option<f64> {
+        self.ed25519_verify
+            .as_ref()
+            .map(|(v, _)| v + rules::EDDSA_MARGIN_US)
+    }
+}
+
+/// The cost of one Ed25519 verify, µs, from criterion's `estimates.json` (ns): its slope
+/// estimate when it has one, else the mean, as criterion's own summary does.
+pub fn read_criterion_us(path: &Path) -> anyhow::Result<f64> {
+    #[derive(Deserialize)]
+    struct Estimate {
+        point_estimate: f64,
+    }
+    #[derive(Deserialize)]
+    struct Estimates {
+        mean: Estimate,
+        #[serde(default)]
+        slope: Option<Estimate>,
+    }
+    let e: Estimates = read_json(path)?;
+    let ns = e.slope.unwrap_or(e.mean).point_estimate;
+    anyhow::ensure!(
+        ns.is_finite() && ns > 0.0,
+        "{}: no positive estimate",
+        path.display()
+    );
+    Ok(ns / 1000.0)
 }
 
 impl Results {
+    /// Requests (or rows) of a figure, by its file name (`f2`, `wrk`, …), for the CPU table.
+    pub fn requests(&self, name: &str) -> Option<u64> {
+        let load = |f: &Option<LoadRun>| f.as_ref().map(|x| x.requests);
+        match name {
+            "f1" => load(&self.f1),
+            "wrk" => self.wrk.as_ref().map(|x| x.requests),
+            "f2" => load(&self.f2),
+            "f2n" => load(&self.f2n),
+            "f2e" => load(&self.f2e),
+            "f2l" => load(&self.f2l),
+            "f3" => load(&self.f3),
+            "f4" => load(&self.f4),
+            "f5" => self.f5.as_ref().map(|x| x.requests),
+            "f6" => self.f6.as_ref().map(|x| x.rows),
+            "f7" => self.f7.as_ref().map(|x| x.rows),
+            "f8" => self.f8.as_ref().map(|x| x.rows),
+            "f9" => load(&self.f9),
+            "f9l" => load(&self.f9l),
+            _ => None,
+        }
+    }
+
     pub fn load(dir: &Path) -> Self {
         fn json<T: DeserializeOwned>(dir: &Path, name: &str) -> Option<T> {
             read_json(&dir.join(name)).ok()
@@ -163,6 +270,8 @@ impl Results {
             f1: json(dir, "f1.json"),
             wrk: text("wrk.txt").and_then(|t| inputs::parse_wrk(&t)),
             f2: json(dir, "f2.json"),
+            f2n: json(dir, "f2n.json"),
+            f2e: json(dir, "f2e.json"),
             f2l: json(dir, "f2l.json"),
             f3: json(dir, "f3.json"),
             marker: json(dir, "f3-marker.json"),
@@ -173,6 +282,7 @@ impl Results {
             f8: json(dir, "f8.json"),
             f9: json(dir, "f9.json"),
             f9l: json(dir, "f9l.json"),
+            auth: AuthCpu::default(),
         }
     }
 }
@@ -258,8 +368,13 @@ pub fn rows(r: &Results, figures: &[&str]) -> Vec<Row> {
     let ran = |f: &str| figures.contains(&f);
     let v1 = validity(ran("1"), r.f1.as_ref(), rules::fig1);
     let v1w = validity(ran("1w"), r.wrk.as_ref(), rules::fig1w);
-    let v2 = validity(ran("2"), r.f2.as_ref(), rules::fig2);
-    let v2l = validity(ran("2L"), r.f2l.as_ref(), rules::fig2);
+    let hs256 = |f: &LoadRun| rules::accept(f, Some("HS256"));
+    let v2 = validity(ran("2"), r.f2.as_ref(), hs256);
+    let v2n = validity(ran("2N"), r.f2n.as_ref(), |f| rules::accept(f, None));
+    let v2e = validity(ran("2E"), r.f2e.as_ref(), |f| {
+        rules::accept(f, Some("EdDSA"))
+    });
+    let v2l = validity(ran("2L"), r.f2l.as_ref(), hs256);
     let v3 = validity(ran("3"), r.f3.as_ref(), |f| {
         rules::fig3(f, r.marker.as_ref())
     });
@@ -279,6 +394,8 @@ pub fn rows(r: &Results, figures: &[&str]) -> Vec<Row> {
     };
     let (val1, p1) = rate(&r.f1, "200");
     let (val2, p2) = rate(&r.f2, "202");
+    let (val2n, p2n) = rate(&r.f2n, "202");
+    let (val2e, p2e) = rate(&r.f2e, "202");
     let (val2l, p2l) = rate(&r.f2l, "202");
     let (val3, p3) = rate(&r.f3, "409");
     let (val4, p4) = rate(&r.f4, "201");
@@ -337,7 +454,7 @@ pub fn rows(r: &Results, figures: &[&str]) -> Vec<Row> {
             ratio: rt(x, "(1)"),
             goal: "≥ 0.5 × (1)",
             ..blank(
-                "accept path: `202`, unique users".into(),
+                "accept path: `202`, unique users, one HS256 token each".into(),
                 rules::verdict(
                     v,
                     Some(Goal {
@@ -345,6 +462,67 @@ pub fn rows(r: &Results, figures: &[&str]) -> Vec<Row> {
                         met: met(x, 0.5),
                     }),
                 ),
+            )
+        }
+    });
+    let us_cpu = |d: Option<f64>| d.map_or("n/a".into(), |d| format!("{d:+.1} µs"));
+    push("2N", &v2n, &|v| {
+        let d = r.auth.hs256_us();
+        Row {
+            value: val2n,
+            unit: "req/s",
+            p99_ms: p2n,
+            ratio: format!(
+                "(2) = {}; (2) − (2N) = {} gateway CPU/req",
+                rt(ratio(val2, val2n), "(2N)"),
+                us_cpu(d)
+            ),
+            goal: "(2) − (2N) ≤ 5 µs gateway CPU/req",
+            ..blank(
+                "(2) with authentication off (`gateway --dev`, `SECKILL_AUTH_MODE=none`), \
+                 no tokens"
+                    .into(),
+                rules::verdict(
+                    v,
+                    Some(Goal {
+                        needs: vec![("(2)", v2.as_ref())],
+                        met: d.map(|d| d <= rules::HS256_MAX_US),
+                    }),
+                ),
+            )
+        }
+    });
+    push("2E", &v2e, &|v| {
+        let d = r.auth.eddsa_us();
+        let allowed = r.auth.eddsa_allowed_us();
+        let mut mark = rules::verdict(
+            v,
+            Some(Goal {
+                needs: vec![("(2N)", v2n.as_ref())],
+                met: d.zip(allowed).map(|(d, a)| d <= a),
+            }),
+        );
+        if allowed.is_none() && mark == Mark::NotJudged("no value".into()) {
+            mark = Mark::NotJudged(
+                "one Ed25519 verify's cost is unknown (`cargo bench -p seckill-gateway \
+                 --bench auth`, or BENCH_ED25519_VERIFY_US)"
+                    .into(),
+            );
+        }
+        Row {
+            value: val2e,
+            unit: "req/s",
+            p99_ms: p2e,
+            ratio: format!(
+                "{}; (2E) − (2N) = {} gateway CPU/req{}",
+                rt(ratio(val2e, val2n), "(2N)"),
+                us_cpu(d),
+                allowed.map_or(String::new(), |a| format!(", allowed {a:.1} µs"))
+            ),
+            goal: "(2E) − (2N) ≤ one Ed25519 verify + 5 µs gateway CPU/req",
+            ..blank(
+                "(2) with EdDSA tokens (Ed25519 key `ed-1` of a JWKS file)".into(),
+                mark,
             )
         }
     });
@@ -559,13 +737,95 @@ fn drain_notes(r: &Results) -> Vec<String> {
     notes
 }
 
+/// The line under the CPU table on what buyer authentication costs the gateway, when (2),
+/// (2N) or (2E) ran. `invalid`: the figures whose runs do not count.
+fn auth_note(r: &Results, figures: &[&str], invalid: &[&str]) -> Option<String> {
+    if !["2", "2N", "2E"].iter().any(|f| figures.contains(f)) {
+        return None;
+    }
+    let a = &r.auth;
+    let us = |x: Option<f64>| x.map_or("n/a".into(), |x| format!("{x:+.1} µs"));
+    let caveat = |figs: &[&str]| {
+        let bad: Vec<String> = figs
+            .iter()
+            .filter(|f| invalid.contains(f))
+            .map(|f| format!("({f})"))
+            .collect();
+        if bad.is_empty() {
+            String::new()
+        } else {
+            format!(", not judged: {} INVALID", bad.join(" and "))
+        }
+    };
+    let verify = match &a.ed25519_verify {
+        Some((v, source)) => format!(
+            "{:.1} µs: one verify {v:.2} µs ({source}) + {} µs",
+            v + rules::EDDSA_MARGIN_US,
+            rules::EDDSA_MARGIN_US
+        ),
+        None => format!(
+            "one Ed25519 verify + {} µs; the verify's cost is unknown: run `cargo bench -p \
+             seckill-gateway --bench auth`, then `seckill-bench report table` again with \
+             --ed25519-criterion target/criterion/ed25519_verify/new/estimates.json",
+            rules::EDDSA_MARGIN_US
+        ),
+    };
+    Some(format!(
+        "Buyer authentication, gateway CPU per request, measured in this run: HS256 (2) − (2N) \
+         = {} ({:.1} − {:.1}; goal ≤ {} µs{}); EdDSA (2E) − (2N) = {} ({:.1} − {:.1}; goal ≤ {verify}{}).",
+        us(a.hs256_us()),
+        a.f2.unwrap_or(f64::NAN),
+        a.f2n.unwrap_or(f64::NAN),
+        rules::HS256_MAX_US,
+        caveat(&["2", "2N"]),
+        us(a.eddsa_us()),
+        a.f2e.unwrap_or(f64::NAN),
+        a.f2n.unwrap_or(f64::NAN),
+        caveat(&["2E", "2N"]),
+    ))
+}
+
+/// One Ed25519 verify's cost and where it comes from, from `--ed25519-verify-us` or
+/// `--ed25519-criterion`; a criterion file that cannot be read is a warning, not an error.
+fn ed25519_verify(a: &TableArgs) -> anyhow::Result<Option<(f64, String)>> {
+    if let Some(us) = a.ed25519_verify_us {
+        anyhow::ensure!(
+            us.is_finite() && us > 0.0,
+            "--ed25519-verify-us must be above 0"
+        );
+        return Ok(Some((us, "as given".into())));
+    }
+    let Some(path) = &a.ed25519_criterion else {
+        return Ok(None);
+    };
+    match read_criterion_us(path) {
+        Ok(us) => {
+            let when = std::fs::metadata(path)
+                .and_then(|m| m.modified())
+                .map_or("?".into(), |t| format!("{} UTC", utc_minutes(t)));
+            Ok(Some((
+                us,
+                format!(
+                    "criterion `ed25519/verify`, `{}` of {when}",
+                    relative(path).display()
+                ),
+            )))
+        }
+        Err(e) => {
+            eprintln!("warning: --ed25519-criterion: {e:#}; (2E) is not judged");
+            Ok(None)
+        }
+    }
+}
+
 pub const HEADER: &str =
     "| # | figure | value | p99 | ratio | goal | met |\n|---|---|---|---|---|---|---|";
 
 fn table(a: &TableArgs) -> anyhow::Result<bool> {
     anyhow::ensure!(a.dir.is_dir(), "{} is not a run folder", a.dir.display());
     let figures: Vec<&str> = a.figures.split_whitespace().collect();
-    let results = Results::load(&a.dir);
+    let mut results = Results::load(&a.dir);
+    results.auth = AuthCpu::load(&a.dir, &results, a.clk_tck, ed25519_verify(a)?);
     let rows = rows(&results, &figures);
     let invalid: Vec<&str> = rows
         .iter()
@@ -579,6 +839,7 @@ fn table(a: &TableArgs) -> anyhow::Result<bool> {
     let notes = drain_notes(&results);
     let machine = cpu::Machine::read();
     let cpu_table = cpu::table(&a.dir, &results, a.clk_tck, machine.nproc);
+    let auth = auth_note(&results, &figures, &invalid);
 
     println!();
     println!("{table}");
@@ -587,6 +848,10 @@ fn table(a: &TableArgs) -> anyhow::Result<bool> {
     }
     println!();
     println!("{cpu_table}");
+    if let Some(n) = &auth {
+        println!();
+        println!("{n}");
+    }
     if !invalid.is_empty() {
         eprintln!(
             "INVALID: the run of figure(s) {} does not count; see the table",
@@ -607,6 +872,7 @@ fn table(a: &TableArgs) -> anyhow::Result<bool> {
              the load tool\nfrom `time`; \"other\" is everything else that ran, the kernel's \
              softirq work on loopback traffic\nincluded; \"whole machine\" is all of it):\n\n\
              {cpu_table}\n\n\
+             {}\
              - Raw results: `{}` (removed by `scripts/dev-down.sh --purge`).\n\
              <!-- bench:end -->\n",
             utc_minutes(std::time::SystemTime::now()),
@@ -622,6 +888,7 @@ fn table(a: &TableArgs) -> anyhow::Result<bool> {
                 .map(|n| format!("- {n}"))
                 .collect::<Vec<_>>()
                 .join("\n"),
+            auth.as_ref().map_or(String::new(), |n| format!("- {n}\n")),
             relative(&a.dir).display(),
         );
         let text = std::fs::read_to_string(doc).unwrap_or_else(|_| "# Benchmarks\n\n".into());
@@ -706,6 +973,8 @@ mod tests {
             tickets: TicketTotals::default(),
             e2e: None,
             arrival: None,
+            jwt: true,
+            jwt_alg: Some("HS256".into()),
         }
     }
 
@@ -803,6 +1072,127 @@ mod tests {
         let rows = rows(&Results::default(), &["7", "9L"]);
         assert_eq!(rows.len(), 2);
         assert!(rows.iter().all(|r| matches!(r.mark, Mark::Invalid(_))));
+    }
+
+    #[test]
+    fn authentication_costs_are_judged_against_the_run_without_it() {
+        let mut f2n = load(&[("202", 1000, 10_000.0)]);
+        f2n.jwt = false;
+        f2n.jwt_alg = None;
+        let mut f2e = load(&[("202", 1000, 8_000.0)]);
+        f2e.jwt_alg = Some("EdDSA".into());
+        let mut r = Results {
+            f2: Some(load(&[("202", 1000, 9_500.0)])),
+            f2n: Some(f2n.clone()),
+            f2e: Some(f2e),
+            auth: AuthCpu {
+                f2: Some(73.0),
+                f2n: Some(70.0),
+                f2e: Some(110.0),
+                ed25519_verify: None,
+            },
+            ..Default::default()
+        };
+        let figures = ["2", "2N", "2E"];
+        let rows = rows(&r, &figures);
+        let row = |f: &str| rows.iter().find(|x| x.figure == f).unwrap().clone();
+        assert_eq!(
+            rows.iter().map(|x| x.figure).collect::<Vec<_>>(),
+            ["2", "2N", "2E"]
+        );
+        // HS256: +3 µs ≤ 5 µs.
+        assert_eq!(row("2N").mark, Mark::Met);
+        assert!(
+            row("2N").ratio.contains("(2) = 0.95 × (2N)"),
+            "{:?}",
+            row("2N")
+        );
+        assert!(row("2N").ratio.contains("+3.0 µs"), "{:?}", row("2N"));
+        // EdDSA: +40 µs, and no verify cost to judge it by.
+        let Mark::NotJudged(why) = row("2E").mark else {
+            panic!("{:?}", row("2E"))
+        };
+        assert!(why.contains("Ed25519 verify"), "{why}");
+        assert!(row("2E").ratio.contains("+40.0 µs"), "{:?}", row("2E"));
+        r.auth.ed25519_verify = Some((36.0, "as given".into()));
+        assert_eq!(mark_of(&super::rows(&r, &figures), "2E"), &Mark::Met);
+        r.auth.ed25519_verify = Some((30.0, "as given".into()));
+        assert_eq!(mark_of(&super::rows(&r, &figures), "2E"), &Mark::NotMet);
+        r.auth.f2 = Some(76.0);
+        assert_eq!(mark_of(&super::rows(&r, &figures), "2N"), &Mark::NotMet);
+
+        let note = auth_note(&r, &figures, &[]).unwrap();
+        assert!(
+            note.contains("HS256 (2) − (2N) = +6.0 µs (76.0 − 70.0"),
+            "{note}"
+        );
+        assert!(note.contains("EdDSA (2E) − (2N) = +40.0 µs"), "{note}");
+        assert!(
+            note.contains("goal ≤ 35.0 µs: one verify 30.00 µs"),
+            "{note}"
+        );
+        assert!(auth_note(&r, &["1", "3"], &[]).is_none());
+
+        // (2N) with tokens, or (2E) with HS256 ones, does not count; nor do the goals.
+        let mut with_tokens = f2n;
+        with_tokens.jwt = true;
+        r.f2n = Some(with_tokens);
+        r.f2e.as_mut().unwrap().jwt_alg = Some("HS256".into());
+        let rows = super::rows(&r, &figures);
+        assert!(matches!(mark_of(&rows, "2N"), Mark::Invalid(_)), "{rows:?}");
+        assert!(matches!(mark_of(&rows, "2E"), Mark::Invalid(_)), "{rows:?}");
+        let note = auth_note(&r, &figures, &["2N", "2E"]).unwrap();
+        assert!(note.contains("not judged: (2E) and (2N) INVALID"), "{note}");
+    }
+
+    #[test]
+    fn the_gateway_cpu_per_request_and_criterion_estimates_are_read() {
+        let dir = std::env::temp_dir().join(format!("bench-report-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("f2n.cpu0"),
+            "g0 10 100\nredis 5 7\nmachine 0 1000\nclock 0 0\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("f2n.cpu1"),
+            "g0 10 300\nredis 5 9\nmachine 0 1500\nclock 0 3000000000\n",
+        )
+        .unwrap();
+        // 200 ticks at 100/s over 40,000 requests: 50 µs each.
+        assert_eq!(cpu::gateway_us(&dir, "f2n", Some(40_000), 100), Some(50.0));
+        assert_eq!(cpu::gateway_us(&dir, "f2n", Some(0), 100), None);
+        assert_eq!(cpu::gateway_us(&dir, "f2e", Some(40_000), 100), None);
+        let r = Results {
+            f2n: Some(load(&[("202", 40_000, 10_000.0)])),
+            ..Default::default()
+        };
+        let t = cpu::table(&dir, &r, 100, 2);
+        assert!(
+            t.contains("| (2N) accept, authentication off | 40,000 | 50.0 | 0 |"),
+            "{t}"
+        );
+
+        // criterion: the slope when it has one, else the mean; ns to µs.
+        let est = dir.join("estimates.json");
+        let e = |slope: &str| {
+            format!(
+                r#"{{"mean": {{"confidence_interval": {{"confidence_level": 0.95,
+                "lower_bound": 1.0, "upper_bound": 2.0}}, "point_estimate": 41000.0,
+                "standard_error": 1.0}}, "slope": {slope}}}"#
+            )
+        };
+        std::fs::write(
+            &est,
+            e(r#"{"point_estimate": 40250.0, "standard_error": 1.0}"#),
+        )
+        .unwrap();
+        assert_eq!(read_criterion_us(&est).unwrap(), 40.25);
+        std::fs::write(&est, e("null")).unwrap();
+        assert_eq!(read_criterion_us(&est).unwrap(), 41.0);
+        std::fs::write(&est, "{}").unwrap();
+        assert!(read_criterion_us(&est).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

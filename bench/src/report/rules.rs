@@ -66,9 +66,27 @@ pub fn fig1w(w: &WrkRun) -> Validity {
     Ok(())
 }
 
-/// (2) and (2L) the accept path: only `202`s.
-pub fn fig2(run: &LoadRun) -> Validity {
-    only_answers(run, "202")
+/// The most gateway CPU per request that HS256 verification may add: (2) − (2N), µs.
+pub const HS256_MAX_US: f64 = 5.0;
+/// What EdDSA verification may add beyond one Ed25519 verify (criterion): (2E) − (2N), µs.
+pub const EDDSA_MARGIN_US: f64 = 5.0;
+
+/// (2), (2L), (2N) and (2E) the accept path: only `202`s, from buyers with the tokens the
+/// figure is about: `tokens` is their algorithm (`HS256`, `EdDSA`), `None` for no tokens.
+pub fn accept(run: &LoadRun, tokens: Option<&str>) -> Validity {
+    only_answers(run, "202")?;
+    match (run.tokens(), tokens) {
+        (got, want) if got == want => Ok(()),
+        (None, Some(want)) => Err(format!("the buyers sent no tokens, not {want} ones")),
+        (Some(got), None) => Err(format!(
+            "the buyers sent {got} tokens: this figure is without"
+        )),
+        (got, want) => Err(format!(
+            "the buyers' tokens were {}, not {}",
+            got.unwrap_or("none"),
+            want.unwrap_or("none")
+        )),
+    }
 }
 
 /// The share of (3)'s `409`s that the marker answered, when both counts are known.
@@ -302,6 +320,8 @@ mod tests {
             tickets: TicketTotals::default(),
             e2e: None,
             arrival: None,
+            jwt: false,
+            jwt_alg: None,
         }
     }
 
@@ -364,11 +384,35 @@ mod tests {
     }
 
     #[test]
-    fn fig2_counts_only_202s() {
-        assert_eq!(fig2(&run(&[("202", 500)])), Ok(()));
-        assert!(fig2(&run(&[("202", 500), ("503", 1)])).is_err());
+    fn the_accept_path_counts_only_202s_from_the_right_tokens() {
+        let hs = |outcomes: &[(&str, u64)]| {
+            let mut r = run(outcomes);
+            r.jwt = true;
+            r.jwt_alg = Some("HS256".into());
+            r
+        };
+        assert_eq!(accept(&hs(&[("202", 500)]), Some("HS256")), Ok(()));
+        assert!(accept(&hs(&[("202", 500), ("503", 1)]), Some("HS256")).is_err());
         // A held ticket answered 200 is not a fresh sale.
-        assert!(fig2(&run(&[("202", 500), ("200", 1)])).is_err());
+        assert!(accept(&hs(&[("202", 500), ("200", 1)]), Some("HS256")).is_err());
+        // 401s (no token, or a wrong one) are not accepts either.
+        assert!(accept(&run(&[("4xx", 500)]), None).is_err());
+
+        // The tokens must be the figure's.
+        assert_eq!(accept(&run(&[("202", 5)]), None), Ok(()));
+        let e = accept(&run(&[("202", 5)]), Some("HS256")).unwrap_err();
+        assert!(e.contains("no tokens"), "{e}");
+        let e = accept(&hs(&[("202", 5)]), None).unwrap_err();
+        assert!(e.contains("HS256 tokens"), "{e}");
+        let e = accept(&hs(&[("202", 5)]), Some("EdDSA")).unwrap_err();
+        assert!(e.contains("were HS256, not EdDSA"), "{e}");
+        let mut ed = hs(&[("202", 5)]);
+        ed.jwt_alg = Some("EdDSA".into());
+        assert_eq!(accept(&ed, Some("EdDSA")), Ok(()));
+        // An older load tool: `jwt` alone means HS256.
+        let mut old = hs(&[("202", 5)]);
+        old.jwt_alg = None;
+        assert_eq!(accept(&old, Some("HS256")), Ok(()));
     }
 
     #[test]
