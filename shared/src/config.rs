@@ -5,8 +5,9 @@
 //! environment variable is `SECKILL_` followed by the field name in upper case, so
 //! `redis_url` is `SECKILL_REDIS_URL`. See `config.example.toml` for every field.
 //!
-//! Secrets ([`Settings::admin_token`], [`Settings::mysql_url`], which holds the MySQL password)
-//! are [`SecretString`]s: `{:?}` prints them as `[REDACTED]`, and serialising [`Settings`]
+//! Secrets ([`Settings::admin_token`], [`Settings::auth_hs256_secret`], and
+//! [`Settings::mysql_url`] and [`Settings::redis_url`], which may hold passwords) are
+//! [`SecretString`]s: `{:?}` prints them as `[REDACTED]`, and serialising [`Settings`]
 //! (`--print-config`) redacts them too. Read one with [`ExposeSecret::expose_secret`].
 
 use anyhow::{anyhow, bail, Context};
@@ -109,9 +110,10 @@ impl fmt::Display for AuthMode {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Settings {
-    /// Redis, e.g. `redis://127.0.0.1:6379/`.
-    #[serde(serialize_with = "redacted_url")]
-    pub redis_url: String,
+    /// Redis, e.g. `redis://127.0.0.1:6379/`. Secret, because it may hold a password
+    /// (`redis://:password@host:6379/`).
+    #[serde(serialize_with = "redacted_secret_url")]
+    pub redis_url: SecretString,
     /// MySQL (or MariaDB): `mysql://user:password@host:port/database`. Secret, because it
     /// holds the password.
     #[serde(serialize_with = "redacted_secret_url")]
@@ -361,7 +363,8 @@ impl Settings {
             }
         }
         check(
-            self.redis_url.starts_with("redis://") || self.redis_url.starts_with("rediss://"),
+            self.redis_url.expose_secret().starts_with("redis://")
+                || self.redis_url.expose_secret().starts_with("rediss://"),
             "redis_url",
             "must start with redis:// or rediss://",
         )?;
@@ -754,7 +757,7 @@ fn user_list(text: &str) -> Result<HashSet<u64>, String> {
 #[cfg(test)]
 fn assert_same(a: &Settings, b: &Settings) {
     assert_eq!(a.redacted_toml(), b.redacted_toml());
-    assert_eq!(a.redis_url, b.redis_url);
+    assert_eq!(a.redis_url.expose_secret(), b.redis_url.expose_secret());
     assert_eq!(a.mysql_url.expose_secret(), b.mysql_url.expose_secret());
     assert_eq!(a.admin_token.expose_secret(), b.admin_token.expose_secret());
 }
@@ -774,7 +777,7 @@ mod tests {
     fn defaults_are_valid_and_loopback() {
         let s = Settings::from_sources(None, env(&[])).unwrap();
         assert_same(&s, &Settings::default());
-        assert!(s.redis_url.contains("127.0.0.1"));
+        assert!(s.redis_url.expose_secret().contains("127.0.0.1"));
         assert!(Settings::env_names().contains(&"SECKILL_REDIS_URL".to_string()));
     }
 
@@ -790,7 +793,7 @@ mod tests {
             ]),
         )
         .unwrap();
-        assert_eq!(s.redis_url, "redis://file:1/");
+        assert_eq!(s.redis_url.expose_secret(), "redis://file:1/");
         assert_eq!(s.worker_batch_size, 9);
         assert_eq!(s.chaos_fail_rate, 0.25);
     }

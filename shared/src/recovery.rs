@@ -2,15 +2,17 @@
 //!
 //! **Sweeper.** A gateway can die after reserving a unit and before Kafka took the order, and
 //! a broker can lose messages. Either way a ticket stays `pending` with no message behind it.
-//! [`sweep`] fails such tickets and gives their units back, and never one whose order is only
-//! queued ([`decide`]):
-//! - a ticket whose Kafka location (partition, offset) the gateway recorded is failed once the
-//!   consumer group's committed offset on that partition has passed it, which means the
-//!   message was read and the ticket was still not claimed (its message was lost), and it is
-//!   older than the pending timeout;
-//! - a ticket without a location (the gateway died before Kafka's ack) is failed after the
-//!   pending timeout;
-//! - any ticket is failed after the last-resort timeout, for a broker that lost its log.
+//! [`sweep`] settles such tickets, and never one whose order is only queued ([`decide`]):
+//! - a ticket whose Kafka location (partition, offset) the gateway recorded had its `202`:
+//!   Kafka acknowledged its order. Once the consumer group's committed offset on that partition
+//!   has passed it (the message was read, and the ticket was still not claimed: the broker
+//!   lost the message), and it is older than the pending timeout, or once it is older than the
+//!   last-resort timeout (a broker that lost its log), the sweeper writes the order itself from
+//!   the reservation, through the same claim, MySQL and confirm steps as a worker
+//!   ([`SweepAction::Complete`]). The promise is kept whatever the broker lost;
+//! - a ticket without a location (the gateway died before Kafka's ack, so the buyer got no
+//!   `202`) is failed, and its unit given back, after the pending timeout, or after the last
+//!   resort when it is `processing`.
 //!
 //! It only ever takes `pending` tickets (atomically, in `compensate.lua`), and a worker must
 //! claim a ticket (`pending` → `processing`) before it writes the order, so the sweeper and a
@@ -31,8 +33,9 @@
 //! ([`Fence`]), so that those orders are counted as in flight. One pass is exact.
 
 use crate::db;
-use crate::domain::{FailureReason, ProductId, Ticket, TicketStatus};
+use crate::domain::{FailureReason, OrderMessage, ProductId, Ticket, TicketStatus, UserId};
 use crate::kafka::Fence;
+use crate::settle::{Chaos, Settler};
 use crate::store::{RecordStatus, TicketRecord, TicketStore};
 use anyhow::Context;
 use sqlx::mysql::MySqlPool;
@@ -53,6 +56,8 @@ pub struct SweepReport {
     pub given_back: BTreeMap<ProductId, u64>,
     /// Stuck tickets confirmed because MySQL had their order.
     pub confirmed: u64,
+    /// Acknowledged orders whose message Kafka lost, settled from their reservation.
+    pub completed: u64,
     /// Products found without their Redis state (Redis lost it), and reconciled.
     pub reconciled: Vec<ProductId>,
     /// Sales found over and closed.
@@ -70,8 +75,12 @@ pub struct SweepRules {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SweepAction {
     Leave,
-    /// Fail the `pending` ticket (`expired`) and give its unit back.
+    /// Fail the `pending` ticket (`expired`) and give its unit back: its order never reached
+    /// Kafka.
     Expire,
+    /// Write the `pending` ticket's order from its reservation: Kafka acknowledged it (the
+    /// buyer had a `202`) and then lost the message.
+    Complete,
     /// Settle the `processing` ticket through MySQL.
     SettleStuck,
 }
@@ -86,10 +95,11 @@ pub fn decide(
 ) -> SweepAction {
     let age = now_ms - record.created_at_ms;
     let timeout = rules.timeout.as_millis() as i64;
-    let act = match record.state {
-        RecordStatus::Pending => SweepAction::Expire,
-        RecordStatus::Processing => SweepAction::SettleStuck,
-        RecordStatus::Confirmed | RecordStatus::Failed => return SweepAction::Leave,
+    let act = match (record.state, record.location) {
+        (RecordStatus::Pending, Some(_)) => SweepAction::Complete,
+        (RecordStatus::Pending, None) => SweepAction::Expire,
+        (RecordStatus::Processing, _) => SweepAction::SettleStuck,
+        (RecordStatus::Confirmed | RecordStatus::Failed, _) => return SweepAction::Leave,
     };
     if age >= rules.last_resort.as_millis() as i64 {
         return act;
@@ -160,6 +170,25 @@ pub async fn sweep(
                     }
                     record_failure(db, &ticket, record.user_id, FailureReason::Expired).await?;
                     tracing::warn!(%ticket, location = ?record.location, "stale reservation expired");
+                }
+                SweepAction::Complete => {
+                    let order = OrderMessage::new(
+                        ticket.clone(),
+                        UserId::new(record.user_id).context("a reservation's user")?,
+                        record.created_at_ms,
+                    );
+                    let settler = Settler {
+                        store: store.clone(),
+                        db: db.clone(),
+                        chaos: Chaos::default(),
+                        ids: Default::default(),
+                    };
+                    let settled = settler.settle(std::slice::from_ref(&order)).await?;
+                    for (product, n) in settled.given_back {
+                        *report.given_back.entry(product).or_default() += n;
+                    }
+                    report.completed += 1;
+                    tracing::warn!(%ticket, location = ?record.location, outcome = ?settled.outcomes, "Kafka lost an acknowledged order; settled it from its reservation");
                 }
                 SweepAction::SettleStuck => {
                     match settle_stuck(store, db, &ticket, record.user_id).await? {

@@ -242,7 +242,9 @@ fn check_app(
             continue;
         }
         let endpoints = match key {
-            "SECKILL_REDIS_URL" => url_host_port(&settings.redis_url).map(|e| vec![e]),
+            "SECKILL_REDIS_URL" => {
+                url_host_port(settings.redis_url.expose_secret()).map(|e| vec![e])
+            }
             "SECKILL_MYSQL_URL" => {
                 url_host_port(settings.mysql_url.expose_secret()).map(|e| vec![e])
             }

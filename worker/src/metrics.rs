@@ -24,6 +24,7 @@ pub struct Metrics {
     pub compensations: IntCounter,
     pub retries: IntCounter,
     pub swept: IntCounter,
+    pub completed: IntCounter,
     /// Tickets MySQL failed as out of stock although Redis had reserved their unit.
     pub diverged: IntCounter,
     /// Products rebuilt from MySQL because Redis had lost or miscounted them.
@@ -81,6 +82,11 @@ impl Metrics {
             "Stale reservations failed by the sweeper",
         )
         .unwrap();
+        let completed = IntCounter::new(
+            "seckill_worker_lost_orders_settled_total",
+            "Orders Kafka acknowledged and then lost, settled by the sweeper from their reservation",
+        )
+        .unwrap();
         let diverged = IntCounter::new(
             "seckill_worker_store_divergence_total",
             "Tickets MySQL failed as out of stock although Redis had reserved a unit: the stores diverged",
@@ -129,6 +135,7 @@ impl Metrics {
         registry.register(Box::new(compensations.clone())).unwrap();
         registry.register(Box::new(retries.clone())).unwrap();
         registry.register(Box::new(swept.clone())).unwrap();
+        registry.register(Box::new(completed.clone())).unwrap();
         registry.register(Box::new(diverged.clone())).unwrap();
         registry.register(Box::new(reconciled.clone())).unwrap();
         registry.register(Box::new(closed.clone())).unwrap();
@@ -144,6 +151,7 @@ impl Metrics {
             compensations,
             retries,
             swept,
+            completed,
             diverged,
             reconciled,
             closed,

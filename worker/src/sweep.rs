@@ -55,6 +55,7 @@ impl Sweeper {
                     self.metrics
                         .reconciled
                         .inc_by(report.reconciled.len() as u64);
+                    self.metrics.completed.inc_by(report.completed);
                     let products = report
                         .given_back
                         .iter()

@@ -350,7 +350,7 @@ pub async fn run(args: AuditArgs) -> anyhow::Result<bool> {
     };
     let redis_url = match &args.redis_url {
         Some(u) => u.clone(),
-        None => from_env("Redis URL")?.redis_url.clone(),
+        None => from_env("Redis URL")?.redis_url.expose_secret().to_owned(),
     };
     let mysql_url = match &args.mysql_url {
         Some(u) => u.clone(),

@@ -132,7 +132,24 @@ pub async fn my_order(
         Ok(Some((ticket, settled))) => {
             Ok(HttpResponse::Ok().json(TicketBody::from_settled(&ticket, settled)))
         }
-        Ok(None) => Err(ApiError::NoOrder),
+        Ok(None) => Err(no_order(&state, product).await),
         Err(e) => Err(ApiError::unavailable("MySQL", e)),
+    }
+}
+
+/// Neither store has a ticket of the buyer. If Redis lost the product, the buyer's order may
+/// be still in Kafka: answer `503` while the product is rebuilt, not `404`.
+async fn no_order(state: &AppState, product: ProductId) -> ApiError {
+    match state.store.stock(product).await {
+        Ok(Some(_)) => ApiError::NoOrder,
+        Ok(None) => match state
+            .recovery
+            .on_unknown_product(&state.store, &state.db, product)
+            .await
+        {
+            ApiError::Unavailable(m) => ApiError::Unavailable(m),
+            _ => ApiError::NoOrder,
+        },
+        Err(e) => ApiError::unavailable("Redis", e),
     }
 }

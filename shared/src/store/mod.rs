@@ -20,6 +20,7 @@ use crate::domain::{OrderMessage, ProductId, Ticket, TicketStatus, UserId};
 use anyhow::Context;
 use redis::aio::ConnectionManager;
 use redis::{AsyncCommands, Script};
+use secrecy::ExposeSecret;
 use std::collections::HashMap;
 use std::sync::LazyLock;
 use std::time::Duration;
@@ -213,7 +214,7 @@ impl TicketStore {
     /// `SECKILL_REDIS_TIMEOUT_MS`.
     pub fn from_settings(s: &crate::Settings) -> anyhow::Result<Self> {
         Self::new(
-            &s.redis_url,
+            s.redis_url.expose_secret(),
             &s.namespace,
             s.ticket_ttl_secs,
             s.redis_timeout(),

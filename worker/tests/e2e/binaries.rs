@@ -132,3 +132,107 @@ async fn print_config_shows_the_layered_settings_with_secrets_redacted() {
         "{stdout}"
     );
 }
+
+/// The gateway refuses to start without a key for buyer tokens, and without authentication
+/// unless `--dev`; with `--dev` and `SECKILL_AUTH_MODE=none` it starts, warns, and trusts the
+/// body's `user_id`. `gateway token` prints a token the gateway accepts.
+#[tokio::test]
+async fn the_gateway_needs_a_buyer_key_and_no_authentication_needs_dev() {
+    let env = TestEnv::new().await;
+    for (what, remove_secret, mode) in [
+        ("without a key", true, None),
+        (
+            "with SECKILL_AUTH_MODE=none but no --dev",
+            false,
+            Some("none"),
+        ),
+    ] {
+        let (mut cmd, port) = Proc::gateway_command(&env, &[]);
+        if remove_secret {
+            cmd.env_remove("SECKILL_AUTH_HS256_SECRET");
+        }
+        if let Some(mode) = mode {
+            cmd.env("SECKILL_AUTH_MODE", mode);
+        }
+        let exited = Proc::spawn(cmd, port, true)
+            .exit(&format!("the gateway {what}"), Duration::from_secs(30))
+            .await;
+        let stderr = exited.stderr.join("\n");
+        assert!(!exited.status.success(), "{what}: {stderr}");
+        assert!(
+            stderr.contains("SECKILL_AUTH") && stderr.contains("--dev"),
+            "{what}: {stderr}"
+        );
+    }
+
+    let (mut cmd, port) = Proc::gateway_command(&env, &["--dev"]);
+    cmd.env("SECKILL_AUTH_MODE", "none")
+        .env("SECKILL_LOG_FORMAT", "json")
+        .env("RUST_LOG", "info");
+    let open = Proc::spawn(cmd, port, true);
+    open.wait_until(|v| v["status"] == "ok", "/livez").await;
+    let warned = eventually(
+        "the no-authentication warning",
+        Duration::from_secs(10),
+        || {
+            let lines = open.stderr_now();
+            async move {
+                events(&lines)
+                    .into_iter()
+                    .find(|e| message(e).contains("anyone can buy as anyone"))
+            }
+        },
+    )
+    .await;
+    assert_eq!(warned["level"], "WARN", "{warned}");
+    let gw = TestGateway::at(open.base.clone(), reqwest::Client::new());
+    let product = env.product(&gw, 3).await;
+    let url = format!("{}/v1/seckill/{product}", gw.base);
+    let res = gw
+        .http
+        .post(&url)
+        .json(&serde_json::json!({"user_id": 5}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::ACCEPTED, "no token needed");
+    let res = gw
+        .http
+        .post(&url)
+        .json(&serde_json::json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::BAD_REQUEST, "user_id is required");
+    open.sigterm();
+    open.exits_cleanly("the gateway without authentication")
+        .await;
+
+    // `gateway token --user 7` signs with the configured secret.
+    let (cmd, port) = Proc::gateway_command(&env, &["token", "--user", "7", "--ttl", "60"]);
+    let exited = Proc::spawn(cmd, port, true)
+        .exit("gateway token", Duration::from_secs(30))
+        .await;
+    assert!(exited.status.success(), "{}", exited.stderr.join("\n"));
+    // The child is the test binary: the harness prints around the token.
+    let token = exited
+        .stdout
+        .iter()
+        .flat_map(|l| l.split_whitespace())
+        .find(|w| w.starts_with("eyJ") && w.matches('.').count() == 2)
+        .unwrap_or_else(|| panic!("no token printed: {:?}", exited.stdout))
+        .to_owned();
+    let gw = env.gateway().await;
+    let res = gw
+        .http
+        .post(format!("{}/v1/seckill/{product}", gw.base))
+        .bearer_auth(&token)
+        .json(&serde_json::json!({}))
+        .send()
+        .await
+        .unwrap();
+    let status = res.status();
+    let body: serde_json::Value = res.json().await.unwrap();
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(body["user_id"], 7);
+}

@@ -107,8 +107,13 @@ impl TestEnv {
         )
         .await
         .expect("creating the test topic");
-        let store =
-            TicketStore::new(&settings.redis_url, &ns, 3600, Duration::from_secs(2)).unwrap();
+        let store = TicketStore::new(
+            settings.redis_url.expose_secret(),
+            &ns,
+            3600,
+            Duration::from_secs(2),
+        )
+        .unwrap();
         Self {
             settings,
             db,
@@ -160,7 +165,7 @@ impl TestEnv {
     pub fn process_env(&self) -> Vec<(String, String)> {
         let s = &self.settings;
         [
-            ("SECKILL_REDIS_URL", s.redis_url.as_str()),
+            ("SECKILL_REDIS_URL", s.redis_url.expose_secret()),
             ("SECKILL_MYSQL_URL", s.mysql_url.expose_secret()),
             ("SECKILL_KAFKA_BROKERS", &s.kafka_brokers),
             ("SECKILL_KAFKA_TOPIC", &s.kafka_topic),

@@ -313,6 +313,54 @@ async fn an_order_queued_in_kafka_past_the_pending_timeout_is_not_expired() {
     assert_eq!(env.order_rows(product).await.len(), 10);
 }
 
+/// Kafka acknowledged an order (the buyer got a `202`, and the ticket knows where the order
+/// landed), then lost the message: the group reads past its offset and never sees it. The
+/// sweeper keeps the promise: it writes the order from the reservation. (Seen in a chaos run
+/// with no fault: the local broker dropped three acknowledged messages of one partition.)
+#[tokio::test]
+async fn an_acknowledged_order_whose_message_kafka_lost_is_settled_from_its_reservation() {
+    let env = TestEnv::new().await;
+    let gw = env.gateway().await;
+    let product = env.product(&gw, 3).await;
+    let (status, body) = gw.buy(product, 1).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let delivered = ticket_of(&body);
+    let location = eventually(
+        "the order's Kafka location",
+        Duration::from_secs(10),
+        || async {
+            env.store
+                .ticket(&delivered)
+                .await
+                .unwrap()
+                .unwrap()
+                .location
+        },
+    )
+    .await;
+    // A second order whose message was lost: reserved, acknowledged at a location that the
+    // group will read past (the first order's), never delivered.
+    let user = UserId::new(2).unwrap();
+    let lost = Ticket::generate(product);
+    env.store.reserve(&lost, user, now_ms()).await.unwrap();
+    env.store
+        .locate(product, &[(lost.clone(), location.0, location.1)])
+        .await
+        .unwrap();
+    gw.owns(lost.as_str(), user.get());
+
+    let _worker = env.worker_with(fast_sweeper).await;
+    for t in [&delivered, &lost] {
+        let body = gw.settled(t.as_str(), Duration::from_secs(30)).await;
+        assert_eq!(body["status"], "confirmed", "{t}: {body}");
+    }
+    let rows = env.order_rows(product).await;
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert!(rows.iter().any(|(t, _)| t == lost.as_str()), "{rows:?}");
+    assert_eq!(env.redis_stock(product).await, 1);
+    assert_eq!(env.mysql_stock(product).await, 1);
+}
+
 /// A redelivered order whose Redis record expired long after it settled (say the group's
 /// offsets expired and the topic was replayed) must not be taken for lost data: no unit is
 /// taken and `confirmed` is not counted twice. An order whose record Redis really lost (it
