@@ -101,6 +101,8 @@ impl TicketBody {
 /// The buy path, cheapest check first:
 /// 1. the path and the body (extractors: `400`, `413`, `415`);
 /// 2. the local sold-out marker: `409` with no network call, and not counted as in flight;
+/// 2b. the buyer: the per-address limit (`429`), then the token (`401`), then a body
+///     `user_id` that is not the token's (`403`);
 /// 3. admission: at most `SECKILL_MAX_IN_FLIGHT` buys in flight, else `503` at once;
 /// 4. the per-user rate limit, one script call to Redis: `429` with `Retry-After`;
 /// 5. the reservation and the hand-off, in their own task.
@@ -115,7 +117,7 @@ impl TicketBody {
     operation_id = "buy",
     tag = "buy",
     summary = "Buy one unit",
-    description = "Order of checks: the per-address limit (`429`); the buyer's token (`401`; the buyer is its `sub`, and a body `user_id` must equal it, else `403 user_mismatch`); the body; the local sold-out marker (`409` without a network call); admission (`SECKILL_MAX_IN_FLIGHT`, `503`); the per-user rate limit (`429`); then one atomic reservation in Redis. In `async` mode the order goes to Kafka and the answer is `202` once Kafka has it. In `sync` mode MySQL settles it inside the request: `201` confirmed, or `200` with a failed ticket. A product that Redis lost answers `503` while it is rebuilt from MySQL.",
+    description = "Order of checks: the body; the local sold-out marker (`409` without a network call, and before the token: a sold-out flood costs no verification); the per-address limit (`429`); the buyer's token (`401`; the buyer is its `sub`, and a body `user_id` must equal it, else `403 user_mismatch`); admission (`SECKILL_MAX_IN_FLIGHT`, `503`); the per-user rate limit (`429`); then one atomic reservation in Redis. In `async` mode the order goes to Kafka and the answer is `202` once Kafka has it. In `sync` mode MySQL settles it inside the request: `201` confirmed, or `200` with a failed ticket. A product that Redis lost answers `503` while it is rebuilt from MySQL.",
     params(("product_id" = inline(schema::Id), Path, description = "The product.")),
     request_body = BuyRequest,
     security(("buyer" = [])),
@@ -135,19 +137,20 @@ impl TicketBody {
 )]
 pub async fn buy(
     req: HttpRequest,
-    buyer: Buyer,
     state: web::Data<AppState>,
     path: web::Path<String>,
     body: web::Json<Object<BuyRequest>>,
 ) -> Result<HttpResponse, ApiError> {
     let started = Instant::now();
     let product = ProductId::parse(&path)?;
-    let user = buyer.resolve(body.0 .0.user_id)?;
 
+    // The marker first: a sold-out flood is answered without verifying its tokens (a `409`
+    // reserves nothing and says only what every buyer may know).
     if state.sold_out.is_sold_out(product) {
         req.extensions_mut().insert(OutcomeLabel("sold_out_marker"));
         return Err(ApiError::SoldOut);
     }
+    let user = Buyer(state.auth.buyer(&req)?).resolve(body.0 .0.user_id)?;
     let span = tracing::info_span!(
         "buy",
         product_id = product.get(),

@@ -671,6 +671,16 @@ async fn my_order_finds_the_callers_ticket_whatever_the_marker_says() {
             .await
             >= 1.0
     );
+    // The marker answers before the token is looked at: a sold-out flood costs no
+    // verification, and a 409 reserves nothing.
+    let res = gw
+        .http
+        .post(format!("{}/v1/seckill/{product}", gw.base))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::CONFLICT);
 
     let (status, mine) = my(1).await;
     assert_eq!(status, StatusCode::OK, "{mine}");
