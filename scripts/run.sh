@@ -48,12 +48,17 @@ curl -fsS -X POST "http://127.0.0.1:8081/admin/products/$id/preload" -H "$auth" 
 
 # A buyer's token (user 1), as the shop's account service would issue it.
 buyer=$("$BIN/gateway" token --user 1 --ttl 3600)
+if [[ $SECKILL_AUTH_HS256_SECRET == "dev-hs256-secret-for-local-use-only!" ]]; then
+    another="$BIN/gateway --dev token --user 2"
+else
+    another="$BIN/gateway token --user 2, with SECKILL_AUTH_HS256_SECRET set"
+fi
 
 cat <<EOT
 
 seckill is running: gateways on :8081 and :8082, workers (health) on :9191 and :9192.
 Demo product $id has $DEMO_STOCK units. Logs: $LOG_DIR. Try, as user 1 (token valid 1 h;
-another: $BIN/gateway token --user 2):
+another buyer's: $another):
 
   TOKEN=$buyer
   curl -i -X POST http://127.0.0.1:8081/v1/seckill/$id -H "Authorization: Bearer \$TOKEN" -H 'Content-Type: application/json' -d '{}'
