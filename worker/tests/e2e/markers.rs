@@ -132,3 +132,24 @@ async fn a_marker_expires_after_its_ttl() {
     assert_eq!(drops(&gw, "zk_false").await, 0.0);
     assert_eq!(drops(&gw, "session_lost").await, 0.0);
 }
+
+/// A `409` never waits on ZooKeeper (bug 4: the sold-out answer used to await the marker
+/// node's creation, with no timeout). With ZooKeeper accepting connections and never
+/// answering, buys of a sold-out product are still answered `409` at once.
+#[tokio::test]
+async fn a_sold_out_answer_never_waits_on_zookeeper() {
+    let env = TestEnv::new().await;
+    // Accepts connections into its backlog and never answers.
+    let blackhole = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let zk_hosts = blackhole.local_addr().unwrap().to_string();
+    let gw = env.gateway_with(|s| s.zk_hosts = zk_hosts).await;
+    let product = env.product(&gw, 1).await;
+    let (status, body) = gw.buy(product, 1).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    for user in 2..=4 {
+        let answer = tokio::time::timeout(Duration::from_secs(3), gw.buy(product, user))
+            .await
+            .unwrap_or_else(|_| panic!("user {user}: no answer within 3 s"));
+        assert_eq!(answer.0, StatusCode::CONFLICT, "{}", answer.1);
+    }
+}
