@@ -9,8 +9,8 @@
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header};
-use seckill_gateway::auth::{mint_hs256, Authenticator, Claims};
-use seckill_shared::{Settings, UserId};
+use seckill_gateway::auth::{mint_hs256, Authenticator};
+use seckill_shared::{BuyerClaims, Settings, UserId};
 use std::hint::black_box;
 
 const SECRET: &str = "a-benchmark-hs256-secret-of-32-bytes";
@@ -32,13 +32,13 @@ fn verify(c: &mut Criterion) {
     let pem = std::fs::read(format!("{TESTDATA}/ed-1.pem")).unwrap();
     let mut header = Header::new(Algorithm::EdDSA);
     header.kid = Some("ed-1".into());
-    let claims = Claims {
-        sub: user.get().to_string(),
-        exp: jsonwebtoken::get_current_timestamp() + 3600,
-        iat: None,
-        iss: None,
-        aud: None,
-    };
+    let claims = BuyerClaims::new(
+        user.get(),
+        jsonwebtoken::get_current_timestamp(),
+        3600,
+        None,
+        None,
+    );
     let ed =
         jsonwebtoken::encode(&header, &claims, &EncodingKey::from_ed_pem(&pem).unwrap()).unwrap();
     c.bench_function("auth/eddsa", |b| {

@@ -253,6 +253,41 @@ impl OrderMessage {
     }
 }
 
+/// The claims of a buyer's token (JWT) that this system writes and reads: the buyer (`sub`, a
+/// user id in decimal), expiry and issue time (seconds since the epoch), and an optional
+/// issuer and audience. The gateway verifies them (`gateway::auth`); `gateway token` and
+/// `seckill-bench load` sign them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BuyerClaims {
+    pub sub: String,
+    pub exp: u64,
+    #[serde(default)]
+    pub iat: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iss: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aud: Option<String>,
+}
+
+impl BuyerClaims {
+    /// `user`'s claims, issued at `now_s` and valid for `ttl_s`.
+    pub fn new(
+        user: u64,
+        now_s: u64,
+        ttl_s: u64,
+        issuer: Option<String>,
+        audience: Option<String>,
+    ) -> Self {
+        Self {
+            sub: user.to_string(),
+            exp: now_s.saturating_add(ttl_s),
+            iat: now_s,
+            iss: issuer,
+            aud: audience,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

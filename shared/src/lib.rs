@@ -25,7 +25,9 @@ pub mod telemetry;
 pub mod zk;
 
 pub use config::{AuthMode, GatewayMode, LogFormat, Settings};
-pub use domain::{FailureReason, OrderMessage, ProductId, Ticket, TicketStatus, UserId};
+pub use domain::{
+    BuyerClaims, FailureReason, OrderMessage, ProductId, Ticket, TicketStatus, UserId,
+};
 
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> i64 {

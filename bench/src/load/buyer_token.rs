@@ -13,23 +13,10 @@ use anyhow::Context;
 use hyper::header::HeaderValue;
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use secrecy::{ExposeSecret, SecretString};
-use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-/// The claims of a buyer's token.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Claims {
-    /// The user id, in decimal.
-    pub sub: String,
-    /// Expiry, seconds since the epoch.
-    pub exp: u64,
-    /// Issued at, seconds since the epoch.
-    pub iat: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub iss: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub aud: Option<String>,
-}
+/// The claims of a buyer's token: the system's one definition.
+pub use seckill_shared::BuyerClaims as Claims;
 
 /// The key a run's tokens are signed with.
 pub enum SigningKey<'a> {
@@ -110,13 +97,13 @@ impl TokenIssuer {
 
     /// The claims of `user`'s token issued at `now_s` (seconds since the epoch).
     pub fn claims(&self, user: u64, now_s: u64) -> Claims {
-        Claims {
-            sub: user.to_string(),
-            exp: now_s.saturating_add(self.ttl.as_secs()),
-            iat: now_s,
-            iss: self.issuer.clone(),
-            aud: self.audience.clone(),
-        }
+        Claims::new(
+            user,
+            now_s,
+            self.ttl.as_secs(),
+            self.issuer.clone(),
+            self.audience.clone(),
+        )
     }
 
     /// Signs `user`'s token, valid from now for the TTL.

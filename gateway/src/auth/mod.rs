@@ -23,9 +23,9 @@ use actix_web::{http::header, web, FromRequest, HttpRequest};
 use anyhow::Context;
 use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
-use seckill_shared::{AuthMode, Settings, UserId};
+use seckill_shared::{AuthMode, BuyerClaims, Settings, UserId};
 use secrecy::ExposeSecret;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use std::future::{ready, Ready};
 use std::sync::Arc;
 
@@ -36,21 +36,6 @@ const ACCEPTED: [Algorithm; 4] = [
     Algorithm::ES256,
     Algorithm::RS256,
 ];
-
-/// The claims the gateway reads. `exp`, `nbf`, `iss` and `aud` are checked by
-/// [`Validation`].
-#[derive(Debug, Serialize, Deserialize)]
-pub struct Claims {
-    /// The buyer: a user id as a decimal string.
-    pub sub: String,
-    pub exp: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub iat: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub iss: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub aud: Option<String>,
-}
 
 /// What [`Authenticator::verify`] reads of a token once its signature is checked: the buyer.
 /// `exp`, `nbf`, `iss` and `aud` are checked by [`Validation`], which reads `aud` as a string
@@ -270,14 +255,13 @@ pub fn mint_hs256(
     issuer: Option<&str>,
     audience: Option<&str>,
 ) -> anyhow::Result<String> {
-    let now = jsonwebtoken::get_current_timestamp();
-    let claims = Claims {
-        sub: user.get().to_string(),
-        exp: now + ttl_secs,
-        iat: Some(now),
-        iss: issuer.map(str::to_owned),
-        aud: audience.map(str::to_owned),
-    };
+    let claims = BuyerClaims::new(
+        user.get(),
+        jsonwebtoken::get_current_timestamp(),
+        ttl_secs,
+        issuer.map(str::to_owned),
+        audience.map(str::to_owned),
+    );
     let key = EncodingKey::from_secret(secret.as_bytes()).context("the HS256 secret")?;
     jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &key).context("signing a token")
 }

@@ -19,17 +19,14 @@ fn settings(jwks: bool) -> Settings {
     }
 }
 
-fn claims(sub: &str) -> Claims {
-    Claims {
+fn claims(sub: &str) -> BuyerClaims {
+    BuyerClaims {
         sub: sub.into(),
-        exp: jsonwebtoken::get_current_timestamp() + 600,
-        iat: None,
-        iss: None,
-        aud: None,
+        ..BuyerClaims::new(1, jsonwebtoken::get_current_timestamp(), 600, None, None)
     }
 }
 
-fn signed(alg: Algorithm, kid: &str, pem: &str, claims: &Claims) -> String {
+fn signed(alg: Algorithm, kid: &str, pem: &str, claims: &BuyerClaims) -> String {
     let pem = std::fs::read(format!("{TESTDATA}/{pem}")).unwrap();
     let key = match alg {
         Algorithm::EdDSA => EncodingKey::from_ed_pem(&pem),

@@ -54,25 +54,24 @@ pub async fn get_order(
         Ok(Some(_)) => Err(ApiError::UnknownTicket),
         Ok(None) => match redis_err {
             Some(e) => Err(ApiError::unavailable("Redis", e)),
-            None => Err(unknown(&state, &ticket).await),
+            None => Err(not_found(&state, ticket.product(), ApiError::UnknownTicket).await),
         },
         Err(e) => Err(ApiError::unavailable("MySQL", redis_err.unwrap_or(e))),
     }
 }
 
-/// Neither store knows the ticket. If Redis lost its product, the ticket may be an order still
-/// in Kafka: answer `503` while the product is rebuilt, not `404`.
-async fn unknown(state: &AppState, ticket: &Ticket) -> ApiError {
-    let product = ticket.product();
+/// Neither store knows what was asked for (`missing`). If Redis lost the product, it may be
+/// an order still in Kafka: answer `503` while the product is rebuilt, not `missing`.
+async fn not_found(state: &AppState, product: ProductId, missing: ApiError) -> ApiError {
     match state.store.stock(product).await {
-        Ok(Some(_)) => ApiError::UnknownTicket,
+        Ok(Some(_)) => missing,
         Ok(None) => match state
             .recovery
             .on_unknown_product(&state.store, &state.db, product)
             .await
         {
             ApiError::Unavailable(m) => ApiError::Unavailable(m),
-            _ => ApiError::UnknownTicket,
+            _ => missing,
         },
         Err(e) => ApiError::unavailable("Redis", e),
     }
@@ -132,24 +131,7 @@ pub async fn my_order(
         Ok(Some((ticket, settled))) => {
             Ok(HttpResponse::Ok().json(TicketBody::from_settled(&ticket, settled)))
         }
-        Ok(None) => Err(no_order(&state, product).await),
+        Ok(None) => Err(not_found(&state, product, ApiError::NoOrder).await),
         Err(e) => Err(ApiError::unavailable("MySQL", e)),
-    }
-}
-
-/// Neither store has a ticket of the buyer. If Redis lost the product, the buyer's order may
-/// be still in Kafka: answer `503` while the product is rebuilt, not `404`.
-async fn no_order(state: &AppState, product: ProductId) -> ApiError {
-    match state.store.stock(product).await {
-        Ok(Some(_)) => ApiError::NoOrder,
-        Ok(None) => match state
-            .recovery
-            .on_unknown_product(&state.store, &state.db, product)
-            .await
-        {
-            ApiError::Unavailable(m) => ApiError::Unavailable(m),
-            _ => ApiError::NoOrder,
-        },
-        Err(e) => ApiError::unavailable("Redis", e),
     }
 }
