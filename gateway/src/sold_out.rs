@@ -198,8 +198,27 @@ pub async fn watch_zookeeper(
     hosts: String,
     shutdown: CancellationToken,
 ) {
-    let root = zk::root(&markers.namespace);
-    // Between failed connects or watches: 100 ms doubling to 2 s, with jitter.
+    keep_session(|| one_session(&markers, &hosts, &shutdown), &shutdown).await;
+    markers.session_down(true);
+}
+
+/// How one session ended.
+#[derive(Debug, PartialEq)]
+enum Session {
+    /// Connecting or watching failed: wait longer before each try.
+    Failed,
+    /// The session was up, then ended: try again at once.
+    Ended,
+}
+
+/// Runs `session` until `shutdown`. Between failed tries it waits 100 ms doubling to 2 s, with
+/// jitter, so a ZooKeeper that refuses the watch is never hammered; a session that came up
+/// resets the wait.
+async fn keep_session<F, Fut>(mut session: F, shutdown: &CancellationToken)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Session>,
+{
     let policy = ExponentialBuilder::new()
         .with_min_delay(Duration::from_millis(100))
         .with_max_delay(Duration::from_secs(2))
@@ -207,64 +226,128 @@ pub async fn watch_zookeeper(
         .without_max_times();
     let mut delays = policy.build();
     while !shutdown.is_cancelled() {
-        let connected = tokio::select! {
-            r = zk::connect(&hosts, &markers.namespace, Duration::from_secs(3)) => r,
-            _ = shutdown.cancelled() => break,
-        };
-        let client = match connected {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::warn!(error = format!("{e:#}"), "ZooKeeper unavailable; retrying");
+        match session().await {
+            Session::Ended => delays = policy.build(),
+            Session::Failed => {
+                let wait = delays.next().unwrap_or(Duration::from_secs(2));
                 tokio::select! {
-                    _ = tokio::time::sleep(delays.next().unwrap_or(Duration::from_secs(2))) => {},
+                    _ = tokio::time::sleep(wait) => {},
                     _ = shutdown.cancelled() => break,
                 }
-                continue;
-            }
-        };
-        let mut watcher = match client
-            .watch(&root, zkc::AddWatchMode::PersistentRecursive)
-            .await
-        {
-            Ok(w) => w,
-            Err(e) => {
-                tracing::warn!(error = %e, "could not watch the sold-out nodes; reconnecting");
-                tokio::select! {
-                    _ = tokio::time::sleep(delays.next().unwrap_or(Duration::from_secs(2))) => {},
-                    _ = shutdown.cancelled() => break,
-                }
-                continue;
-            }
-        };
-        delays = policy.build();
-        markers.session_up(Some(client));
-        tracing::info!("ZooKeeper session up; watching {root}");
-        loop {
-            let event = tokio::select! {
-                ev = watcher.changed() => ev,
-                _ = shutdown.cancelled() => break,
-            };
-            match event.event_type {
-                zkc::EventType::Session => match event.session_state {
-                    zkc::SessionState::SyncConnected => markers.session_up(None),
-                    state if state.is_terminated() => {
-                        tracing::warn!(?state, "ZooKeeper session ended; dropping all markers");
-                        markers.session_down(true);
-                        break;
-                    }
-                    state => {
-                        tracing::warn!(?state, "ZooKeeper disconnected; dropping all markers");
-                        markers.session_down(false);
-                    }
-                },
-                zkc::EventType::NodeDataChanged => {
-                    if let Some(product) = zk::product_of(&markers.namespace, &event.path) {
-                        markers.drop_marker(product, DropCause::ZkFalse);
-                    }
-                }
-                _ => {}
             }
         }
     }
-    markers.session_down(true);
+}
+
+/// Connects, watches the products folder and follows its events until the session ends.
+async fn one_session(
+    markers: &SoldOutMarkers,
+    hosts: &str,
+    shutdown: &CancellationToken,
+) -> Session {
+    let root = zk::root(&markers.namespace);
+    let connected = tokio::select! {
+        r = zk::connect(hosts, &markers.namespace, Duration::from_secs(3)) => r,
+        _ = shutdown.cancelled() => return Session::Ended,
+    };
+    let client = match connected {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(error = format!("{e:#}"), "ZooKeeper unavailable; retrying");
+            return Session::Failed;
+        }
+    };
+    let mut watcher = match client
+        .watch(&root, zkc::AddWatchMode::PersistentRecursive)
+        .await
+    {
+        Ok(w) => w,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not watch the sold-out nodes; reconnecting");
+            return Session::Failed;
+        }
+    };
+    markers.session_up(Some(client));
+    tracing::info!("ZooKeeper session up; watching {root}");
+    loop {
+        let event = tokio::select! {
+            ev = watcher.changed() => ev,
+            _ = shutdown.cancelled() => return Session::Ended,
+        };
+        match event.event_type {
+            zkc::EventType::Session => match event.session_state {
+                zkc::SessionState::SyncConnected => markers.session_up(None),
+                state if state.is_terminated() => {
+                    tracing::warn!(?state, "ZooKeeper session ended; dropping all markers");
+                    markers.session_down(true);
+                    return Session::Ended;
+                }
+                state => {
+                    tracing::warn!(?state, "ZooKeeper disconnected; dropping all markers");
+                    markers.session_down(false);
+                }
+            },
+            zkc::EventType::NodeDataChanged => {
+                if let Some(product) = zk::product_of(&markers.namespace, &event.path) {
+                    markers.drop_marker(product, DropCause::ZkFalse);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    /// Bug 4: a watch that fails at once used to be retried at once, spinning hot.
+    #[tokio::test(start_paused = true)]
+    async fn failed_sessions_back_off_up_to_two_seconds() {
+        let shutdown = CancellationToken::new();
+        let tries = Cell::new(0u32);
+        let started = tokio::time::Instant::now();
+        keep_session(
+            || {
+                tries.set(tries.get() + 1);
+                if tries.get() == 20 {
+                    shutdown.cancel();
+                }
+                std::future::ready(Session::Failed)
+            },
+            &shutdown,
+        )
+        .await;
+        let waited = started.elapsed();
+        // 19 waits: 100 ms doubling to 2 s, jitter adding up to one more delay each.
+        assert!(
+            waited >= Duration::from_millis(100 + 200 + 400 + 800 + 1600 + 14 * 2000),
+            "{waited:?}"
+        );
+        assert!(
+            waited <= Duration::from_millis(2 * (100 + 200 + 400 + 800 + 1600 + 14 * 2000)),
+            "{waited:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_session_that_came_up_is_retried_at_once() {
+        let shutdown = CancellationToken::new();
+        let tries = Cell::new(0u32);
+        let started = tokio::time::Instant::now();
+        keep_session(
+            || {
+                tries.set(tries.get() + 1);
+                if tries.get() == 5 {
+                    shutdown.cancel();
+                }
+                std::future::ready(Session::Ended)
+            },
+            &shutdown,
+        )
+        .await;
+        assert_eq!(tries.get(), 5);
+        assert_eq!(started.elapsed(), Duration::ZERO);
+    }
 }
