@@ -2,6 +2,7 @@
 
 use actix_web::http::{header, StatusCode};
 use actix_web::{HttpResponse, ResponseError};
+use seckill_shared::TicketStatus;
 use serde_json::json;
 
 #[derive(Debug, thiserror::Error)]
@@ -41,6 +42,24 @@ pub enum ApiError {
     /// The buyer holds no ticket for this product.
     #[error("you hold no ticket for this product")]
     NoOrder,
+    /// The ticket is not a `confirmed` order awaiting payment.
+    #[error("the order cannot be paid: it is {}", state.as_str())]
+    NotPayable { state: TicketStatus },
+    /// The payment deadline (`pay_by_ms`) has passed.
+    #[error("the payment window has closed")]
+    PaymentWindowClosed,
+    /// Another payment of this order is waiting for the provider's answer.
+    #[error("another payment of this order is in progress")]
+    PaymentInProgress,
+    /// The ticket is not a `confirmed` order awaiting payment.
+    #[error("the order cannot be cancelled: it is {}", state.as_str())]
+    NotCancellable { state: TicketStatus },
+    /// A payment callback without a valid `Seckill-Signature`.
+    #[error("{0}")]
+    InvalidSignature(String),
+    /// A payment callback for a payment this system never made.
+    #[error("unknown payment")]
+    UnknownPayment,
     /// The client address is over the per-address limit.
     #[error("too many requests from this address; retry in {retry_after_secs} s")]
     AddressRateLimited { retry_after_secs: u64 },
@@ -83,6 +102,12 @@ impl ApiError {
             ApiError::Unauthenticated(_) => "unauthenticated",
             ApiError::UserMismatch => "user_mismatch",
             ApiError::NoOrder => "no_order",
+            ApiError::NotPayable { .. } => "not_payable",
+            ApiError::PaymentWindowClosed => "payment_window_closed",
+            ApiError::PaymentInProgress => "payment_in_progress",
+            ApiError::NotCancellable { .. } => "not_cancellable",
+            ApiError::InvalidSignature(_) => "invalid_signature",
+            ApiError::UnknownPayment => "unknown_payment",
             ApiError::AddressRateLimited { .. } => "rate_limited",
             ApiError::RateLimited { .. } => "rate_limited",
             ApiError::Overloaded | ApiError::Unavailable(_) => "unavailable",
@@ -97,17 +122,24 @@ impl ResponseError for ApiError {
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            ApiError::SoldOut => StatusCode::CONFLICT,
+            ApiError::SoldOut
+            | ApiError::NotPayable { .. }
+            | ApiError::PaymentWindowClosed
+            | ApiError::PaymentInProgress
+            | ApiError::NotCancellable { .. } => StatusCode::CONFLICT,
             ApiError::UnknownProduct
             | ApiError::UnknownTicket
             | ApiError::NotFound
-            | ApiError::NoOrder => StatusCode::NOT_FOUND,
+            | ApiError::NoOrder
+            | ApiError::UnknownPayment => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::SaleNotStarted
             | ApiError::SaleEnded
             | ApiError::Forbidden
             | ApiError::UserMismatch => StatusCode::FORBIDDEN,
-            ApiError::Unauthorized | ApiError::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
+            ApiError::Unauthorized
+            | ApiError::Unauthenticated(_)
+            | ApiError::InvalidSignature(_) => StatusCode::UNAUTHORIZED,
             ApiError::RateLimited { .. } | ApiError::AddressRateLimited { .. } => {
                 StatusCode::TOO_MANY_REQUESTS
             }
@@ -119,8 +151,11 @@ impl ResponseError for ApiError {
     fn error_response(&self) -> HttpResponse {
         let mut res = HttpResponse::build(self.status_code());
         let body = match self {
-            ApiError::BadRequest(m) | ApiError::Unavailable(m) => {
+            ApiError::BadRequest(m) | ApiError::Unavailable(m) | ApiError::InvalidSignature(m) => {
                 json!({"error": self.code(), "message": m})
+            }
+            ApiError::NotPayable { state } | ApiError::NotCancellable { state } => {
+                json!({"error": self.code(), "message": self.to_string(), "state": state.as_str()})
             }
             ApiError::Unauthenticated(m) => {
                 // RFC 6750 §3.1.
@@ -170,6 +205,7 @@ pub mod documented {
     use super::ApiError;
     use actix_web::http::header;
     use actix_web::ResponseError;
+    use seckill_shared::TicketStatus;
     use std::collections::BTreeMap;
     use utoipa::openapi::extensions::Extensions;
     use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, Schema, Type};
@@ -230,6 +266,21 @@ pub mod documented {
         NoOrder => [ApiError::NoOrder];
         /// The product is not known.
         UnknownProduct => [ApiError::UnknownProduct];
+        /// The order cannot be paid: it is not `confirmed` with a payment window (`state`
+        /// says what it is), its window has closed, or another payment of it is in progress.
+        NotPayable => [
+            ApiError::NotPayable { state: TicketStatus::Paid },
+            ApiError::PaymentWindowClosed,
+            ApiError::PaymentInProgress,
+        ];
+        /// The order cannot be cancelled: it is not `confirmed` with a payment window;
+        /// `state` says what it is.
+        NotCancellable => [ApiError::NotCancellable { state: TicketStatus::Paid }];
+        /// The callback's `Seckill-Signature` is missing, malformed, does not match the raw
+        /// body, or its `t` is more than 300 s from the gateway's clock. Nothing changed.
+        InvalidSignature => [ApiError::InvalidSignature(String::new())];
+        /// No such payment.
+        UnknownPayment => [ApiError::UnknownPayment];
         /// No such ticket.
         UnknownTicket => [ApiError::UnknownTicket];
         /// Outside the product's sale window, or the body's `user_id` is not the token's user
@@ -375,11 +426,39 @@ pub mod documented {
         }
     }
 
-    /// The body schema of a documented answer: `{"error": one of its codes, "message"}`.
+    /// The body schema of a documented answer: `{"error": one of its codes, "message"}`, and
+    /// `state` for the answers that carry the ticket's state.
     pub fn body_schema(description: &str, errors: &[ApiError]) -> Schema {
         let mut codes: Vec<&str> = errors.iter().map(ApiError::code).collect();
         codes.dedup();
-        ObjectBuilder::new()
+        let with_state = errors.iter().any(|e| {
+            matches!(
+                e,
+                ApiError::NotPayable { .. } | ApiError::NotCancellable { .. }
+            )
+        });
+        let mut object = ObjectBuilder::new();
+        if with_state {
+            object = object.property(
+                "state",
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .enum_values(Some(
+                        [
+                            TicketStatus::Pending,
+                            TicketStatus::Confirmed,
+                            TicketStatus::Paid,
+                            TicketStatus::Cancelled,
+                            TicketStatus::Failed,
+                        ]
+                        .map(TicketStatus::as_str),
+                    ))
+                    .description(Some(
+                        "The ticket's state, for `not_payable` and `not_cancellable`.",
+                    )),
+            );
+        }
+        object
             .description(Some(description))
             .property(
                 "error",
@@ -423,6 +502,16 @@ pub(crate) fn every_kind() -> Vec<ApiError> {
         ApiError::Unauthenticated(String::new()),
         ApiError::UserMismatch,
         ApiError::NoOrder,
+        ApiError::NotPayable {
+            state: TicketStatus::Pending,
+        },
+        ApiError::PaymentWindowClosed,
+        ApiError::PaymentInProgress,
+        ApiError::NotCancellable {
+            state: TicketStatus::Failed,
+        },
+        ApiError::InvalidSignature(String::new()),
+        ApiError::UnknownPayment,
         ApiError::RateLimited {
             retry_after_secs: 7,
         },
@@ -450,6 +539,12 @@ pub(crate) fn every_kind() -> Vec<ApiError> {
             | ApiError::Unauthenticated(_)
             | ApiError::UserMismatch
             | ApiError::NoOrder
+            | ApiError::NotPayable { .. }
+            | ApiError::PaymentWindowClosed
+            | ApiError::PaymentInProgress
+            | ApiError::NotCancellable { .. }
+            | ApiError::InvalidSignature(_)
+            | ApiError::UnknownPayment
             | ApiError::RateLimited { .. }
             | ApiError::AddressRateLimited { .. }
             | ApiError::Overloaded
@@ -553,6 +648,11 @@ pub mod whole {
             .ok()
             .and_then(|n| UserId::new(n).ok())
             .ok_or_else(|| D::Error::custom(format!("{n} is not {WHAT}")))
+    }
+
+    /// An optional signed 64-bit whole number (with `#[serde(default)]`).
+    pub fn optional_i64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+        i64(d).map(Some)
     }
 
     /// A signed 64-bit whole number (its range is checked by the handler).

@@ -19,6 +19,11 @@ pub struct Metrics {
     pub zk_connected: IntGauge,
     pub in_flight: IntGauge,
     pub max_in_flight: IntGauge,
+    /// Payment attempts sent to the provider (`sent`), and settled by its callback
+    /// (`succeeded`, `declined`, `refund_due`).
+    pub payments: IntCounterVec,
+    /// Orders cancelled by their buyers.
+    pub cancels: IntCounter,
 }
 
 const BUCKETS: &[f64] = &[
@@ -83,6 +88,21 @@ impl Metrics {
             "SECKILL_MAX_IN_FLIGHT: buys past this many in flight get 503",
         )
         .unwrap();
+        let payments = IntCounterVec::new(
+            Opts::new(
+                "seckill_gateway_payments_total",
+                "Payments sent to the provider, and settled by its callback, by status",
+            ),
+            &["status"],
+        )
+        .unwrap();
+        let cancels = IntCounter::new(
+            "seckill_gateway_buyer_cancels_total",
+            "Orders cancelled by their buyers",
+        )
+        .unwrap();
+        registry.register(Box::new(payments.clone())).unwrap();
+        registry.register(Box::new(cancels.clone())).unwrap();
         registry.register(Box::new(requests.clone())).unwrap();
         registry.register(Box::new(in_flight.clone())).unwrap();
         registry.register(Box::new(max_in_flight.clone())).unwrap();
@@ -103,6 +123,8 @@ impl Metrics {
             zk_connected,
             in_flight,
             max_in_flight,
+            payments,
+            cancels,
         }
     }
 

@@ -5,6 +5,7 @@ use crate::auth::{self, Authenticator};
 use crate::counting::count_requests;
 use crate::error::{json_error, path_error, query_error};
 use crate::metrics::Metrics;
+use crate::payments::Payments;
 use crate::publish::{Locator, OrderPublisher};
 use crate::rate_limit::RateLimiter;
 use crate::recovery::Recovery;
@@ -90,6 +91,8 @@ impl Application {
             sync_mode: settings.gateway_mode == GatewayMode::Sync,
             recovery: Recovery::new(&settings)?,
             locator,
+            payments: Payments::from_settings(&settings)?,
+            default_payment_window_secs: settings.payment_window_secs,
         });
         tokio::spawn(forget_idle_addresses(state.clone(), shutdown.clone()));
         let data = state.clone();

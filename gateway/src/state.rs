@@ -3,6 +3,7 @@
 use crate::admission::Admission;
 use crate::auth::Authenticator;
 use crate::metrics::Metrics;
+use crate::payments::Payments;
 use crate::publish::{Locator, OrderPublisher};
 use crate::rate_limit::RateLimiter;
 use crate::recovery::Recovery;
@@ -33,6 +34,10 @@ pub struct AppState {
     pub recovery: Recovery,
     /// Records each accepted order's Kafka location, in batches.
     pub locator: Locator,
+    /// The payment provider and its callbacks' secret.
+    pub payments: Payments,
+    /// `SECKILL_PAYMENT_WINDOW_SECS`: the window of a priced product that sets none.
+    pub default_payment_window_secs: u64,
 }
 
 impl AppState {

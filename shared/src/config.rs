@@ -227,6 +227,23 @@ pub struct Settings {
     /// which settling fails once, as if the commit's reply was lost.
     pub chaos_lose_commit_users: String,
 
+    /// The payment window of a priced product that sets none: a confirmed order must be paid
+    /// within this many seconds, or a worker cancels it and its unit goes back on sale.
+    /// 0 turns the window off (a confirmed order is final).
+    pub payment_window_secs: u64,
+    /// Gateway: the payment provider; a payment is `POST {url}/charges`. Empty: paying
+    /// answers `503`.
+    pub payment_provider_url: String,
+    /// Gateway: how long the provider may take to accept a charge.
+    pub payment_provider_timeout_ms: u64,
+    /// Gateway: the public address of `POST /v1/payments/callback`, sent to the provider with
+    /// each charge.
+    pub payment_callback_url: String,
+    /// Gateway: the provider signs its callbacks with this (HMAC-SHA256). Required to accept
+    /// callbacks. Secret.
+    #[serde(serialize_with = "redacted_token")]
+    pub payment_webhook_secret: SecretString,
+
     /// Log format: `json` or `pretty`.
     pub log_format: LogFormat,
 }
@@ -276,6 +293,11 @@ impl Default for Settings {
             chaos_fail_rate: 0.0,
             chaos_delay_ms: 0,
             chaos_lose_commit_users: String::new(),
+            payment_window_secs: 900,
+            payment_provider_url: String::new(),
+            payment_provider_timeout_ms: 3000,
+            payment_callback_url: String::new(),
+            payment_webhook_secret: SecretString::default(),
             log_format: LogFormat::Json,
         }
     }
@@ -286,6 +308,9 @@ pub const DEV_ADMIN_TOKEN: &str = "dev-admin-token";
 
 /// The HS256 secret `--dev` uses when no buyer-token key is set.
 pub const DEV_AUTH_HS256_SECRET: &str = "dev-hs256-secret-for-local-use-only!";
+
+/// The longest payment window, for a product or by default: 7 days.
+pub const MAX_PAYMENT_WINDOW_SECS: u64 = 7 * 86_400;
 
 /// The shortest HS256 secret accepted (RFC 7518 §3.2: at least the hash's size).
 pub const MIN_HS256_SECRET_BYTES: usize = 32;
@@ -459,6 +484,31 @@ impl Settings {
             "must be at least 60",
         )?;
         check(
+            self.payment_window_secs <= MAX_PAYMENT_WINDOW_SECS,
+            "payment_window_secs",
+            "must be at most 604800 (7 days)",
+        )?;
+        check(
+            (100..=60_000).contains(&self.payment_provider_timeout_ms),
+            "payment_provider_timeout_ms",
+            "must be 100..=60000",
+        )?;
+        // The gateway's HTTP client is built without TLS: reach an HTTPS provider through a
+        // local egress proxy (docs/SECURITY.md).
+        check(
+            self.payment_provider_url.is_empty()
+                || self.payment_provider_url.starts_with("http://"),
+            "payment_provider_url",
+            "must be empty or start with http:// (TLS through a local egress proxy)",
+        )?;
+        check(
+            self.payment_callback_url.is_empty()
+                || self.payment_callback_url.starts_with("http://")
+                || self.payment_callback_url.starts_with("https://"),
+            "payment_callback_url",
+            "must be empty or start with http:// or https://",
+        )?;
+        check(
             self.rate_limit_per_user_per_sec.is_finite()
                 && (0.0..=1_000_000.0).contains(&self.rate_limit_per_user_per_sec),
             "rate_limit_per_user_per_sec",
@@ -625,6 +675,9 @@ impl Settings {
     }
     pub fn http_client_request_timeout(&self) -> Duration {
         Duration::from_millis(self.http_client_request_timeout_ms)
+    }
+    pub fn payment_provider_timeout(&self) -> Duration {
+        Duration::from_millis(self.payment_provider_timeout_ms)
     }
     pub fn ticket_ttl(&self) -> Duration {
         Duration::from_secs(self.ticket_ttl_secs)

@@ -1,6 +1,6 @@
 //! The MySQL side: pool, migrations, products and order look-ups.
 
-use crate::domain::{ProductId, Ticket, TicketStatus, UserId};
+use crate::domain::{OrderStatus, ProductId, Ticket, TicketStatus, UserId};
 use anyhow::Context;
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
 use sqlx::Row;
@@ -35,12 +35,18 @@ pub struct Product {
     pub loaded_at_ms: Option<i64>,
     /// When the sweeper found its sale over; its Redis keys expire after that.
     pub closed_at_ms: Option<i64>,
+    /// In minor units (cents, fen); 0 for a product created without a price.
+    pub price: i64,
+    /// ISO 4217.
+    pub currency: String,
+    /// A confirmed order must be paid within this; 0: no window, the order is final.
+    pub payment_window_secs: i64,
 }
 
 const PRODUCT_BY_ID: &str =
-    "SELECT id, name, stock, initial_stock, starts_at_ms, ends_at_ms, loaded_at_ms, closed_at_ms FROM products WHERE id = ?";
+    "SELECT id, name, stock, initial_stock, starts_at_ms, ends_at_ms, loaded_at_ms, closed_at_ms, price, currency, payment_window_secs FROM products WHERE id = ?";
 const PRODUCT_BY_ID_FOR_UPDATE: &str =
-    "SELECT id, name, stock, initial_stock, starts_at_ms, ends_at_ms, loaded_at_ms, closed_at_ms FROM products WHERE id = ? FOR UPDATE";
+    "SELECT id, name, stock, initial_stock, starts_at_ms, ends_at_ms, loaded_at_ms, closed_at_ms, price, currency, payment_window_secs FROM products WHERE id = ? FOR UPDATE";
 
 fn product_from_row(r: sqlx::mysql::MySqlRow) -> Product {
     Product {
@@ -52,24 +58,37 @@ fn product_from_row(r: sqlx::mysql::MySqlRow) -> Product {
         ends_at_ms: r.get("ends_at_ms"),
         loaded_at_ms: r.get("loaded_at_ms"),
         closed_at_ms: r.get("closed_at_ms"),
+        price: r.get("price"),
+        currency: r.get("currency"),
+        payment_window_secs: r.get("payment_window_secs"),
     }
 }
 
-pub async fn create_product(
-    pool: &MySqlPool,
-    name: &str,
-    stock: i64,
-    starts_at_ms: Option<i64>,
-    ends_at_ms: Option<i64>,
-) -> anyhow::Result<ProductId> {
+/// A new product's terms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewProduct {
+    pub name: String,
+    pub stock: i64,
+    pub starts_at_ms: Option<i64>,
+    pub ends_at_ms: Option<i64>,
+    pub price: i64,
+    pub currency: String,
+    pub payment_window_secs: i64,
+}
+
+pub async fn create_product(pool: &MySqlPool, p: &NewProduct) -> anyhow::Result<ProductId> {
     let res = sqlx::query(
-        "INSERT INTO products (name, stock, initial_stock, starts_at_ms, ends_at_ms) VALUES (?, ?, ?, ?, ?)",
+        "INSERT INTO products (name, stock, initial_stock, starts_at_ms, ends_at_ms, price, currency, payment_window_secs) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
     )
-    .bind(name)
-    .bind(stock)
-    .bind(stock)
-    .bind(starts_at_ms)
-    .bind(ends_at_ms)
+    .bind(&p.name)
+    .bind(p.stock)
+    .bind(p.stock)
+    .bind(p.starts_at_ms)
+    .bind(p.ends_at_ms)
+    .bind(p.price)
+    .bind(&p.currency)
+    .bind(p.payment_window_secs)
     .execute(pool)
     .await
     .context("inserting a product")?;
@@ -129,6 +148,20 @@ pub async fn live_products(pool: &MySqlPool) -> anyhow::Result<Vec<ProductId>> {
     .collect())
 }
 
+/// Whether an order of the product may still give its unit back: confirmed with a payment
+/// deadline, or cancelled with its unit not yet back in Redis.
+pub async fn awaiting_payment(pool: &MySqlPool, product: ProductId) -> anyhow::Result<bool> {
+    let n: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM orders WHERE product_id = ? \
+         AND ((status = 'confirmed' AND pay_by_ms IS NOT NULL) OR restore_due = 1)",
+    )
+    .bind(product.as_i64())
+    .fetch_one(pool)
+    .await
+    .context("counting orders awaiting payment")?;
+    Ok(n > 0)
+}
+
 /// Closes a product's sale (see [`Product::closed_at_ms`]). `true` when this call closed it.
 pub async fn close_sale(pool: &MySqlPool, id: ProductId, now_ms: i64) -> anyhow::Result<bool> {
     let res =
@@ -148,12 +181,15 @@ pub async fn buyer_ticket(
     product: ProductId,
     user: UserId,
 ) -> anyhow::Result<Option<(Ticket, SettledTicket)>> {
-    let order = sqlx::query("SELECT ticket FROM orders WHERE product_id = ? AND user_id = ?")
-        .bind(product.get() as i64)
-        .bind(user.get() as i64)
-        .fetch_optional(pool)
-        .await
-        .context("reading a buyer's order")?;
+    // A buyer may hold one live order, and any number of cancelled ones: the latest.
+    let order = sqlx::query(
+        "SELECT ticket FROM orders WHERE product_id = ? AND user_id = ? ORDER BY id DESC LIMIT 1",
+    )
+    .bind(product.get() as i64)
+    .bind(user.get() as i64)
+    .fetch_optional(pool)
+    .await
+    .context("reading a buyer's order")?;
     let row = match order {
         Some(row) => Some(row),
         None => sqlx::query(
@@ -172,32 +208,45 @@ pub async fn buyer_ticket(
     Ok(settled_ticket(pool, &ticket).await?.map(|s| (ticket, s)))
 }
 
-/// A settled ticket as MySQL knows it: the fallback once the Redis copy has expired.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A settled ticket as MySQL knows it: the fallback once the Redis copy has expired, and
+/// the truth about payment.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct SettledTicket {
     pub status: TicketStatus,
     pub user_id: u64,
     pub order_id: Option<u64>,
     pub reason: Option<String>,
     pub reserved_at_ms: Option<i64>,
+    pub pay_by_ms: Option<i64>,
+    pub paid_at_ms: Option<i64>,
+    pub cancelled_at_ms: Option<i64>,
 }
 
 pub async fn settled_ticket(
     pool: &MySqlPool,
     ticket: &Ticket,
 ) -> anyhow::Result<Option<SettledTicket>> {
-    if let Some(r) = sqlx::query("SELECT id, user_id, reserved_at_ms FROM orders WHERE ticket = ?")
-        .bind(ticket.as_str())
-        .fetch_optional(pool)
-        .await
-        .context("reading an order")?
+    if let Some(r) = sqlx::query(
+        "SELECT id, user_id, reserved_at_ms, status, pay_by_ms, paid_at_ms, cancelled_at_ms, cancel_reason \
+         FROM orders WHERE ticket = ?",
+    )
+    .bind(ticket.as_str())
+    .fetch_optional(pool)
+    .await
+    .context("reading an order")?
     {
+        let status: String = r.get("status");
+        let status = OrderStatus::parse(&status)
+            .with_context(|| format!("unknown order status {status:?} in MySQL"))?;
         return Ok(Some(SettledTicket {
-            status: TicketStatus::Confirmed,
+            status: status.public(),
             user_id: r.get::<i64, _>("user_id") as u64,
             order_id: Some(r.get::<i64, _>("id") as u64),
-            reason: None,
+            reason: r.get("cancel_reason"),
             reserved_at_ms: Some(r.get("reserved_at_ms")),
+            pay_by_ms: r.get("pay_by_ms"),
+            paid_at_ms: r.get("paid_at_ms"),
+            cancelled_at_ms: r.get("cancelled_at_ms"),
         }));
     }
     let failed = sqlx::query("SELECT user_id, reason FROM failed_tickets WHERE ticket = ?")
@@ -208,8 +257,7 @@ pub async fn settled_ticket(
     Ok(failed.map(|r| SettledTicket {
         status: TicketStatus::Failed,
         user_id: r.get::<i64, _>("user_id") as u64,
-        order_id: None,
         reason: Some(r.get("reason")),
-        reserved_at_ms: None,
+        ..SettledTicket::default()
     }))
 }

@@ -134,11 +134,17 @@ impl fmt::Display for Ticket {
 
 /// What a client sees of a ticket. Internally a ticket that a worker has claimed is
 /// `processing`; clients see it as `pending`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum TicketStatus {
+    #[default]
     Pending,
+    /// Ordered; when the product has a payment window, to be paid by `pay_by_ms`.
     Confirmed,
+    /// Paid within the window: final.
+    Paid,
+    /// Not paid in time, or cancelled by the buyer; its unit went back on sale.
+    Cancelled,
     Failed,
 }
 
@@ -147,8 +153,67 @@ impl TicketStatus {
         match self {
             Self::Pending => "pending",
             Self::Confirmed => "confirmed",
+            Self::Paid => "paid",
+            Self::Cancelled => "cancelled",
             Self::Failed => "failed",
         }
+    }
+}
+
+/// The state of an order row in MySQL (`orders.status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum OrderStatus {
+    Confirmed,
+    Paid,
+    Cancelled,
+}
+
+impl OrderStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Confirmed => "confirmed",
+            Self::Paid => "paid",
+            Self::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [Self::Confirmed, Self::Paid, Self::Cancelled]
+            .into_iter()
+            .find(|x| x.as_str() == s)
+    }
+
+    pub fn public(self) -> TicketStatus {
+        match self {
+            Self::Confirmed => TicketStatus::Confirmed,
+            Self::Paid => TicketStatus::Paid,
+            Self::Cancelled => TicketStatus::Cancelled,
+        }
+    }
+}
+
+/// Why an order was cancelled (`orders.cancel_reason`, and the ticket's `reason`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CancelReason {
+    /// Not paid by `pay_by_ms`; a worker cancelled it.
+    PaymentTimeout,
+    /// The buyer cancelled it.
+    BuyerCancelled,
+}
+
+impl CancelReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::PaymentTimeout => "payment_timeout",
+            Self::BuyerCancelled => "buyer_cancelled",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [Self::PaymentTimeout, Self::BuyerCancelled]
+            .into_iter()
+            .find(|x| x.as_str() == s)
     }
 }
 

@@ -1,6 +1,7 @@
 //! Everything the gateway and the worker agree on.
 //!
 //! # Layout
+//! - [`cancel`]: cancelling unpaid (or buyer-cancelled) orders, and giving their units back.
 //! - [`config`]: the one typed `Settings`, layered as defaults, an optional TOML file, then
 //!   `SECKILL_*` environment variables.
 //! - [`domain`]: ids that parse once (`ProductId`, `UserId`, `Ticket`), ticket states and the
@@ -12,12 +13,15 @@
 //! - [`settle`]: the batch step that claims, persists and confirms or compensates orders.
 //! - [`kafka`]: producer and consumer settings, topic creation.
 //! - [`zk`]: the ZooKeeper sold-out nodes: paths, connecting, publishing `"false"`.
+//! - [`payment`]: payment states and the provider callback's signature.
 //! - [`telemetry`]: `tracing` set-up.
 
+pub mod cancel;
 pub mod config;
 pub mod db;
 pub mod domain;
 pub mod kafka;
+pub mod payment;
 pub mod recovery;
 pub mod settle;
 pub mod store;
@@ -26,7 +30,8 @@ pub mod zk;
 
 pub use config::{AuthMode, GatewayMode, LogFormat, Settings};
 pub use domain::{
-    BuyerClaims, FailureReason, OrderMessage, ProductId, Ticket, TicketStatus, UserId,
+    BuyerClaims, CancelReason, FailureReason, OrderMessage, OrderStatus, ProductId, Ticket,
+    TicketStatus, UserId,
 };
 
 /// Milliseconds since the Unix epoch.

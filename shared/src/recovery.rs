@@ -33,10 +33,10 @@
 //! ([`Fence`]), so that those orders are counted as in flight. One pass is exact.
 
 use crate::db;
-use crate::domain::{FailureReason, OrderMessage, ProductId, Ticket, TicketStatus, UserId};
+use crate::domain::{FailureReason, OrderMessage, OrderStatus, ProductId, Ticket, UserId};
 use crate::kafka::Fence;
 use crate::settle::{Chaos, Settler};
-use crate::store::{RecordStatus, TicketRecord, TicketStore};
+use crate::store::{Rebuild, RecordStatus, TicketRecord, TicketStore};
 use anyhow::Context;
 use sqlx::mysql::MySqlPool;
 use sqlx::Row;
@@ -99,7 +99,8 @@ pub fn decide(
         (RecordStatus::Pending, Some(_)) => SweepAction::Complete,
         (RecordStatus::Pending, None) => SweepAction::Expire,
         (RecordStatus::Processing, _) => SweepAction::SettleStuck,
-        (RecordStatus::Confirmed | RecordStatus::Failed, _) => return SweepAction::Leave,
+        (state, _) if state.is_settled() => return SweepAction::Leave,
+        (_, _) => unreachable!("pending and processing are matched above"),
     };
     if age >= rules.last_resort.as_millis() as i64 {
         return act;
@@ -217,7 +218,12 @@ async fn close(
         return Ok(false);
     };
     let over = p.stock == 0 || p.ends_at_ms.is_some_and(|end| end <= now_ms);
-    if !over || !db::close_sale(db, product, now_ms).await? {
+    // An order still to be paid may be cancelled, and its unit must find Redis keys to go
+    // back to: the sale stays open until every order is paid or cancelled.
+    if !over
+        || db::awaiting_payment(db, product).await?
+        || !db::close_sale(db, product, now_ms).await?
+    {
         return Ok(false);
     }
     store.expire_sale(product, CLOSED_SALE_GRACE).await?;
@@ -268,22 +274,23 @@ pub async fn settle_stuck(
         .fetch_optional(&mut *tx)
         .await
         .context("locking the product")?;
-    let order: Option<i64> = sqlx::query("SELECT id FROM orders WHERE ticket = ?")
-        .bind(ticket.as_str())
-        .fetch_optional(&mut *tx)
-        .await
-        .context("reading the order")?
-        .map(|r| r.get("id"));
+    let order: Option<(i64, Option<i64>)> =
+        sqlx::query("SELECT id, pay_by_ms FROM orders WHERE ticket = ?")
+            .bind(ticket.as_str())
+            .fetch_optional(&mut *tx)
+            .await
+            .context("reading the order")?
+            .map(|r| (r.get("id"), r.get("pay_by_ms")));
     let reason: Option<String> = sqlx::query("SELECT reason FROM failed_tickets WHERE ticket = ?")
         .bind(ticket.as_str())
         .fetch_optional(&mut *tx)
         .await
         .context("reading the failure")?
         .map(|r| r.get("reason"));
-    if let Some(order_id) = order {
+    if let Some((order_id, pay_by)) = order {
         tx.commit().await?;
         store
-            .confirm(ticket.product(), &[(ticket, order_id as u64)])
+            .confirm(ticket.product(), &[(ticket, order_id as u64, pay_by)])
             .await?;
         return Ok(Stuck::Confirmed {
             order_id: order_id as u64,
@@ -357,22 +364,25 @@ pub async fn reconcile(
     let Some(p) = db::product_for_update(&mut *tx, product).await? else {
         return Ok(None);
     };
-    let orders: Vec<(Ticket, u64, String)> =
-        sqlx::query("SELECT ticket, user_id, id FROM orders WHERE product_id = ?")
-            .bind(product.as_i64())
-            .fetch_all(&mut *tx)
-            .await
-            .context("reading orders")?
-            .into_iter()
-            .filter_map(|r| {
-                let t = Ticket::parse(r.get::<&str, _>("ticket")).ok()?;
-                Some((
-                    t,
-                    r.get::<i64, _>("user_id") as u64,
-                    r.get::<i64, _>("id").to_string(),
-                ))
-            })
-            .collect();
+    let mut orders: BTreeMap<OrderStatus, Vec<(Ticket, u64, String)>> = BTreeMap::new();
+    for r in sqlx::query("SELECT ticket, user_id, id, status FROM orders WHERE product_id = ?")
+        .bind(product.as_i64())
+        .fetch_all(&mut *tx)
+        .await
+        .context("reading orders")?
+    {
+        let Ok(t) = Ticket::parse(r.get::<&str, _>("ticket")) else {
+            continue;
+        };
+        let status: String = r.get("status");
+        let status = OrderStatus::parse(&status)
+            .with_context(|| format!("unknown order status {status:?} in MySQL"))?;
+        orders.entry(status).or_default().push((
+            t,
+            r.get::<i64, _>("user_id") as u64,
+            r.get::<i64, _>("id").to_string(),
+        ));
+    }
     let failed: Vec<(Ticket, u64, String)> =
         sqlx::query("SELECT ticket, user_id, reason FROM failed_tickets WHERE product_id = ?")
             .bind(product.as_i64())
@@ -390,22 +400,36 @@ pub async fn reconcile(
             })
             .collect();
 
-    let mut restored = store
-        .restore_settled(product, TicketStatus::Confirmed, &orders)
-        .await?;
+    // Records to be paid live for the window too (see `confirm.lua`).
+    let ttl = store.ticket_ttl_secs() + p.payment_window_secs.max(0) as u64;
+    let mut restored = 0;
+    for (status, list) in &orders {
+        let status = match status {
+            OrderStatus::Confirmed => RecordStatus::Confirmed,
+            OrderStatus::Paid => RecordStatus::Paid,
+            OrderStatus::Cancelled => RecordStatus::Cancelled,
+        };
+        restored += store.restore_settled(product, status, list, ttl).await?;
+    }
     restored += store
-        .restore_settled(product, TicketStatus::Failed, &failed)
+        .restore_settled(product, RecordStatus::Failed, &failed, ttl)
         .await?;
     let pruned = store.prune_pending(product).await?;
+    let count = |s: OrderStatus| orders.get(&s).map_or(0, |l| l.len() as i64);
+    let sold = count(OrderStatus::Confirmed) + count(OrderStatus::Paid);
     let stock_redis = store
         .rebuild(
             product,
-            p.stock,
-            p.initial_stock,
-            orders.len() as i64,
-            failed.len() as i64,
-            p.starts_at_ms,
-            p.ends_at_ms,
+            &Rebuild {
+                mysql_stock: p.stock,
+                initial: p.initial_stock,
+                sold,
+                paid: count(OrderStatus::Paid),
+                cancelled: count(OrderStatus::Cancelled),
+                failed: failed.len() as i64,
+                starts_at_ms: p.starts_at_ms,
+                ends_at_ms: p.ends_at_ms,
+            },
         )
         .await?;
     tx.commit()
@@ -414,7 +438,7 @@ pub async fn reconcile(
     Ok(Some(ReconcileReport {
         stock_db: p.stock,
         stock_redis,
-        confirmed: orders.len() as i64,
+        confirmed: sold,
         failed: failed.len() as i64,
         restored,
         pruned,

@@ -12,7 +12,7 @@
 //!
 //! Every step is idempotent, so the caller retries the whole batch on any error.
 
-use crate::domain::{FailureReason, OrderMessage, ProductId, Ticket};
+use crate::domain::{FailureReason, OrderMessage, OrderStatus, ProductId, Ticket};
 use crate::store::{ClaimStatus, GiveBack, TicketStore};
 use anyhow::Context;
 use sqlx::mysql::MySqlPool;
@@ -74,6 +74,8 @@ impl Chaos {
 pub enum Outcome {
     Confirmed {
         order_id: u64,
+        /// The payment deadline, when the product has a payment window.
+        pay_by_ms: Option<i64>,
     },
     Failed {
         reason: FailureReason,
@@ -243,13 +245,17 @@ impl Settler {
             ..BatchReport::default()
         };
         let claimed = &claimed.claimed;
-        let mut confirms: BTreeMap<ProductId, Vec<(&Ticket, u64)>> = BTreeMap::new();
+        let mut confirms: BTreeMap<ProductId, Vec<(&Ticket, u64, Option<i64>)>> = BTreeMap::new();
         for (m, outcome) in claimed.iter().zip(decided) {
-            if let Outcome::Confirmed { order_id } = outcome {
+            if let Outcome::Confirmed {
+                order_id,
+                pay_by_ms,
+            } = outcome
+            {
                 confirms
                     .entry(m.product_id)
                     .or_default()
-                    .push((&m.ticket, *order_id));
+                    .push((&m.ticket, *order_id, *pay_by_ms));
             }
         }
         for (product, list) in &confirms {
@@ -301,18 +307,30 @@ impl Settler {
             .collect::<std::collections::BTreeSet<_>>()
             .into_iter()
             .collect();
-        let mut q = QueryBuilder::<MySql>::new("SELECT id, stock FROM products WHERE id IN (");
+        let mut q = QueryBuilder::<MySql>::new(
+            "SELECT id, stock, payment_window_secs FROM products WHERE id IN (",
+        );
         let ids: Vec<i64> = products.iter().map(|p| p.as_i64()).collect();
         push_padded(&mut q, &ids);
         q.push(") ORDER BY id FOR UPDATE");
-        let mut stock: HashMap<i64, i64> = q
+        let mut stock: HashMap<i64, i64> = HashMap::new();
+        let mut window_ms: HashMap<i64, i64> = HashMap::new();
+        for r in q
             .build()
             .fetch_all(&mut *tx)
             .await
             .context("locking products")?
-            .into_iter()
-            .map(|r| (r.get::<i64, _>("id"), r.get::<i64, _>("stock")))
-            .collect();
+        {
+            let id: i64 = r.get("id");
+            stock.insert(id, r.get("stock"));
+            window_ms.insert(id, r.get::<i64, _>("payment_window_secs") * 1000);
+        }
+        // Orders of a product with a payment window must be paid by then.
+        let now = crate::now_ms();
+        let pay_by = |product: i64| match window_ms.get(&product) {
+            Some(&w) if w > 0 => Some(now + w),
+            _ => None,
+        };
 
         let locked = started.elapsed();
         let tickets: Vec<&str> = claimed.iter().map(|m| m.ticket.as_str()).collect();
@@ -338,11 +356,12 @@ impl Settler {
         // The orders of these (product, user) pairs: who already holds a unit, and which of
         // these tickets are persisted already (a ticket's row has its message's pair). One
         // indexed lookup serves both.
+        // A cancelled order frees its buyer, so it holds nothing.
         let mut holders: HashSet<(i64, i64)> = HashSet::new();
-        let mut existing: HashMap<String, i64> = HashMap::new();
+        let mut existing: HashMap<String, (i64, Option<i64>)> = HashMap::new();
         {
             let mut q = QueryBuilder::<MySql>::new(
-                "SELECT ticket, id, product_id, user_id FROM orders WHERE (product_id, user_id) IN (",
+                "SELECT ticket, id, product_id, user_id, status, pay_by_ms FROM orders WHERE (product_id, user_id) IN (",
             );
             // Bound, not inlined, and padded like every list (see `push_padded`).
             let pairs: Vec<(i64, i64)> = claimed
@@ -364,8 +383,10 @@ impl Settler {
                 .await
                 .context("reading the buyers' orders")?
             {
-                holders.insert((r.get("product_id"), r.get("user_id")));
-                existing.insert(r.get("ticket"), r.get("id"));
+                if r.get::<&str, _>("status") != OrderStatus::Cancelled.as_str() {
+                    holders.insert((r.get("product_id"), r.get("user_id")));
+                }
+                existing.insert(r.get("ticket"), (r.get("id"), r.get("pay_by_ms")));
             }
         }
 
@@ -379,9 +400,10 @@ impl Settler {
             let t = m.ticket.as_str();
             let key = (m.product_id.as_i64(), m.user_id.as_i64());
             let fail = |reason: FailureReason| Some(Outcome::Failed { reason });
-            let outcome = if let Some(id) = existing.get(t) {
+            let outcome = if let Some((id, pay_by_ms)) = existing.get(t) {
                 Some(Outcome::Confirmed {
                     order_id: *id as u64,
+                    pay_by_ms: *pay_by_ms,
                 })
             } else if let Some(reason) = already_failed.get(t) {
                 fail(*reason)
@@ -418,13 +440,14 @@ impl Settler {
         if !accepted.is_empty() {
             for chunk in pow2_chunks(&accepted) {
                 let mut q = QueryBuilder::<MySql>::new(
-                    "INSERT INTO orders (ticket, product_id, user_id, reserved_at_ms) ",
+                    "INSERT INTO orders (ticket, product_id, user_id, reserved_at_ms, pay_by_ms) ",
                 );
                 q.push_values(chunk, |mut b, m| {
                     b.push_bind(m.ticket.as_str())
                         .push_bind(m.product_id.as_i64())
                         .push_bind(m.user_id.as_i64())
-                        .push_bind(m.reserved_at_ms);
+                        .push_bind(m.reserved_at_ms)
+                        .push_bind(pay_by(m.product_id.as_i64()));
                 });
                 let res = q
                     .build()
@@ -508,6 +531,7 @@ impl Settler {
             .map(|(m, o)| {
                 o.unwrap_or_else(|| Outcome::Confirmed {
                     order_id: new_ids.get(m.ticket.as_str()).copied().unwrap_or_default(),
+                    pay_by_ms: pay_by(m.product_id.as_i64()),
                 })
             })
             .collect())
@@ -533,7 +557,7 @@ fn padded<T: Copy>(values: &[T]) -> impl Iterator<Item = T> + '_ {
 }
 
 /// Pushes `v1, v2, …` as bound values, padded (see [`padded`]).
-fn push_padded<T>(q: &mut QueryBuilder<MySql>, values: &[T])
+pub(crate) fn push_padded<T>(q: &mut QueryBuilder<MySql>, values: &[T])
 where
     T: Copy + for<'t> sqlx::Encode<'t, MySql> + sqlx::Type<MySql>,
 {

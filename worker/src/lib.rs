@@ -9,11 +9,14 @@
 //! - [`announce`]: one task publishes the queued `"false"`s to ZooKeeper, off the settle path.
 //! - [`sweep`]: every worker runs the sweeper (safe to run concurrently; see
 //!   `seckill_shared::recovery`): stale reservations, and products Redis lost.
+//! - [`expire`]: every worker cancels orders not paid by their deadline and puts their units
+//!   back on sale (see `seckill_shared::cancel`).
 //! - [`health`]: `/livez`, `/healthz` (dependencies and assigned partitions) and `/metrics`.
 //! - [`metrics`]: Prometheus counters and histograms of this process.
 
 pub mod announce;
 pub mod consume;
+pub mod expire;
 pub mod health;
 pub mod metrics;
 pub mod startup;

@@ -34,6 +34,12 @@ pub struct Metrics {
     /// Messages read from Kafka, counted as they join a batch (before it settles).
     pub received: IntCounter,
     pub assigned_partitions: IntGauge,
+    /// Orders cancelled because they were not paid by their deadline.
+    pub expired: IntCounter,
+    /// Units of cancelled orders given back in Redis.
+    pub units_back: IntCounter,
+    /// From an order's payment deadline to its unit being back on sale in Redis.
+    pub expiry_lag: Histogram,
     /// Sum of `consumer_lag` over this worker's partitions, from librdkafka's statistics.
     pub consumer_lag: IntGauge,
     /// Unsettled tickets (`ZCARD` of the pending set) of each product this worker has seen,
@@ -125,6 +131,27 @@ impl Metrics {
             &["product"],
         )
         .unwrap();
+        let expired = IntCounter::new(
+            "seckill_worker_orders_expired_total",
+            "Orders cancelled because they were not paid by their deadline",
+        )
+        .unwrap();
+        let units_back = IntCounter::new(
+            "seckill_worker_cancelled_units_back_total",
+            "Units of cancelled orders given back in Redis",
+        )
+        .unwrap();
+        let expiry_lag = Histogram::with_opts(
+            HistogramOpts::new(
+                "seckill_worker_expiry_lag_seconds",
+                "From an order's payment deadline to its unit back on sale in Redis",
+            )
+            .buckets(vec![0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 2.0, 5.0, 10.0]),
+        )
+        .unwrap();
+        registry.register(Box::new(expired.clone())).unwrap();
+        registry.register(Box::new(units_back.clone())).unwrap();
+        registry.register(Box::new(expiry_lag.clone())).unwrap();
         registry.register(Box::new(consumer_lag.clone())).unwrap();
         registry
             .register(Box::new(pending_tickets.clone()))
@@ -157,6 +184,9 @@ impl Metrics {
             closed,
             received,
             assigned_partitions,
+            expired,
+            units_back,
+            expiry_lag,
             consumer_lag,
             pending_tickets,
             seen_products: Arc::default(),

@@ -185,8 +185,18 @@ impl Worker {
             }
             .run(shutdown.clone()),
         );
+        let expirer = tokio::spawn(
+            crate::expire::Expirer {
+                store: self.pipeline.settler.store.clone(),
+                db: self.pipeline.settler.db.clone(),
+                announcer: self.pipeline.announcer.clone(),
+                metrics: self.pipeline.metrics.clone(),
+            }
+            .run(shutdown.clone()),
+        );
         self.pipeline.consume(&shutdown).await;
         let _ = sweeper.await;
+        let _ = expirer.await;
         self.announcer_stop.cancel();
         gauge.abort();
         // Closing the consumer blocks on the broker (and can hang: confluentinc/librdkafka#4884),

@@ -153,12 +153,13 @@ async fn ticket_state(
     };
     let state = |status, user_id, order_id, reason, confirmed_at_ms| match status {
         TicketStatus::Pending => TicketState::Pending { user_id },
-        TicketStatus::Confirmed => TicketState::Confirmed {
+        // TODO(payments audit): paid and cancelled get their own states.
+        TicketStatus::Confirmed | TicketStatus::Paid => TicketState::Confirmed {
             user_id,
             order_id,
             confirmed_at_ms,
         },
-        TicketStatus::Failed => TicketState::Failed { user_id, reason },
+        TicketStatus::Failed | TicketStatus::Cancelled => TicketState::Failed { user_id, reason },
     };
     if let Some(r) = store.ticket(&t).await? {
         return Ok(state(

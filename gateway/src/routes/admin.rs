@@ -56,10 +56,25 @@ pub struct NewProduct {
     /// When the sale ends; buys after get `403 sale_ended`. After `starts_at`.
     #[schema(examples("2026-12-01T11:00:00Z"))]
     ends_at: Option<DateTime<Utc>>,
+    /// The price in minor units (cents, fen). A priced product's orders must be paid within
+    /// the payment window; without a price (0) an order is final once confirmed, as before.
+    #[serde(default, deserialize_with = "whole::optional_i64")]
+    #[schema(schema_with = schema::price)]
+    price: Option<i64>,
+    /// ISO 4217, three capital letters. Default `CNY`.
+    #[schema(pattern = "^[A-Z]{3}$", examples("CNY"))]
+    currency: Option<String>,
+    /// Seconds a confirmed order has to be paid; 0 turns the window off (the order is final).
+    /// Default: `SECKILL_PAYMENT_WINDOW_SECS` for a priced product, else 0.
+    #[serde(default, deserialize_with = "whole::optional_i64")]
+    #[schema(schema_with = schema::payment_window)]
+    payment_window_secs: Option<i64>,
 }
 
 /// Largest stock one product may have.
 pub(crate) const MAX_STOCK: i64 = 1_000_000_000;
+/// Highest price, in minor units.
+pub(crate) const MAX_PRICE: i64 = 1_000_000_000_000;
 /// Longest product name, in characters, once trimmed.
 pub(crate) const MAX_NAME_CHARS: usize = 200;
 
@@ -169,12 +184,43 @@ pub async fn create_product(
             ));
         }
     }
+    if p.price
+        .is_some_and(|price| !(0..=MAX_PRICE).contains(&price))
+    {
+        return Err(ApiError::BadRequest(format!(
+            "price must be between 0 and {MAX_PRICE} (minor units)"
+        )));
+    }
+    let currency = p.currency.unwrap_or_else(|| "CNY".into());
+    if currency.len() != 3 || !currency.bytes().all(|b| b.is_ascii_uppercase()) {
+        return Err(ApiError::BadRequest(
+            "currency must be an ISO 4217 code: three capital letters".into(),
+        ));
+    }
+    let max_window = seckill_shared::config::MAX_PAYMENT_WINDOW_SECS as i64;
+    if p.payment_window_secs
+        .is_some_and(|w| !(0..=max_window).contains(&w))
+    {
+        return Err(ApiError::BadRequest(format!(
+            "payment_window_secs must be between 0 and {max_window}"
+        )));
+    }
+    let window = p.payment_window_secs.unwrap_or(if p.price.is_some() {
+        state.default_payment_window_secs as i64
+    } else {
+        0
+    });
     let id = db::create_product(
         &state.db,
-        name,
-        p.stock,
-        p.starts_at.map(|t| t.timestamp_millis()),
-        p.ends_at.map(|t| t.timestamp_millis()),
+        &db::NewProduct {
+            name: name.to_owned(),
+            stock: p.stock,
+            starts_at_ms: p.starts_at.map(|t| t.timestamp_millis()),
+            ends_at_ms: p.ends_at.map(|t| t.timestamp_millis()),
+            price: p.price.unwrap_or(0),
+            currency,
+            payment_window_secs: window,
+        },
     )
     .await
     .map_err(|e| ApiError::unavailable("MySQL", e))?;

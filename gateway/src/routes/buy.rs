@@ -10,7 +10,7 @@ use actix_web::http::header;
 use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
 use seckill_shared::recovery::{self, Stuck};
 use seckill_shared::settle::Outcome;
-use seckill_shared::store::{Reservation, TicketRecord};
+use seckill_shared::store::{RecordStatus, Reservation, TicketRecord};
 use seckill_shared::{
     db, now_ms, FailureReason, OrderMessage, ProductId, Ticket, TicketStatus, UserId,
 };
@@ -56,6 +56,19 @@ pub struct TicketBody {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub confirmed_at_ms: Option<i64>,
+    /// The payment deadline of an order, ms since the Unix epoch: pay by then or it is
+    /// cancelled. Absent when the product has no payment window (the order is final).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub pay_by_ms: Option<i64>,
+    /// When the order was paid, ms since the Unix epoch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub paid_at_ms: Option<i64>,
+    /// When the order was cancelled, ms since the Unix epoch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub cancelled_at_ms: Option<i64>,
 }
 
 impl TicketBody {
@@ -73,6 +86,9 @@ impl TicketBody {
             reason: None,
             reserved_at_ms: None,
             confirmed_at_ms: None,
+            pay_by_ms: None,
+            paid_at_ms: None,
+            cancelled_at_ms: None,
         }
     }
 
@@ -83,7 +99,19 @@ impl TicketBody {
             reason: r.reason,
             reserved_at_ms: Some(r.created_at_ms).filter(|t| *t > 0),
             confirmed_at_ms: r.confirmed_at_ms,
+            paid_at_ms: r.paid_at_ms,
+            cancelled_at_ms: r.cancelled_at_ms,
             ..Self::new(ticket, r.status, r.user_id)
+        }
+    }
+
+    /// From the Redis copy, with what MySQL says of the order's payment: MySQL decides
+    /// `paid` and `cancelled`, and holds `pay_by_ms`.
+    pub fn from_record_and_order(ticket: &Ticket, r: TicketRecord, s: db::SettledTicket) -> Self {
+        let confirmed_at_ms = r.confirmed_at_ms;
+        Self {
+            confirmed_at_ms,
+            ..Self::from_settled(ticket, s)
         }
     }
 
@@ -93,6 +121,9 @@ impl TicketBody {
             order_id: s.order_id,
             reason: s.reason,
             reserved_at_ms: s.reserved_at_ms,
+            pay_by_ms: s.pay_by_ms,
+            paid_at_ms: s.paid_at_ms,
+            cancelled_at_ms: s.cancelled_at_ms,
             ..Self::new(ticket, s.status, s.user_id)
         }
     }
@@ -303,7 +334,7 @@ async fn settle_now(state: &AppState, order: OrderMessage) -> Result<HttpRespons
             }
             let mut body = TicketBody::pending(&order.ticket, order.user_id);
             match report.outcomes.into_iter().next().map(|(_, o)| o) {
-                Some(Outcome::Confirmed { order_id }) => {
+                Some(Outcome::Confirmed { order_id, .. }) => {
                     body.status = TicketStatus::Confirmed;
                     body.order_id = Some(order_id);
                     Ok(HttpResponse::Created()
@@ -385,13 +416,31 @@ async fn give_back(state: &AppState, order: &OrderMessage) {
 }
 
 /// The current state of a ticket the user already holds.
+/// A ticket from its Redis copy; a confirmed one with what MySQL says of its payment (or as
+/// Redis has it, while MySQL is down).
+pub async fn with_order(state: &AppState, ticket: &Ticket, rec: TicketRecord) -> TicketBody {
+    if matches!(rec.state, RecordStatus::Confirmed | RecordStatus::Paid) {
+        match db::settled_ticket(&state.db, ticket).await {
+            Ok(Some(s)) if s.user_id == rec.user_id => {
+                return TicketBody::from_record_and_order(ticket, rec, s)
+            }
+            Ok(_) => {}
+            Err(e) => tracing::debug!(
+                error = format!("{e:#}"),
+                "MySQL unavailable; the ticket as Redis has it"
+            ),
+        }
+    }
+    TicketBody::from_record(ticket, rec)
+}
+
 pub async fn current_ticket(
     state: &AppState,
     ticket: &Ticket,
     user: UserId,
 ) -> Result<TicketBody, ApiError> {
     match state.store.ticket(ticket).await {
-        Ok(Some(rec)) => Ok(TicketBody::from_record(ticket, rec)),
+        Ok(Some(rec)) => Ok(with_order(state, ticket, rec).await),
         Ok(None) => Ok(db::settled_ticket(&state.db, ticket)
             .await
             .map_err(|e| ApiError::unavailable("MySQL", e))?

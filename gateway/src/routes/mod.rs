@@ -7,6 +7,7 @@ pub(crate) mod buy;
 mod health;
 pub mod openapi;
 mod orders;
+mod payments;
 
 use crate::error::ApiError;
 use actix_web::{web, HttpResponse};
@@ -24,6 +25,9 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
     ("buy", "POST", "/v1/seckill/{product_id}"),
     ("order", "GET", "/v1/orders/{ticket}"),
     ("my_order", "GET", "/v1/seckill/{product_id}/order"),
+    ("pay", "POST", "/v1/orders/{ticket}/pay"),
+    ("cancel", "POST", "/v1/orders/{ticket}/cancel"),
+    ("payment_callback", "POST", "/v1/payments/callback"),
     ("admin_create_product", "POST", "/admin/products"),
     ("admin_product", "GET", "/admin/products/{id}"),
     ("admin_preload", "POST", "/admin/products/{id}/preload"),
@@ -39,6 +43,9 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(resource("buy").route(web::post().to(buy::buy)))
         .service(resource("order").route(web::get().to(orders::get_order)))
         .service(resource("my_order").route(web::get().to(orders::my_order)))
+        .service(resource("pay").route(web::post().to(payments::pay)))
+        .service(resource("cancel").route(web::post().to(payments::cancel)))
+        .service(resource("payment_callback").route(web::post().to(payments::callback)))
         .service(resource("admin_create_product").route(web::post().to(admin::create_product)))
         .service(resource("admin_product").route(web::get().to(admin::get_product)))
         .service(resource("admin_preload").route(web::post().to(admin::preload)))

@@ -12,7 +12,7 @@
 //! served document and check that every documented status is produced. `scripts/test.sh` also
 //! runs schemathesis against a live gateway.
 
-use super::{admin, buy, health, orders};
+use super::{admin, buy, health, orders, payments};
 use crate::error::documented;
 use actix_web::http::header::ContentType;
 use actix_web::HttpResponse;
@@ -38,6 +38,9 @@ use utoipa::{IntoResponses, Modify, OpenApi, PartialSchema, ToSchema};
         buy::buy,
         orders::get_order,
         orders::my_order,
+        payments::pay,
+        payments::cancel,
+        payments::callback,
         admin::create_product,
         admin::get_product,
         admin::preload,
@@ -52,6 +55,7 @@ use utoipa::{IntoResponses, Modify, OpenApi, PartialSchema, ToSchema};
     modifiers(&Errors, &BearerAuth),
     tags(
         (name = "buy", description = "Buy a unit and poll its ticket. Behind `Authorization: Bearer <JWT>` (the buyer's token)."),
+        (name = "payments", description = "Called by the payment provider, signed with `SECKILL_PAYMENT_WEBHOOK_SECRET`."),
         (name = "admin", description = "Behind `Authorization: Bearer <SECKILL_ADMIN_TOKEN>`."),
         (name = "operations", description = "Health, metrics and this document."),
     ),
@@ -157,7 +161,7 @@ pub mod schema {
     use super::*;
     use crate::routes::admin::{MAX_NAME_CHARS, MAX_STOCK};
     use seckill_shared::domain::MAX_ID;
-    use seckill_shared::{FailureReason, TicketStatus};
+    use seckill_shared::{CancelReason, FailureReason, TicketStatus};
 
     /// An id (product, user, order): a whole number from 1 to 9223372036854775807 (MySQL's
     /// signed BIGINT), in a path as well as in a body.
@@ -227,23 +231,71 @@ pub mod schema {
         let all = [
             TicketStatus::Pending,
             TicketStatus::Confirmed,
+            TicketStatus::Paid,
+            TicketStatus::Cancelled,
             TicketStatus::Failed,
         ];
         ObjectBuilder::new()
             .schema_type(Type::String)
             .enum_values(Some(all.map(TicketStatus::as_str)))
             .description(Some(
-                "`pending` until a worker settled it (a ticket being settled is still `pending`).",
+                "`pending` until a worker settled it (a ticket being settled is still `pending`); then `confirmed` or `failed`. A confirmed order with `pay_by_ms` becomes `paid`, or `cancelled` when it is not paid in time or its buyer cancels it.",
             ))
             .build()
     }
 
-    /// Why a ticket failed.
+    /// Why a ticket failed, or why its order was cancelled.
     pub fn failure_reason() -> Object {
+        let reasons: Vec<&str> = FailureReason::ALL
+            .map(FailureReason::as_str)
+            .into_iter()
+            .chain([
+                CancelReason::PaymentTimeout.as_str(),
+                CancelReason::BuyerCancelled.as_str(),
+            ])
+            .collect();
         ObjectBuilder::new()
             .schema_type(Type::String)
-            .enum_values(Some(FailureReason::ALL.map(FailureReason::as_str)))
-            .description(Some("Set once failed."))
+            .enum_values(Some(reasons))
+            .description(Some(
+                "Set once failed, or cancelled (`payment_timeout`, `buyer_cancelled`).",
+            ))
+            .build()
+    }
+
+    /// What the provider's callback reports.
+    pub fn charge_outcome() -> Object {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .enum_values(Some(["succeeded", "declined"]))
+            .build()
+    }
+
+    /// A payment's state.
+    pub fn payment_status() -> Object {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .enum_values(Some(["processing", "succeeded", "declined", "refund_due"]))
+            .build()
+    }
+
+    /// A price in minor units.
+    pub fn price() -> Object {
+        ObjectBuilder::new()
+            .schema_type(Type::Integer)
+            .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
+            .minimum(Some(0))
+            .maximum(Some(crate::routes::admin::MAX_PRICE))
+            .build()
+    }
+
+    /// A payment window in seconds.
+    pub fn payment_window() -> Object {
+        ObjectBuilder::new()
+            .schema_type(Type::Integer)
+            .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
+            .minimum(Some(0))
+            .maximum(Some(seckill_shared::config::MAX_PAYMENT_WINDOW_SECS))
             .build()
     }
 

@@ -4,7 +4,7 @@
 
 use crate::auth::Buyer;
 use crate::error::{documented as e, ApiError};
-use crate::routes::buy::current_ticket;
+use crate::routes::buy::{current_ticket, with_order};
 use crate::routes::openapi::schema;
 use crate::routes::TicketBody;
 use crate::state::AppState;
@@ -41,7 +41,7 @@ pub async fn get_order(
     // The fast Redis copy first; MySQL once it has expired (or while Redis is down).
     let redis_err = match state.store.ticket(&ticket).await {
         Ok(Some(r)) if owner(r.user_id) => {
-            return Ok(HttpResponse::Ok().json(TicketBody::from_record(&ticket, r)))
+            return Ok(HttpResponse::Ok().json(with_order(&state, &ticket, r).await))
         }
         Ok(Some(_)) => return Err(ApiError::UnknownTicket),
         Ok(None) => None,

@@ -6,13 +6,14 @@
 //! | key | type | holds |
 //! |---|---|---|
 //! | `sk:{ns:P}:stock` | string | units left to reserve |
-//! | `sk:{ns:P}:meta` | hash | `initial`, `starts_at`, `ends_at` (ms), `confirmed`, `failed` |
+//! | `sk:{ns:P}:meta` | hash | `initial`, `starts_at`, `ends_at` (ms), `confirmed` (units sold: confirmed or paid), `paid`, `cancelled`, `failed` |
 //! | `sk:{ns:P}:buyers` | hash | user id → live ticket |
 //! | `sk:{ns:P}:pending` | sorted set | tickets not yet settled, scored by reservation time |
 //! | `sk:{ns:P}:t:<ticket>` | hash | `status`, `user_id`, `product_id`, `created_at`, `order_id`, `confirmed_at`, `reason` |
 //!
 //! Ticket states ([`RecordStatus`]): `pending` → `processing` (claimed by a worker) →
-//! `confirmed` | `failed`. A reservation the gateway could not hand to Kafka is released:
+//! `confirmed` | `failed`; a confirmed ticket then follows MySQL to `paid` or `cancelled`
+//! (its unit back on sale). A reservation the gateway could not hand to Kafka is released:
 //! its unit goes back and the ticket becomes `failed` (`kafka_unavailable`); it is never
 //! deleted, so a message that reached Kafka after all is skipped.
 
@@ -33,6 +34,8 @@ static COMPENSATE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!(
 static PRELOAD: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("preload.lua")));
 static RESTORE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("restore.lua")));
 static REBUILD: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("rebuild.lua")));
+static CANCEL: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("cancel.lua")));
+static PAID: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("paid.lua")));
 static LOCATE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("locate.lua")));
 
 /// The keys of one product.
@@ -84,6 +87,10 @@ pub enum RecordStatus {
     /// Claimed by a worker, not yet settled.
     Processing,
     Confirmed,
+    /// Paid in MySQL; Redis follows (best effort: MySQL decides).
+    Paid,
+    /// Cancelled in MySQL, and its unit given back in Redis.
+    Cancelled,
     Failed,
 }
 
@@ -93,9 +100,22 @@ impl RecordStatus {
             "pending" => Self::Pending,
             "processing" => Self::Processing,
             "confirmed" => Self::Confirmed,
+            "paid" => Self::Paid,
+            "cancelled" => Self::Cancelled,
             "failed" => Self::Failed,
             _ => return None,
         })
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Processing => "processing",
+            Self::Confirmed => "confirmed",
+            Self::Paid => "paid",
+            Self::Cancelled => "cancelled",
+            Self::Failed => "failed",
+        }
     }
 
     /// What a client sees: `processing` is shown as `pending`.
@@ -103,8 +123,15 @@ impl RecordStatus {
         match self {
             Self::Pending | Self::Processing => TicketStatus::Pending,
             Self::Confirmed => TicketStatus::Confirmed,
+            Self::Paid => TicketStatus::Paid,
+            Self::Cancelled => TicketStatus::Cancelled,
             Self::Failed => TicketStatus::Failed,
         }
+    }
+
+    /// Settled by MySQL: nothing more for a worker to do.
+    pub fn is_settled(self) -> bool {
+        !matches!(self, Self::Pending | Self::Processing)
     }
 }
 
@@ -113,7 +140,7 @@ impl RecordStatus {
 pub enum ClaimStatus {
     /// This call owns the order now (`processing`), or a redelivery found it still claimed.
     Claimed,
-    /// Settled already: confirmed or failed.
+    /// Settled already: confirmed, paid, cancelled or failed.
     Settled(RecordStatus),
     /// No record, and Redis did not lose it: it expired after the order settled.
     Expired,
@@ -125,7 +152,7 @@ impl ClaimStatus {
             "processing" => Self::Claimed,
             "expired" => Self::Expired,
             other => match RecordStatus::parse(other) {
-                Some(r @ (RecordStatus::Confirmed | RecordStatus::Failed)) => Self::Settled(r),
+                Some(r) if r.is_settled() => Self::Settled(r),
                 _ => anyhow::bail!("claim script returned {other:?}"),
             },
         })
@@ -134,8 +161,7 @@ impl ClaimStatus {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Claimed => "processing",
-            Self::Settled(RecordStatus::Confirmed) => "confirmed",
-            Self::Settled(_) => "failed",
+            Self::Settled(r) => r.as_str(),
             Self::Expired => "expired",
         }
     }
@@ -160,8 +186,24 @@ pub struct TicketRecord {
     pub reason: Option<String>,
     pub created_at_ms: i64,
     pub confirmed_at_ms: Option<i64>,
+    pub paid_at_ms: Option<i64>,
+    pub cancelled_at_ms: Option<i64>,
     /// Where the order landed in Kafka (partition, offset), once the gateway recorded it.
     pub location: Option<(i32, i64)>,
+}
+
+/// What MySQL says of a product, for [`TicketStore::rebuild`].
+#[derive(Debug, Clone, Default)]
+pub struct Rebuild {
+    pub mysql_stock: i64,
+    pub initial: i64,
+    /// Orders holding a unit: confirmed or paid.
+    pub sold: i64,
+    pub paid: i64,
+    pub cancelled: i64,
+    pub failed: i64,
+    pub starts_at_ms: Option<i64>,
+    pub ends_at_ms: Option<i64>,
 }
 
 /// Redis view of a product, for the admin API and the auditor.
@@ -170,7 +212,10 @@ pub struct ProductCounts {
     pub stock: Option<i64>,
     pub initial: Option<i64>,
     pub pending: i64,
+    /// Units sold: confirmed, paid or not yet.
     pub confirmed: i64,
+    pub paid: i64,
+    pub cancelled: i64,
     pub failed: i64,
     pub buyers: i64,
     /// The end of the sale, ms since the epoch, when it has one.
@@ -362,11 +407,12 @@ impl TicketStore {
             .context("running the locate script")
     }
 
-    /// Confirms claimed tickets of one product with their order ids. Returns how many changed.
+    /// Confirms claimed tickets of one product with their order ids and payment deadlines.
+    /// Returns how many changed.
     pub async fn confirm(
         &self,
         product: ProductId,
-        orders: &[(&Ticket, u64)],
+        orders: &[(&Ticket, u64, Option<i64>)],
     ) -> anyhow::Result<u64> {
         if orders.is_empty() {
             return Ok(0);
@@ -374,11 +420,16 @@ impl TicketStore {
         let k = self.keys(product);
         let mut inv = CONFIRM.prepare_invoke();
         inv.key(k.meta()).key(k.pending());
-        for (t, id) in orders {
+        let now = crate::now_ms();
+        for (t, id, pay_by) in orders {
             inv.key(k.ticket(t));
-            inv.arg(t.as_str()).arg(*id);
+            // A ticket to be paid lives until its deadline plus the usual TTL.
+            let ttl = pay_by
+                .map(|by| (self.ticket_ttl_secs as i64 + (by - now).max(0) / 1000 + 1).to_string())
+                .unwrap_or_default();
+            inv.arg(t.as_str()).arg(*id).arg(ttl);
         }
-        inv.arg(crate::now_ms());
+        inv.arg(now);
         let mut c = self.conn.clone();
         inv.invoke_async(&mut c)
             .await
@@ -442,6 +493,45 @@ impl TicketStore {
         Ok(n == 1)
     }
 
+    /// Makes Redis follow an order MySQL cancelled: the ticket becomes `cancelled`, its buyer
+    /// is free and its unit goes back on sale, once however often this runs. `true` when
+    /// this call gave the unit back.
+    pub async fn cancel(
+        &self,
+        ticket: &Ticket,
+        reason: crate::CancelReason,
+        now_ms: i64,
+    ) -> anyhow::Result<bool> {
+        let k = self.keys(ticket.product());
+        let mut c = self.conn.clone();
+        let n: i64 = CANCEL
+            .key(k.stock())
+            .key(k.meta())
+            .key(k.buyers())
+            .key(k.ticket(ticket))
+            .arg(ticket.as_str())
+            .arg(reason.as_str())
+            .arg(now_ms)
+            .invoke_async(&mut c)
+            .await
+            .context("running the cancel script")?;
+        Ok(n == 1)
+    }
+
+    /// Makes Redis follow an order MySQL marked paid. `true` when the record changed.
+    pub async fn paid(&self, ticket: &Ticket, now_ms: i64) -> anyhow::Result<bool> {
+        let k = self.keys(ticket.product());
+        let mut c = self.conn.clone();
+        let n: i64 = PAID
+            .key(k.meta())
+            .key(k.ticket(ticket))
+            .arg(now_ms)
+            .invoke_async(&mut c)
+            .await
+            .context("running the paid script")?;
+        Ok(n == 1)
+    }
+
     /// Tickets of a product still unsettled in Redis and reserved at or before `cutoff_ms`.
     pub async fn unsettled_before(
         &self,
@@ -464,21 +554,21 @@ impl TicketStore {
     }
 
     /// Reconcile, step one: write settled records for tickets MySQL has settled. `entries`
-    /// are (ticket, user, order id or reason). Returns how many records changed.
+    /// are (ticket, user, order id or reason). `ttl_secs` is how long the records live.
+    /// Returns how many records changed.
     pub async fn restore_settled(
         &self,
         product: ProductId,
-        status: TicketStatus,
+        status: RecordStatus,
         entries: &[(Ticket, u64, String)],
+        ttl_secs: u64,
     ) -> anyhow::Result<u64> {
         let k = self.keys(product);
         let mut changed = 0;
         for chunk in entries.chunks(500) {
             let mut inv = RESTORE.prepare_invoke();
             inv.key(k.buyers()).key(k.pending());
-            inv.arg(status.as_str())
-                .arg(self.ticket_ttl_secs)
-                .arg(product.get());
+            inv.arg(status.as_str()).arg(ttl_secs).arg(product.get());
             for (t, user, detail) in chunk {
                 inv.key(k.ticket(t));
                 inv.arg(t.as_str()).arg(*user).arg(detail);
@@ -493,18 +583,13 @@ impl TicketStore {
         Ok(changed)
     }
 
+    /// How long a ticket record lives (`SECKILL_TICKET_TTL_SECS`).
+    pub fn ticket_ttl_secs(&self) -> u64 {
+        self.ticket_ttl_secs
+    }
+
     /// Reconcile, step two: counters and stock from MySQL. Returns the new stock.
-    #[allow(clippy::too_many_arguments)]
-    pub async fn rebuild(
-        &self,
-        product: ProductId,
-        mysql_stock: i64,
-        initial: i64,
-        confirmed: i64,
-        failed: i64,
-        starts_at_ms: Option<i64>,
-        ends_at_ms: Option<i64>,
-    ) -> anyhow::Result<i64> {
+    pub async fn rebuild(&self, product: ProductId, m: &Rebuild) -> anyhow::Result<i64> {
         let k = self.keys(product);
         let opt = |v: Option<i64>| v.map(|x| x.to_string()).unwrap_or_default();
         let mut c = self.conn.clone();
@@ -512,13 +597,15 @@ impl TicketStore {
             .key(k.stock())
             .key(k.meta())
             .key(k.pending())
-            .arg(mysql_stock)
-            .arg(initial)
-            .arg(confirmed)
-            .arg(failed)
-            .arg(opt(starts_at_ms))
-            .arg(opt(ends_at_ms))
+            .arg(m.mysql_stock)
+            .arg(m.initial)
+            .arg(m.sold)
+            .arg(m.failed)
+            .arg(opt(m.starts_at_ms))
+            .arg(opt(m.ends_at_ms))
             .arg(crate::now_ms())
+            .arg(m.paid)
+            .arg(m.cancelled)
             .invoke_async(&mut c)
             .await
             .context("running the rebuild script")
@@ -611,6 +698,8 @@ impl TicketStore {
             reason: h.get("reason").cloned(),
             created_at_ms: num("created_at").unwrap_or_default(),
             confirmed_at_ms: num("confirmed_at"),
+            paid_at_ms: num("paid_at"),
+            cancelled_at_ms: num("cancelled_at"),
             location: num("kp").zip(num("ko")).map(|(p, o)| (p as i32, o)),
         }))
     }
@@ -648,6 +737,8 @@ impl TicketStore {
             initial: meta.get("initial").copied(),
             pending,
             confirmed: meta.get("confirmed").copied().unwrap_or(0),
+            paid: meta.get("paid").copied().unwrap_or(0),
+            cancelled: meta.get("cancelled").copied().unwrap_or(0),
             failed: meta.get("failed").copied().unwrap_or(0),
             buyers,
             ends_at_ms: meta.get("ends_at").copied(),

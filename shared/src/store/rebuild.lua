@@ -3,14 +3,16 @@
 -- script then sets the counters and the stock in one step.
 -- Stock = MySQL stock less the tickets still in flight in Redis (pending or processing).
 -- KEYS: 1 stock, 2 meta, 3 pending
--- ARGV: 1 MySQL stock, 2 initial stock, 3 confirmed rows, 4 failed rows, 5 starts_at ms or '',
---       6 ends_at ms or '', 7 now (ms): `loaded_at`, so that claim.lua adopts the orders
---       reserved before this rebuild whose records Redis lost
+-- ARGV: 1 MySQL stock, 2 initial stock, 3 sold rows (confirmed or paid), 4 failed rows,
+--       5 starts_at ms or '', 6 ends_at ms or '', 7 now (ms): `loaded_at`, so that claim.lua
+--       adopts the orders reserved before this rebuild whose records Redis lost,
+--       8 paid rows, 9 cancelled rows
 -- Returns the new stock.
 local in_flight = redis.call('ZCARD', KEYS[3])
 local stock = tonumber(ARGV[1]) - in_flight
 redis.call('SET', KEYS[1], stock)
-redis.call('HSET', KEYS[2], 'initial', ARGV[2], 'confirmed', ARGV[3], 'failed', ARGV[4], 'loaded_at', ARGV[7])
+redis.call('HSET', KEYS[2], 'initial', ARGV[2], 'confirmed', ARGV[3], 'failed', ARGV[4], 'loaded_at', ARGV[7],
+  'paid', ARGV[8], 'cancelled', ARGV[9])
 if ARGV[5] ~= '' then redis.call('HSET', KEYS[2], 'starts_at', ARGV[5]) else redis.call('HDEL', KEYS[2], 'starts_at') end
 if ARGV[6] ~= '' then redis.call('HSET', KEYS[2], 'ends_at', ARGV[6]) else redis.call('HDEL', KEYS[2], 'ends_at') end
 return stock

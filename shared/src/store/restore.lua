@@ -1,9 +1,11 @@
 -- Reconcile, step one: make Redis agree with MySQL about settled tickets of one product.
--- For each ticket MySQL settled (an order row, or a failed_tickets row) whose Redis record is
--- missing or still in flight, write the settled record, fix the buyer and leave `pending`.
--- Counters and stock are set afterwards by rebuild.lua, so nothing here touches them.
+-- For each ticket MySQL settled (an order row, or a failed_tickets row), write the settled
+-- record where Redis has none, has it in flight, or has an older state (a `confirmed` that
+-- MySQL has since paid or cancelled: the rebuild's stock already counts a cancelled unit, so
+-- the record must say `cancelled` or cancel.lua would give the unit back a second time).
+-- Fix the buyer and leave `pending`. Counters and stock are set afterwards by rebuild.lua.
 -- KEYS: 1 buyers, 2 pending, 3.. ticket records
--- ARGV: 1 'confirmed' or 'failed', 2 ttl (s), 3 product id,
+-- ARGV: 1 'confirmed', 'paid', 'cancelled' or 'failed', 2 ttl (s), 3 product id,
 --       then triples (ticket, user id, order id or reason) in the order of KEYS[3..]
 -- Returns how many records changed.
 local settled = ARGV[1]
@@ -12,15 +14,23 @@ for i = 3, #KEYS do
   local j = 3 + (i - 3) * 3
   local ticket, user, detail = ARGV[j + 1], ARGV[j + 2], ARGV[j + 3]
   local status = redis.call('HGET', KEYS[i], 'status')
-  if status ~= 'confirmed' and status ~= 'failed' then
-    local field = 'order_id'
-    if settled == 'failed' then field = 'reason' end
-    redis.call('HSET', KEYS[i], 'status', settled, 'user_id', user, 'product_id', ARGV[3], field, detail)
+  local write
+  if settled == 'confirmed' or settled == 'failed' then
+    write = status ~= 'confirmed' and status ~= 'failed' and status ~= 'paid' and status ~= 'cancelled'
+  else
+    write = status ~= settled
+  end
+  if write then
+    if settled == 'failed' then
+      redis.call('HSET', KEYS[i], 'status', settled, 'user_id', user, 'product_id', ARGV[3], 'reason', detail)
+    else
+      redis.call('HSET', KEYS[i], 'status', settled, 'user_id', user, 'product_id', ARGV[3], 'order_id', detail)
+    end
     redis.call('EXPIRE', KEYS[i], ARGV[2])
     redis.call('ZREM', KEYS[2], ticket)
     changed = changed + 1
   end
-  if settled == 'confirmed' then
+  if settled == 'confirmed' or settled == 'paid' then
     redis.call('HSET', KEYS[1], user, ticket)
   elseif redis.call('HGET', KEYS[1], user) == ticket then
     redis.call('HDEL', KEYS[1], user)

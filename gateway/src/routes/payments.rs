@@ -1,0 +1,328 @@
+//! The payment window: `POST /v1/orders/{ticket}/pay`, `POST /v1/orders/{ticket}/cancel`
+//! and the provider's `POST /v1/payments/callback`. See [`crate::payments`].
+
+use crate::auth::Buyer;
+use crate::error::{documented as e, ApiError};
+use crate::payments::{self, Payment};
+use crate::routes::openapi::schema;
+use crate::routes::TicketBody;
+use crate::state::AppState;
+use actix_web::{web, HttpRequest, HttpResponse};
+use seckill_shared::cancel::{self, BuyerCancel};
+use seckill_shared::payment::{self as pay, Callback, PaymentStatus};
+use seckill_shared::{db, now_ms, Ticket, TicketStatus, UserId};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+/// The longest `Idempotency-Key`.
+const MAX_KEY_LEN: usize = 255;
+
+/// The body of `POST /v1/payments/callback` (`seckill_shared::payment::Callback`).
+#[derive(Debug, ToSchema)]
+#[allow(dead_code)] // documents the body the handler parses as `Callback`
+pub struct CallbackBody {
+    /// As the gateway sent it with the charge.
+    #[schema(pattern = "^pay_[0-9a-f]{32}$")]
+    payment_id: String,
+    #[schema(schema_with = schema::charge_outcome)]
+    status: String,
+}
+
+/// The body of `202` to a payment, and of `200` to a callback.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PaymentBody {
+    #[schema(pattern = "^pay_[0-9a-f]{32}$")]
+    payment_id: String,
+    /// `processing` until the provider calls back; then `succeeded`, `declined` or
+    /// `refund_due` (the order was no longer payable: cancelled, or paid by another payment).
+    #[schema(schema_with = schema::payment_status)]
+    status: String,
+}
+
+impl PaymentBody {
+    fn of(p: &Payment) -> Self {
+        Self {
+            payment_id: p.payment_id.clone(),
+            // An attempt the provider has not confirmed is shown as `processing` too.
+            status: match p.status {
+                PaymentStatus::Unsent => PaymentStatus::Processing,
+                s => s,
+            }
+            .as_str()
+            .to_owned(),
+        }
+    }
+}
+
+/// The ticket's order as MySQL knows it, if the caller owns it. A ticket still in flight
+/// (only in Redis) is `pending`.
+async fn owned_order(
+    state: &AppState,
+    buyer: &Buyer,
+    ticket: &Ticket,
+) -> Result<db::SettledTicket, ApiError> {
+    let owner = |user_id: u64| buyer.0.is_none_or(|b| b.get() == user_id);
+    match db::settled_ticket(&state.db, ticket).await {
+        Ok(Some(s)) if owner(s.user_id) => Ok(s),
+        Ok(Some(_)) => Err(ApiError::UnknownTicket),
+        Ok(None) => match state.store.ticket(ticket).await {
+            Ok(Some(r)) if owner(r.user_id) => Ok(db::SettledTicket {
+                status: r.status,
+                user_id: r.user_id,
+                ..Default::default()
+            }),
+            Ok(_) => Err(ApiError::UnknownTicket),
+            Err(e) => Err(ApiError::unavailable("Redis", e)),
+        },
+        Err(e) => Err(ApiError::unavailable("MySQL", e)),
+    }
+}
+
+fn idempotency_key(req: &HttpRequest) -> Result<String, ApiError> {
+    let key = req
+        .headers()
+        .get("Idempotency-Key")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .unwrap_or_default();
+    if key.is_empty() || key.len() > MAX_KEY_LEN || !key.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(ApiError::BadRequest(format!(
+            "an Idempotency-Key header of 1 to {MAX_KEY_LEN} visible ASCII characters is required"
+        )));
+    }
+    Ok(key.to_owned())
+}
+
+#[utoipa::path(
+    post,
+    path = "/v1/orders/{ticket}/pay",
+    operation_id = "payOrder",
+    tag = "buy",
+    summary = "Pay a confirmed order",
+    description = "Records a payment attempt, then asks the payment provider to charge the product's price. The provider's signed callback decides: a success within the window makes the order `paid`. A repeat with the same `Idempotency-Key` answers the same payment and charges nothing more. A declined payment leaves the order `confirmed`: pay again, with a new key, until `pay_by_ms`. No body.",
+    params(
+        ("ticket" = inline(schema::TicketText), Path, description = "The order's ticket."),
+        ("Idempotency-Key" = String, Header, description = "1 to 255 visible ASCII characters, unique per payment attempt."),
+    ),
+    security(("buyer" = [])),
+    responses(
+        (status = 202, description = "Sent to the provider; poll the ticket.", body = PaymentBody),
+        e::BadRequest,
+        e::Unauthenticated,
+        e::UnknownTicket,
+        e::NotPayable,
+        e::AddressLimited,
+        e::Unavailable,
+    ),
+)]
+pub async fn pay(
+    req: HttpRequest,
+    buyer: Buyer,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let ticket = Ticket::parse(&path)?;
+    let key = idempotency_key(&req)?;
+    let order = owned_order(&state, &buyer, &ticket).await?;
+    let existing = payments::by_key(&state.db, ticket.as_str(), &key)
+        .await
+        .map_err(|e| ApiError::unavailable("MySQL", e))?;
+    let payment = match existing {
+        // The same request again: the same payment. One the provider never took is sent again
+        // (the provider dedupes by payment id).
+        Some(p) if p.status != PaymentStatus::Unsent => {
+            return Ok(HttpResponse::Accepted().json(PaymentBody::of(&p)))
+        }
+        Some(p) => p,
+        None => {
+            if order.status != TicketStatus::Confirmed || order.pay_by_ms.is_none() {
+                return Err(ApiError::NotPayable {
+                    state: order.status,
+                });
+            }
+            let now = now_ms();
+            if order.pay_by_ms.is_some_and(|by| now >= by) {
+                return Err(ApiError::PaymentWindowClosed);
+            }
+            if payments::in_progress(&state.db, ticket.as_str())
+                .await
+                .map_err(|e| ApiError::unavailable("MySQL", e))?
+            {
+                return Err(ApiError::PaymentInProgress);
+            }
+            let product = db::product(&state.db, ticket.product())
+                .await
+                .map_err(|e| ApiError::unavailable("MySQL", e))?
+                .ok_or(ApiError::UnknownTicket)?;
+            let p = Payment {
+                payment_id: payments::new_payment_id(),
+                ticket: ticket.to_string(),
+                user_id: order.user_id,
+                status: PaymentStatus::Unsent,
+                amount: product.price,
+                currency: product.currency,
+            };
+            let inserted = payments::record(&state.db, &p, &key, now)
+                .await
+                .map_err(|e| ApiError::unavailable("MySQL", e))?;
+            if !inserted {
+                // A concurrent repeat recorded it first.
+                let p = payments::by_key(&state.db, ticket.as_str(), &key)
+                    .await
+                    .map_err(|e| ApiError::unavailable("MySQL", e))?
+                    .ok_or_else(|| ApiError::Unavailable("retry shortly".into()))?;
+                return Ok(HttpResponse::Accepted().json(PaymentBody::of(&p)));
+            }
+            p
+        }
+    };
+    if let Err(e) = state.payments.send(&payment).await {
+        return Err(ApiError::unavailable("the payment provider", e));
+    }
+    payments::mark_sent(&state.db, &payment.payment_id)
+        .await
+        .map_err(|e| ApiError::unavailable("MySQL", e))?;
+    state.metrics.payments.with_label_values(&["sent"]).inc();
+    Ok(HttpResponse::Accepted().json(PaymentBody {
+        payment_id: payment.payment_id,
+        status: PaymentStatus::Processing.as_str().to_owned(),
+    }))
+}
+
+#[utoipa::path(
+    post,
+    path = "/v1/orders/{ticket}/cancel",
+    operation_id = "cancelOrder",
+    tag = "buy",
+    summary = "Cancel a confirmed order",
+    description = "The owner cancels an order awaiting payment; its unit goes back on sale at once. Cancelling a cancelled order answers it again. No body.",
+    params(("ticket" = inline(schema::TicketText), Path, description = "The order's ticket.")),
+    security(("buyer" = [])),
+    responses(
+        (status = 200, description = "Cancelled.", body = TicketBody),
+        e::BadRequest,
+        e::Unauthenticated,
+        e::UnknownTicket,
+        e::NotCancellable,
+        e::AddressLimited,
+        e::Unavailable,
+    ),
+)]
+pub async fn cancel(
+    buyer: Buyer,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let ticket = Ticket::parse(&path)?;
+    let order = owned_order(&state, &buyer, &ticket).await?;
+    let user = UserId::new(order.user_id)
+        .map_err(|e| ApiError::Unexpected(anyhow::anyhow!("a stored user: {e}")))?;
+    let now = now_ms();
+    match cancel::cancel_by_buyer(&state.db, &ticket, user, now)
+        .await
+        .map_err(|e| ApiError::unavailable("MySQL", e))?
+    {
+        BuyerCancel::Cancelled(c) => {
+            // The commit decided; Redis follows now, or a worker's next round does it.
+            match cancel::give_back(&state.store, &state.db, std::slice::from_ref(&c), now).await {
+                Ok(back) => {
+                    for product in back.keys() {
+                        state
+                            .sold_out
+                            .drop_marker(*product, crate::sold_out::DropCause::ZkFalse);
+                        state.sold_out.publish_not_sold_out(*product).await;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = format!("{e:#}"), %ticket, "the unit goes back in Redis on a worker's next round")
+                }
+            }
+            state.metrics.cancels.inc();
+        }
+        BuyerCancel::NotCancellable(s) if s.public() == TicketStatus::Cancelled => {}
+        BuyerCancel::NotCancellable(s) => {
+            return Err(ApiError::NotCancellable { state: s.public() })
+        }
+        BuyerCancel::NoOrder => {
+            return Err(ApiError::NotCancellable {
+                state: order.status,
+            })
+        }
+    }
+    let body = db::settled_ticket(&state.db, &ticket)
+        .await
+        .map_err(|e| ApiError::unavailable("MySQL", e))?
+        .ok_or(ApiError::UnknownTicket)?;
+    Ok(HttpResponse::Ok().json(TicketBody::from_settled(&ticket, body)))
+}
+
+#[utoipa::path(
+    post,
+    path = "/v1/payments/callback",
+    operation_id = "paymentCallback",
+    tag = "payments",
+    summary = "The payment provider's answer",
+    description = "Signed: `Seckill-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of \"<t>.<raw body>\" with SECKILL_PAYMENT_WEBHOOK_SECRET>`. A success pays the order if it is still `confirmed` and within its window; otherwise the payment becomes `refund_due`. Repeats change nothing.",
+    request_body = CallbackBody,
+    params(("Seckill-Signature" = String, Header, description = "`t=<unix seconds>,v1=<hex HMAC-SHA256>`.")),
+    responses(
+        (status = 200, description = "Applied (or applied before).", body = PaymentBody),
+        e::BadRequest,
+        e::InvalidSignature,
+        e::UnknownPayment,
+        e::PayloadTooLarge,
+        e::Unavailable,
+    ),
+)]
+pub async fn callback(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    let Some(secret) = state.payments.webhook_secret() else {
+        return Err(ApiError::InvalidSignature(
+            "callbacks are refused: SECKILL_PAYMENT_WEBHOOK_SECRET is not set".into(),
+        ));
+    };
+    let header = req
+        .headers()
+        .get(pay::SIGNATURE_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    pay::verify(secret, header, &body, now_ms() / 1000)
+        .map_err(|e| ApiError::InvalidSignature(e.to_string()))?;
+    let cb: Callback = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::BadRequest(format!("invalid callback body: {e}")))?;
+    let now = now_ms();
+    let settled = payments::settle(&state.db, &cb.payment_id, cb.status, now)
+        .await
+        .map_err(|e| ApiError::unavailable("MySQL", e))?
+        .ok_or(ApiError::UnknownPayment)?;
+    let p = &settled.payment;
+    if settled.changed {
+        state
+            .metrics
+            .payments
+            .with_label_values(&[p.status.as_str()])
+            .inc();
+        match p.status {
+            PaymentStatus::Succeeded => {
+                if let Ok(t) = Ticket::parse(&p.ticket) {
+                    if let Err(e) = state.store.paid(&t, now).await {
+                        tracing::warn!(error = format!("{e:#}"), ticket = %t, "Redis did not follow a payment; MySQL decides");
+                    }
+                }
+            }
+            PaymentStatus::RefundDue => tracing::warn!(
+                payment_id = %p.payment_id,
+                ticket = %p.ticket,
+                amount = p.amount,
+                currency = %p.currency,
+                "a payment succeeded for an order no longer payable: refund due"
+            ),
+            _ => {}
+        }
+    }
+    Ok(HttpResponse::Ok().json(PaymentBody::of(p)))
+}

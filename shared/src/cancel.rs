@@ -1,0 +1,243 @@
+//! Cancelling orders: unpaid past their deadline (the workers' expiry), or by their buyer.
+//!
+//! MySQL decides, then Redis follows:
+//! 1. One transaction per batch flips `confirmed` orders to `cancelled` with one conditional
+//!    `UPDATE` (so a payment deciding on the same row either wins before it or loses), puts
+//!    their units back in MySQL's stock, and sets `restore_due`.
+//! 2. After the commit, `cancel.lua` gives each unit back in Redis and frees its buyer. It only
+//!    takes a `confirmed` ticket, so running it again changes nothing.
+//! 3. `restore_due` is cleared. A crash before that leaves it set, and any worker's next round
+//!    ([`restore_due`]) does step 2 again: each unit comes back exactly once.
+//!
+//! Lock order: the order rows, then the product rows. The expiry reads under `READ
+//! COMMITTED`, so it locks only the rows it takes, and skips rows a payment has locked.
+
+use crate::domain::{CancelReason, OrderStatus, ProductId, Ticket, UserId};
+use crate::settle::push_padded;
+use crate::store::TicketStore;
+use anyhow::Context;
+use sqlx::mysql::MySqlPool;
+use sqlx::{Acquire, Executor, MySql, QueryBuilder, Row};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A cancelled order whose unit must go back in Redis.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cancelled {
+    pub id: i64,
+    pub ticket: Ticket,
+    pub reason: CancelReason,
+    /// The deadline it missed (payment timeout).
+    pub pay_by_ms: Option<i64>,
+}
+
+/// Cancels up to `limit` orders whose payment deadline passed by `now_ms`, oldest deadline
+/// first, in one transaction. Rows another transaction holds (a payment deciding) are
+/// skipped, not waited for.
+pub async fn cancel_overdue(
+    db: &MySqlPool,
+    now_ms: i64,
+    limit: usize,
+) -> anyhow::Result<Vec<Cancelled>> {
+    let mut conn = db.acquire().await.context("acquiring a connection")?;
+    conn.execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
+        .await
+        .context("setting the isolation level")?;
+    let mut tx = conn.begin().await.context("starting a transaction")?;
+    let due: Vec<(i64, String, i64, Option<i64>)> = sqlx::query(
+        "SELECT id, ticket, product_id, pay_by_ms FROM orders \
+         WHERE status = 'confirmed' AND pay_by_ms <= ? \
+         ORDER BY pay_by_ms LIMIT ? FOR UPDATE SKIP LOCKED",
+    )
+    .bind(now_ms)
+    .bind(limit as i64)
+    .fetch_all(&mut *tx)
+    .await
+    .context("reading overdue orders")?
+    .into_iter()
+    .map(|r| {
+        (
+            r.get("id"),
+            r.get("ticket"),
+            r.get("product_id"),
+            r.get("pay_by_ms"),
+        )
+    })
+    .collect();
+    if due.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids: Vec<i64> = due.iter().map(|d| d.0).collect();
+    let mut q = QueryBuilder::<MySql>::new(
+        "UPDATE orders SET status = 'cancelled', cancel_reason = 'payment_timeout', restore_due = 1, cancelled_at_ms = ",
+    );
+    q.push_bind(now_ms)
+        .push(" WHERE status = 'confirmed' AND id IN (");
+    push_padded(&mut q, &ids);
+    q.push(")");
+    let res = q
+        .build()
+        .execute(&mut *tx)
+        .await
+        .context("cancelling overdue orders")?;
+    anyhow::ensure!(
+        res.rows_affected() == ids.len() as u64,
+        "cancelled {} of {} locked orders",
+        res.rows_affected(),
+        ids.len()
+    );
+    let mut per_product: BTreeMap<i64, i64> = BTreeMap::new();
+    for d in &due {
+        *per_product.entry(d.2).or_default() += 1;
+    }
+    for (product, n) in &per_product {
+        sqlx::query("UPDATE products SET stock = stock + ? WHERE id = ?")
+            .bind(n)
+            .bind(product)
+            .execute(&mut *tx)
+            .await
+            .context("putting units back in MySQL")?;
+    }
+    tx.commit().await.context("committing the cancels")?;
+    due.into_iter()
+        .map(|(id, ticket, _, pay_by_ms)| {
+            Ok(Cancelled {
+                id,
+                ticket: Ticket::parse(&ticket)
+                    .map_err(|e| anyhow::anyhow!("a stored ticket: {e}"))?,
+                reason: CancelReason::PaymentTimeout,
+                pay_by_ms,
+            })
+        })
+        .collect()
+}
+
+/// What a buyer's cancel found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BuyerCancel {
+    /// Cancelled now; its unit must go back in Redis.
+    Cancelled(Cancelled),
+    /// Not cancellable: the order is in this state (or has no payment window).
+    NotCancellable(OrderStatus),
+    /// No such order of this buyer.
+    NoOrder,
+}
+
+/// The buyer cancels their `confirmed` order (one with a payment window). One conditional
+/// `UPDATE` decides against a payment deciding on the same row.
+pub async fn cancel_by_buyer(
+    db: &MySqlPool,
+    ticket: &Ticket,
+    user: UserId,
+    now_ms: i64,
+) -> anyhow::Result<BuyerCancel> {
+    let mut tx = db.begin().await.context("starting a transaction")?;
+    let res = sqlx::query(
+        "UPDATE orders SET status = 'cancelled', cancel_reason = 'buyer_cancelled', restore_due = 1, \
+         cancelled_at_ms = ? WHERE ticket = ? AND user_id = ? AND status = 'confirmed' AND pay_by_ms IS NOT NULL",
+    )
+    .bind(now_ms)
+    .bind(ticket.as_str())
+    .bind(user.as_i64())
+    .execute(&mut *tx)
+    .await
+    .context("cancelling an order")?;
+    let row =
+        sqlx::query("SELECT id, status, pay_by_ms FROM orders WHERE ticket = ? AND user_id = ?")
+            .bind(ticket.as_str())
+            .bind(user.as_i64())
+            .fetch_optional(&mut *tx)
+            .await
+            .context("reading the order")?;
+    let Some(row) = row else {
+        return Ok(BuyerCancel::NoOrder);
+    };
+    if res.rows_affected() == 0 {
+        let status: String = row.get("status");
+        let status = OrderStatus::parse(&status)
+            .with_context(|| format!("unknown order status {status:?} in MySQL"))?;
+        return Ok(BuyerCancel::NotCancellable(status));
+    }
+    sqlx::query("UPDATE products SET stock = stock + 1 WHERE id = ?")
+        .bind(ticket.product().as_i64())
+        .execute(&mut *tx)
+        .await
+        .context("putting the unit back in MySQL")?;
+    tx.commit().await.context("committing the cancel")?;
+    Ok(BuyerCancel::Cancelled(Cancelled {
+        id: row.get("id"),
+        ticket: ticket.clone(),
+        reason: CancelReason::BuyerCancelled,
+        pay_by_ms: row.get("pay_by_ms"),
+    }))
+}
+
+/// Cancelled orders whose unit may not be back in Redis yet (a crash after the cancel's
+/// commit), cancelled at or before `before_ms`.
+pub async fn restore_due(
+    db: &MySqlPool,
+    before_ms: i64,
+    limit: usize,
+) -> anyhow::Result<Vec<Cancelled>> {
+    sqlx::query(
+        "SELECT id, ticket, cancel_reason, pay_by_ms FROM orders \
+         WHERE restore_due = 1 AND cancelled_at_ms <= ? LIMIT ?",
+    )
+    .bind(before_ms)
+    .bind(limit as i64)
+    .fetch_all(db)
+    .await
+    .context("reading cancels to restore")?
+    .into_iter()
+    .map(|r| {
+        let reason: Option<String> = r.get("cancel_reason");
+        Ok(Cancelled {
+            id: r.get("id"),
+            ticket: Ticket::parse(r.get::<&str, _>("ticket"))
+                .map_err(|e| anyhow::anyhow!("a stored ticket: {e}"))?,
+            reason: reason
+                .as_deref()
+                .and_then(CancelReason::parse)
+                .unwrap_or(CancelReason::PaymentTimeout),
+            pay_by_ms: r.get("pay_by_ms"),
+        })
+    })
+    .collect()
+}
+
+/// Step 2 and 3: gives the units of `cancelled` back in Redis (at most once each), then
+/// clears their `restore_due`. Returns the products that got a unit back, each with how many:
+/// the caller announces them (`"false"`), so every gateway drops its sold-out marker.
+pub async fn give_back(
+    store: &TicketStore,
+    db: &MySqlPool,
+    cancelled: &[Cancelled],
+    now_ms: i64,
+) -> anyhow::Result<BTreeMap<ProductId, u64>> {
+    // One multiplexed connection: each chunk runs pipelined.
+    let mut back: BTreeMap<ProductId, u64> = BTreeMap::new();
+    for chunk in cancelled.chunks(64) {
+        let given = futures::future::join_all(
+            chunk
+                .iter()
+                .map(|c| store.cancel(&c.ticket, c.reason, now_ms)),
+        )
+        .await;
+        for (c, given) in chunk.iter().zip(given) {
+            if given? {
+                *back.entry(c.ticket.product()).or_default() += 1;
+            }
+        }
+    }
+    let ids: BTreeSet<i64> = cancelled.iter().map(|c| c.id).collect();
+    if !ids.is_empty() {
+        let ids: Vec<i64> = ids.into_iter().collect();
+        let mut q = QueryBuilder::<MySql>::new("UPDATE orders SET restore_due = 0 WHERE id IN (");
+        push_padded(&mut q, &ids);
+        q.push(")");
+        q.build()
+            .execute(db)
+            .await
+            .context("clearing restore_due")?;
+    }
+    Ok(back)
+}
