@@ -1,8 +1,10 @@
 //! The command line: `seckill-bench load …`, `seckill-bench audit …`,
-//! `seckill-bench mysql-ceiling …` and `seckill-bench report …`.
+//! `seckill-bench mysql-ceiling …`, `seckill-bench report …` and
+//! `seckill-bench provider …`.
 
 use clap::{Args, Parser, Subcommand};
 use secrecy::SecretString;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
 #[derive(Debug, Parser)]
@@ -46,6 +48,9 @@ pub enum Command {
     /// Build the results of a `scripts/bench.sh` run: each figure checked for a valid run
     /// before its goal is judged.
     Report(crate::report::ReportArgs),
+    /// Simulate the payment provider: take charges, then call the gateway back with signed
+    /// succeeded or declined callbacks, sometimes late or twice.
+    Provider(ProviderArgs),
 }
 
 #[derive(Debug, Clone, Args)]
@@ -234,6 +239,13 @@ fn secret(s: &str) -> Result<SecretString, String> {
     Ok(SecretString::from(s))
 }
 
+fn probability(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(p) if (0.0..=1.0).contains(&p) => Ok(p),
+        _ => Err("must be a number from 0 to 1".into()),
+    }
+}
+
 fn positive_rate(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(r) if r.is_finite() && r > 0.0 => Ok(r),
@@ -313,6 +325,46 @@ pub struct MysqlCeilingArgs {
     /// Print the result as one JSON object on stdout.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ProviderArgs {
+    /// Address to listen on (port 0 picks a free one).
+    #[arg(long, default_value = "127.0.0.1:8099", value_name = "ADDR")]
+    pub listen: SocketAddr,
+
+    /// Sign each callback with this (HMAC-SHA256): the gateway's payment webhook secret.
+    #[arg(
+        long,
+        env = "SECKILL_PAYMENT_WEBHOOK_SECRET",
+        hide_env_values = true,
+        value_name = "SECRET",
+        value_parser = secret
+    )]
+    pub webhook_secret: SecretString,
+
+    /// Chance that a charge is declined.
+    #[arg(long, default_value_t = 0.1, value_name = "P", value_parser = probability)]
+    pub decline_rate: f64,
+
+    /// Time from a charge to its decision and callback.
+    #[arg(long, default_value_t = 200, value_name = "MS")]
+    pub delay_ms: u64,
+
+    /// Chance that a charge is decided after --late-delay-ms instead.
+    #[arg(long, default_value_t = 0.05, value_name = "P", value_parser = probability)]
+    pub late_rate: f64,
+
+    #[arg(long, default_value_t = 5000, value_name = "MS")]
+    pub late_delay_ms: u64,
+
+    /// Chance that a callback is sent twice (the same bytes, the same signature).
+    #[arg(long, default_value_t = 0.0, value_name = "P", value_parser = probability)]
+    pub duplicate_rate: f64,
+
+    /// Seed the random choices: the same charges in the same order get the same ones.
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
 }
 
 #[cfg(test)]
@@ -461,5 +513,49 @@ mod tests {
             assert_eq!(arg(id).get_env(), Some(std::ffi::OsStr::new(env)));
             assert!(arg(id).is_hide_env_values_set());
         }
+    }
+
+    #[test]
+    fn provider_takes_odds_from_0_to_1_and_hides_its_secret() {
+        use secrecy::ExposeSecret;
+        let provider = |extra: &[&str]| {
+            let mut argv = vec!["b", "provider", "--webhook-secret", "whsec"];
+            argv.extend_from_slice(extra);
+            Cli::try_parse_from(argv).map(|c| match c.command {
+                Command::Provider(a) => a,
+                other => panic!("not provider: {other:?}"),
+            })
+        };
+        let a = provider(&["--decline-rate", "1", "--seed", "7"]).unwrap();
+        assert_eq!(a.webhook_secret.expose_secret(), "whsec");
+        assert_eq!(a.listen, "127.0.0.1:8099".parse().unwrap());
+        assert_eq!(
+            (a.decline_rate, a.late_rate, a.duplicate_rate),
+            (1.0, 0.05, 0.0)
+        );
+        assert_eq!((a.delay_ms, a.late_delay_ms, a.seed), (200, 5000, Some(7)));
+        assert!(!format!("{a:?}").contains("whsec"));
+        for bad in [
+            ["--decline-rate", "1.5"],
+            ["--late-rate", "-0.1"],
+            ["--duplicate-rate", "x"],
+        ] {
+            assert!(provider(&bad).is_err(), "{bad:?}");
+        }
+        assert!(provider(&["--listen", "nowhere"]).is_err());
+        if std::env::var_os("SECKILL_PAYMENT_WEBHOOK_SECRET").is_none() {
+            assert!(Cli::try_parse_from(["b", "provider"]).is_err());
+        }
+        let cmd = Cli::command();
+        let p = cmd.find_subcommand("provider").unwrap();
+        let arg = p
+            .get_arguments()
+            .find(|a| a.get_id() == "webhook_secret")
+            .unwrap();
+        assert_eq!(
+            arg.get_env(),
+            Some(std::ffi::OsStr::new("SECKILL_PAYMENT_WEBHOOK_SECRET"))
+        );
+        assert!(arg.is_hide_env_values_set());
     }
 }

@@ -11,12 +11,15 @@
 //!   rate is measured against.
 //! - [`report`]: `seckill-bench report`, the results table of `scripts/bench.sh`: each figure
 //!   judged only when its run was valid.
+//! - [`provider`]: `seckill-bench provider`, a simulated payment provider: takes charges, then
+//!   calls back with signed, sometimes late or duplicated, outcomes.
 
 pub mod audit;
 pub mod ceiling;
 pub mod cli;
 pub mod history;
 pub mod load;
+pub mod provider;
 pub mod report;
 
 use std::process::ExitCode;
@@ -30,6 +33,9 @@ pub async fn run(cli: cli::Cli) -> anyhow::Result<bool> {
         cli::Command::Audit(args) => audit::run(args).await,
         cli::Command::MysqlCeiling(args) => ceiling::run(args).await.map(|_| true),
         cli::Command::Report(args) => report::run(args),
+        cli::Command::Provider(args) => provider::run(args, provider::shutdown_signal())
+            .await
+            .map(|_| true),
     }
 }
 

@@ -69,6 +69,9 @@ impl Chaos {
     }
 }
 
+/// A ticket to confirm: its order id and payment deadline.
+type Confirm<'a> = (&'a Ticket, u64, Option<i64>);
+
 /// What became of one order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
@@ -245,7 +248,7 @@ impl Settler {
             ..BatchReport::default()
         };
         let claimed = &claimed.claimed;
-        let mut confirms: BTreeMap<ProductId, Vec<(&Ticket, u64, Option<i64>)>> = BTreeMap::new();
+        let mut confirms: BTreeMap<ProductId, Vec<Confirm>> = BTreeMap::new();
         for (m, outcome) in claimed.iter().zip(decided) {
             if let Outcome::Confirmed {
                 order_id,

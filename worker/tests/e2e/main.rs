@@ -15,6 +15,7 @@ mod logs;
 mod markers;
 mod observability;
 mod openapi;
+mod payments;
 mod pipeline;
 mod process;
 mod recovery;

@@ -35,7 +35,7 @@ async fn order_ids_match_mysql(read_back: bool) {
     let report = settler.settle(&orders[3..]).await.unwrap();
     assert_eq!(report.outcomes.len(), 34);
     for (ticket, outcome) in &report.outcomes {
-        let Outcome::Confirmed { order_id } = outcome else {
+        let Outcome::Confirmed { order_id, .. } = outcome else {
             panic!("{ticket}: {outcome:?}");
         };
         let row_id: i64 = sqlx::query("SELECT id FROM orders WHERE ticket = ?")

@@ -1,0 +1,676 @@
+//! The payment window (issue 12): paying in time, idempotent payments, declines, expiry that
+//! resells the unit, buyer cancels, the pay/cancel race, and signed callbacks.
+//!
+//! The test plays the payment provider: a real HTTP server takes the gateway's charges, and
+//! the test sends the provider's signed callbacks when it chooses, so each race is exact.
+
+use crate::helpers::*;
+use actix_web::{web, App, HttpResponse, HttpServer};
+use reqwest::StatusCode;
+use seckill_shared::cancel;
+use seckill_shared::payment::{self, Charge};
+use seckill_shared::{now_ms, ProductId};
+use serde_json::{json, Value};
+use sqlx::Row;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const WEBHOOK_SECRET: &str = "test-webhook-secret";
+
+/// A provider that records the charges it is asked for and answers `201`, or `503` while
+/// `down` is set.
+#[derive(Clone, Default)]
+struct Provider {
+    charges: Arc<Mutex<Vec<Charge>>>,
+    down: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Provider {
+    async fn start() -> (Self, String) {
+        let p = Provider::default();
+        let state = p.clone();
+        let server = HttpServer::new(move || {
+            let state = state.clone();
+            App::new().route(
+                "/charges",
+                web::post().to(move |charge: web::Json<Charge>| {
+                    let state = state.clone();
+                    async move {
+                        if state.down.load(std::sync::atomic::Ordering::SeqCst) {
+                            return HttpResponse::ServiceUnavailable().finish();
+                        }
+                        let id = charge.payment_id.clone();
+                        state.charges.lock().unwrap().push(charge.into_inner());
+                        HttpResponse::Created().json(json!({"payment_id": id, "status": "pending"}))
+                    }
+                }),
+            )
+        })
+        .workers(1)
+        .bind("127.0.0.1:0")
+        .unwrap();
+        let url = format!("http://{}", server.addrs()[0]);
+        tokio::spawn(server.run());
+        (p, url)
+    }
+
+    fn charges(&self) -> Vec<Charge> {
+        self.charges.lock().unwrap().clone()
+    }
+}
+
+struct Sale {
+    env: TestEnv,
+    gw: TestGateway,
+    provider: Provider,
+    _worker: TestWorker,
+}
+
+impl Sale {
+    async fn new() -> Self {
+        let env = TestEnv::new().await;
+        let (provider, url) = Provider::start().await;
+        let gw = env
+            .gateway_with(|s| {
+                s.payment_provider_url = url.clone();
+                s.payment_callback_url = "http://gateway.invalid/v1/payments/callback".into();
+                s.payment_webhook_secret = WEBHOOK_SECRET.into();
+            })
+            .await;
+        let worker = env.worker().await;
+        Self {
+            env,
+            gw,
+            provider,
+            _worker: worker,
+        }
+    }
+
+    /// A priced product with a payment window, loaded for sale.
+    async fn product(&self, stock: i64, window_secs: i64) -> ProductId {
+        let (status, body) = self
+            .gw
+            .admin_post(
+                "/admin/products",
+                json!({"name": "paid item", "stock": stock, "price": 1999, "currency": "EUR", "payment_window_secs": window_secs}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        let id = ProductId::new(body["id"].as_u64().unwrap()).unwrap();
+        let (status, body) = self
+            .gw
+            .admin_post(&format!("/admin/products/{id}/preload"), Value::Null)
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        id
+    }
+
+    /// `user` buys and waits for the order to be confirmed; returns the ticket's body.
+    async fn confirmed(&self, product: ProductId, user: u64) -> Value {
+        let (status, body) = self.gw.buy(product, user).await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+        let body = self
+            .gw
+            .settled(body["ticket"].as_str().unwrap(), Duration::from_secs(30))
+            .await;
+        assert_eq!(body["status"], "confirmed", "{body}");
+        body
+    }
+
+    async fn post_as(&self, path: &str, user: u64, key: Option<&str>) -> (StatusCode, Value) {
+        let mut req = self
+            .gw
+            .http
+            .post(format!("{}{path}", self.gw.base))
+            .bearer_auth(token(user));
+        if let Some(k) = key {
+            req = req.header("Idempotency-Key", k);
+        }
+        let res = req.send().await.unwrap();
+        let status = res.status();
+        (status, res.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn pay(&self, ticket: &str, user: u64, key: &str) -> (StatusCode, Value) {
+        self.post_as(&format!("/v1/orders/{ticket}/pay"), user, Some(key))
+            .await
+    }
+
+    async fn cancel(&self, ticket: &str, user: u64) -> (StatusCode, Value) {
+        self.post_as(&format!("/v1/orders/{ticket}/cancel"), user, None)
+            .await
+    }
+
+    /// The provider's callback, signed with `secret` at `t`.
+    async fn callback_signed(&self, body: &Value, secret: &str, t: i64) -> (StatusCode, Value) {
+        let raw = serde_json::to_vec(body).unwrap();
+        let res = self
+            .gw
+            .http
+            .post(format!("{}/v1/payments/callback", self.gw.base))
+            .header("Content-Type", "application/json")
+            .header(
+                payment::SIGNATURE_HEADER,
+                payment::sign(secret.as_bytes(), t, &raw),
+            )
+            .body(raw)
+            .send()
+            .await
+            .unwrap();
+        let status = res.status();
+        (status, res.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn callback(&self, payment_id: &str, outcome: &str) -> (StatusCode, Value) {
+        self.callback_signed(
+            &json!({"payment_id": payment_id, "status": outcome}),
+            WEBHOOK_SECRET,
+            now_ms() / 1000,
+        )
+        .await
+    }
+
+    async fn ticket(&self, ticket: &str, user: u64) -> Value {
+        let (status, body) = self
+            .gw
+            .get_as(&format!("/v1/orders/{ticket}"), Some(user))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        body
+    }
+
+    async fn payment_status(&self, payment_id: &str) -> String {
+        sqlx::query("SELECT status FROM payments WHERE payment_id = ?")
+            .bind(payment_id)
+            .fetch_one(&self.env.db)
+            .await
+            .unwrap()
+            .get("status")
+    }
+
+    /// Waits until the ticket is cancelled (by the workers' expiry).
+    async fn cancelled(&self, ticket: &str, user: u64) -> Value {
+        eventually(
+            "the unpaid order to be cancelled",
+            Duration::from_secs(20),
+            || async {
+                let body = self.ticket(ticket, user).await;
+                (body["status"] == "cancelled").then_some(body)
+            },
+        )
+        .await
+    }
+}
+
+#[tokio::test]
+async fn an_order_paid_in_time_is_paid_and_a_repeated_callback_changes_nothing() {
+    let sale = Sale::new().await;
+    let product = sale.product(2, 60).await;
+    let order = sale.confirmed(product, 7).await;
+    let ticket = order["ticket"].as_str().unwrap();
+    let pay_by = order["pay_by_ms"]
+        .as_i64()
+        .expect("a confirmed order has pay_by_ms");
+    assert!(
+        (now_ms() + 50_000..=now_ms() + 60_000).contains(&pay_by),
+        "{order}"
+    );
+
+    let (status, paid) = sale.pay(ticket, 7, "k1").await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{paid}");
+    assert_eq!(paid["status"], "processing");
+    let payment_id = paid["payment_id"].as_str().unwrap();
+    let charges = sale.provider.charges();
+    assert_eq!(charges.len(), 1);
+    assert_eq!(charges[0].payment_id, payment_id);
+    assert_eq!(charges[0].ticket, ticket);
+    assert_eq!(
+        (charges[0].amount, charges[0].currency.as_str()),
+        (1999, "EUR")
+    );
+    assert_eq!(
+        charges[0].callback_url,
+        "http://gateway.invalid/v1/payments/callback"
+    );
+
+    let (status, body) = sale.callback(payment_id, "succeeded").await;
+    assert_eq!(
+        (status, body["status"].as_str()),
+        (StatusCode::OK, Some("succeeded")),
+        "{body}"
+    );
+    let body = sale.ticket(ticket, 7).await;
+    assert_eq!(body["status"], "paid", "{body}");
+    assert!(body["paid_at_ms"].as_i64().is_some(), "{body}");
+    assert_eq!(body["pay_by_ms"].as_i64(), Some(pay_by));
+
+    // The same callback again, and a contradicting one: nothing changes.
+    for outcome in ["succeeded", "declined"] {
+        let (status, body) = sale.callback(payment_id, outcome).await;
+        assert_eq!(
+            (status, body["status"].as_str()),
+            (StatusCode::OK, Some("succeeded")),
+            "{body}"
+        );
+    }
+    assert_eq!(sale.ticket(ticket, 7).await["status"], "paid");
+    assert_eq!(
+        sale.gw
+            .metric(r#"seckill_gateway_payments_total{status="succeeded"}"#)
+            .await,
+        1.0
+    );
+    // A paid order is final: neither paid again nor cancelled.
+    let (status, body) = sale.pay(ticket, 7, "k2").await;
+    assert_eq!(
+        (status, body["error"].as_str(), body["state"].as_str()),
+        (StatusCode::CONFLICT, Some("not_payable"), Some("paid")),
+        "{body}"
+    );
+    let (status, body) = sale.cancel(ticket, 7).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (StatusCode::CONFLICT, Some("not_cancellable")),
+        "{body}"
+    );
+    assert_eq!(sale.env.mysql_stock(product).await, 1);
+}
+
+#[tokio::test]
+async fn one_idempotency_key_charges_once_and_a_second_key_waits_for_the_first() {
+    let sale = Sale::new().await;
+    let product = sale.product(1, 60).await;
+    let ticket = sale.confirmed(product, 8).await["ticket"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let (s1, first) = sale.pay(&ticket, 8, "same-key").await;
+    let (s2, again) = sale.pay(&ticket, 8, "same-key").await;
+    assert_eq!((s1, s2), (StatusCode::ACCEPTED, StatusCode::ACCEPTED));
+    assert_eq!(first, again, "the same key answers the same payment");
+    assert_eq!(sale.provider.charges().len(), 1, "one charge for one key");
+
+    // A second key while the first payment is in progress: refused, nothing charged.
+    let (status, body) = sale.pay(&ticket, 8, "other-key").await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (StatusCode::CONFLICT, Some("payment_in_progress")),
+        "{body}"
+    );
+    assert_eq!(sale.provider.charges().len(), 1);
+
+    // Declined: the order stays confirmed and the buyer pays again with a new key.
+    let (status, body) = sale
+        .callback(first["payment_id"].as_str().unwrap(), "declined")
+        .await;
+    assert_eq!(
+        (status, body["status"].as_str()),
+        (StatusCode::OK, Some("declined")),
+        "{body}"
+    );
+    assert_eq!(sale.ticket(&ticket, 8).await["status"], "confirmed");
+    let (status, second) = sale.pay(&ticket, 8, "other-key").await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{second}");
+    assert_ne!(second["payment_id"], first["payment_id"]);
+    assert_eq!(sale.provider.charges().len(), 2);
+    let (_, body) = sale
+        .callback(second["payment_id"].as_str().unwrap(), "succeeded")
+        .await;
+    assert_eq!(body["status"], "succeeded");
+    assert_eq!(sale.ticket(&ticket, 8).await["status"], "paid");
+    // The declined key still answers its own (declined) payment, and charges nothing.
+    let (status, body) = sale.pay(&ticket, 8, "same-key").await;
+    assert_eq!(
+        (status, body["status"].as_str()),
+        (StatusCode::ACCEPTED, Some("declined")),
+        "{body}"
+    );
+    assert_eq!(sale.provider.charges().len(), 2);
+}
+
+#[tokio::test]
+async fn paying_needs_the_owner_a_key_and_a_reachable_provider() {
+    let sale = Sale::new().await;
+    let product = sale.product(1, 60).await;
+    let ticket = sale.confirmed(product, 9).await["ticket"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (status, body) = sale.pay(&ticket, 10, "k").await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (StatusCode::NOT_FOUND, Some("unknown_ticket")),
+        "{body}"
+    );
+    let (status, body) = sale
+        .post_as(&format!("/v1/orders/{ticket}/pay"), 9, None)
+        .await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("bad_request")),
+        "{body}"
+    );
+    let (status, body) = sale.cancel(&ticket, 10).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (StatusCode::NOT_FOUND, Some("unknown_ticket")),
+        "{body}"
+    );
+
+    // The provider is down: 503, nothing charged; the same key succeeds once it is back.
+    sale.provider
+        .down
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let (status, body) = sale.pay(&ticket, 9, "k").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    sale.provider
+        .down
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    let (status, body) = sale.pay(&ticket, 9, "k").await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(sale.provider.charges().len(), 1);
+}
+
+#[tokio::test]
+async fn an_unpaid_order_is_cancelled_at_its_deadline_and_its_unit_sold_again() {
+    let sale = Sale::new().await;
+    let product = sale.product(1, 2).await;
+    let order = sale.confirmed(product, 11).await;
+    let ticket = order["ticket"].as_str().unwrap();
+    let pay_by = order["pay_by_ms"].as_i64().unwrap();
+    let (status, _) = sale.gw.buy(product, 12).await;
+    assert_eq!(
+        status,
+        StatusCode::CONFLICT,
+        "sold out while the order awaits payment"
+    );
+
+    let cancelled = sale.cancelled(ticket, 11).await;
+    assert_eq!(cancelled["reason"], "payment_timeout", "{cancelled}");
+    let at = cancelled["cancelled_at_ms"].as_i64().unwrap();
+    assert!(
+        at >= pay_by && at - pay_by < 1500,
+        "cancelled {} ms after the deadline",
+        at - pay_by
+    );
+    let (status, body) = sale.pay(ticket, 11, "late").await;
+    assert_eq!(
+        (status, body["state"].as_str()),
+        (StatusCode::CONFLICT, Some("cancelled")),
+        "{body}"
+    );
+
+    // The unit is on sale again, to someone else.
+    let other = eventually("the unit back on sale", Duration::from_secs(10), || async {
+        let (status, body) = sale.gw.buy(product, 12).await;
+        (status == StatusCode::ACCEPTED).then_some(body)
+    })
+    .await;
+    let other = sale
+        .gw
+        .settled(other["ticket"].as_str().unwrap(), Duration::from_secs(30))
+        .await;
+    assert_eq!(other["status"], "confirmed", "{other}");
+    assert_eq!(sale.env.mysql_stock(product).await, 0);
+    assert_eq!(sale.env.redis_stock(product).await, 0);
+    // The first buyer was freed: their own order page shows their cancelled ticket.
+    let (status, mine) = sale
+        .gw
+        .get_as(&format!("/v1/seckill/{product}/order"), Some(11))
+        .await;
+    assert_eq!(
+        (status, mine["status"].as_str()),
+        (StatusCode::OK, Some("cancelled")),
+        "{mine}"
+    );
+}
+
+#[tokio::test]
+async fn a_buyer_cancels_and_the_unit_goes_back_at_once() {
+    let sale = Sale::new().await;
+    let product = sale.product(1, 60).await;
+    let ticket = sale.confirmed(product, 13).await["ticket"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (status, body) = sale.cancel(&ticket, 13).await;
+    assert_eq!(
+        (status, body["status"].as_str(), body["reason"].as_str()),
+        (StatusCode::OK, Some("cancelled"), Some("buyer_cancelled")),
+        "{body}"
+    );
+    assert_eq!(
+        sale.env.redis_stock(product).await,
+        1,
+        "back in Redis before the answer"
+    );
+    assert_eq!(sale.env.mysql_stock(product).await, 1);
+    // Again: the same answer, no second unit.
+    let (status, again) = sale.cancel(&ticket, 13).await;
+    assert_eq!(
+        (status, again["status"].as_str()),
+        (StatusCode::OK, Some("cancelled")),
+        "{again}"
+    );
+    assert_eq!(sale.env.redis_stock(product).await, 1);
+    // Someone else buys it; the canceller, freed, may buy again but it is sold out now.
+    let other = sale.confirmed(product, 14).await;
+    assert_eq!(other["status"], "confirmed");
+    let (status, _) = sale.gw.buy(product, 13).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert_eq!(
+        (
+            sale.env.mysql_stock(product).await,
+            sale.env.redis_stock(product).await
+        ),
+        (0, 0)
+    );
+}
+
+#[tokio::test]
+async fn a_payment_that_lands_after_the_cancel_is_refund_due_and_nothing_is_oversold() {
+    let sale = Sale::new().await;
+    let product = sale.product(1, 2).await;
+    let ticket = sale.confirmed(product, 15).await["ticket"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (status, paid) = sale.pay(&ticket, 15, "slow").await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{paid}");
+    sale.cancelled(&ticket, 15).await;
+    let other = eventually("the unit back on sale", Duration::from_secs(10), || async {
+        let (status, body) = sale.gw.buy(product, 16).await;
+        (status == StatusCode::ACCEPTED).then_some(body)
+    })
+    .await;
+    let other = sale
+        .gw
+        .settled(other["ticket"].as_str().unwrap(), Duration::from_secs(30))
+        .await;
+    assert_eq!(other["status"], "confirmed");
+
+    // The provider's success arrives now: the order stays cancelled, the payment is refunded.
+    let payment_id = paid["payment_id"].as_str().unwrap();
+    let (status, body) = sale.callback(payment_id, "succeeded").await;
+    assert_eq!(
+        (status, body["status"].as_str()),
+        (StatusCode::OK, Some("refund_due")),
+        "{body}"
+    );
+    assert_eq!(sale.payment_status(payment_id).await, "refund_due");
+    assert_eq!(sale.ticket(&ticket, 15).await["status"], "cancelled");
+    assert_eq!(
+        sale.gw
+            .metric(r#"seckill_gateway_payments_total{status="refund_due"}"#)
+            .await,
+        1.0
+    );
+    // One unit, one live order.
+    let live: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM orders WHERE product_id = ? AND status <> 'cancelled'",
+    )
+    .bind(product.as_i64())
+    .fetch_one(&sale.env.db)
+    .await
+    .unwrap();
+    assert_eq!(live, 1);
+    assert_eq!(
+        (
+            sale.env.mysql_stock(product).await,
+            sale.env.redis_stock(product).await
+        ),
+        (0, 0)
+    );
+}
+
+#[tokio::test]
+async fn a_forged_or_stale_callback_gets_401_and_changes_nothing() {
+    let sale = Sale::new().await;
+    let product = sale.product(1, 60).await;
+    let ticket = sale.confirmed(product, 17).await["ticket"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (_, paid) = sale.pay(&ticket, 17, "k").await;
+    let body = json!({"payment_id": paid["payment_id"], "status": "succeeded"});
+    let now = now_ms() / 1000;
+    for (secret, t) in [
+        ("wrong-secret", now),
+        (WEBHOOK_SECRET, now - 301),
+        (WEBHOOK_SECRET, now + 301),
+    ] {
+        let (status, answer) = sale.callback_signed(&body, secret, t).await;
+        assert_eq!(
+            (status, answer["error"].as_str()),
+            (StatusCode::UNAUTHORIZED, Some("invalid_signature")),
+            "{secret} {t}: {answer}"
+        );
+    }
+    // A valid signature over another body, and no signature at all.
+    let raw = serde_json::to_vec(&body).unwrap();
+    let signed_other = payment::sign(
+        WEBHOOK_SECRET.as_bytes(),
+        now,
+        br#"{"payment_id":"x","status":"succeeded"}"#,
+    );
+    for header in [Some(signed_other), None] {
+        let mut req = sale
+            .gw
+            .http
+            .post(format!("{}/v1/payments/callback", sale.gw.base))
+            .body(raw.clone());
+        if let Some(h) = header {
+            req = req.header(payment::SIGNATURE_HEADER, h);
+        }
+        assert_eq!(req.send().await.unwrap().status(), StatusCode::UNAUTHORIZED);
+    }
+    assert_eq!(
+        sale.payment_status(paid["payment_id"].as_str().unwrap())
+            .await,
+        "processing"
+    );
+    assert_eq!(sale.ticket(&ticket, 17).await["status"], "confirmed");
+    let (status, answer) = sale
+        .callback("pay_00000000000000000000000000000000", "succeeded")
+        .await;
+    assert_eq!(
+        (status, answer["error"].as_str()),
+        (StatusCode::NOT_FOUND, Some("unknown_payment")),
+        "{answer}"
+    );
+}
+
+#[tokio::test]
+async fn a_cancel_interrupted_after_its_commit_gives_its_unit_back_exactly_once() {
+    let sale = Sale::new().await;
+    let product = sale.product(3, 60).await;
+    let mut tickets = vec![];
+    for user in 20..23 {
+        tickets.push(
+            sale.confirmed(product, user).await["ticket"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
+    }
+    // A worker's expiry round commits the cancels, then crashes before Redis: MySQL has the
+    // units back, Redis not yet.
+    sqlx::query("UPDATE orders SET pay_by_ms = ? WHERE product_id = ?")
+        .bind(now_ms() + 3_600_000)
+        .bind(product.as_i64())
+        .execute(&sale.env.db)
+        .await
+        .unwrap();
+    let crashed = cancel::cancel_overdue(&sale.env.db, now_ms() + 3_700_000, 100)
+        .await
+        .unwrap();
+    assert_eq!(crashed.len(), 3);
+    // It committed with a clock an hour ahead; set the cancels to a few seconds ago, past the
+    // grace a live round gets to finish its own give-back.
+    sqlx::query("UPDATE orders SET cancelled_at_ms = ? WHERE product_id = ?")
+        .bind(now_ms() - 5_000)
+        .bind(product.as_i64())
+        .execute(&sale.env.db)
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            sale.env.mysql_stock(product).await,
+            sale.env.redis_stock(product).await
+        ),
+        (3, 0)
+    );
+    // The running worker finds them (`restore_due`) and gives each unit back.
+    eventually(
+        "the interrupted cancels finished",
+        Duration::from_secs(20),
+        || async { (sale.env.redis_stock(product).await == 3).then_some(()) },
+    )
+    .await;
+    // Running the give-back again, as a second crashed worker would, changes nothing.
+    let again = cancel::give_back(&sale.env.store, &sale.env.db, &crashed, now_ms())
+        .await
+        .unwrap();
+    assert!(again.is_empty(), "{again:?}");
+    assert_eq!(sale.env.redis_stock(product).await, 3);
+    let due: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM orders WHERE restore_due = 1")
+        .fetch_one(&sale.env.db)
+        .await
+        .unwrap();
+    assert_eq!(due, 0);
+    for (t, user) in tickets.iter().zip(20..) {
+        assert_eq!(sale.ticket(t, user).await["status"], "cancelled");
+    }
+}
+
+#[tokio::test]
+async fn a_product_without_a_window_sells_final_orders_as_before() {
+    let sale = Sale::new().await;
+    let product = sale.env.product(&sale.gw, 1).await;
+    let order = sale.confirmed(product, 30).await;
+    assert!(order.get("pay_by_ms").is_none(), "{order}");
+    let ticket = order["ticket"].as_str().unwrap();
+    let (status, body) = sale.pay(ticket, 30, "k").await;
+    assert_eq!(
+        (status, body["state"].as_str()),
+        (StatusCode::CONFLICT, Some("confirmed")),
+        "{body}"
+    );
+    let (status, body) = sale.cancel(ticket, 30).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    // Bad terms are refused.
+    for bad in [
+        json!({"price": -1}),
+        json!({"currency": "eur"}),
+        json!({"payment_window_secs": 604801}),
+        json!({"price": 1.5}),
+    ] {
+        let mut b = json!({"name": "x", "stock": 1});
+        b.as_object_mut()
+            .unwrap()
+            .extend(bad.as_object().unwrap().clone());
+        let (status, body) = sale.gw.admin_post("/admin/products", b).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    }
+}
