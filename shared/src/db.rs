@@ -162,6 +162,27 @@ pub async fn awaiting_payment(pool: &MySqlPool, product: ProductId) -> anyhow::R
     Ok(n > 0)
 }
 
+/// How many orders of the product are in each state.
+pub async fn orders_by_status(
+    pool: &MySqlPool,
+    product: ProductId,
+) -> anyhow::Result<std::collections::BTreeMap<OrderStatus, i64>> {
+    let mut out = std::collections::BTreeMap::new();
+    for r in
+        sqlx::query("SELECT status, COUNT(*) AS n FROM orders WHERE product_id = ? GROUP BY status")
+            .bind(product.as_i64())
+            .fetch_all(pool)
+            .await
+            .context("counting orders")?
+    {
+        let status: String = r.get("status");
+        let status = OrderStatus::parse(&status)
+            .with_context(|| format!("unknown order status {status:?} in MySQL"))?;
+        out.insert(status, r.get::<i64, _>("n"));
+    }
+    Ok(out)
+}
+
 /// Closes a product's sale (see [`Product::closed_at_ms`]). `true` when this call closed it.
 pub async fn close_sale(pool: &MySqlPool, id: ProductId, now_ms: i64) -> anyhow::Result<bool> {
     let res =

@@ -6,7 +6,7 @@ use crate::state::AppState;
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 use chrono::{DateTime, Utc};
-use seckill_shared::{db, ProductId};
+use seckill_shared::{db, OrderStatus, ProductId};
 use secrecy::ExposeSecret;
 use serde::{Deserialize, Serialize};
 use subtle::ConstantTimeEq;
@@ -130,13 +130,35 @@ pub struct ProductView {
     /// `null` until preloaded (or once Redis lost it).
     #[schema(required = true)]
     stock_redis: Option<i64>,
+    /// Redis: tickets reserved and not yet settled.
     pending: i64,
+    /// Redis: units sold, paid or not yet.
     confirmed: i64,
+    /// Redis: orders paid.
+    paid: i64,
+    /// Redis: orders cancelled (not paid in time, or by their buyer); their units went back.
+    cancelled: i64,
     failed: i64,
+    /// MySQL: orders by state.
+    orders_db: OrdersByState,
+    /// In minor units.
+    price: i64,
+    currency: String,
+    /// 0: no payment window, orders are final once confirmed.
+    payment_window_secs: i64,
     #[schema(required = true)]
     starts_at: Option<DateTime<Utc>>,
     #[schema(required = true)]
     ends_at: Option<DateTime<Utc>>,
+}
+
+/// MySQL's orders of a product, by state.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OrdersByState {
+    confirmed: i64,
+    paid: i64,
+    cancelled: i64,
 }
 
 /// `POST /admin/products` → `201 {"id"}`.
@@ -396,6 +418,10 @@ pub async fn get_product(
         .counts(id)
         .await
         .map_err(|e| ApiError::unavailable("Redis", e))?;
+    let by_state = db::orders_by_status(&state.db, id)
+        .await
+        .map_err(|e| ApiError::unavailable("MySQL", e))?;
+    let count = |s: OrderStatus| by_state.get(&s).copied().unwrap_or(0);
     Ok(HttpResponse::Ok().json(ProductView {
         id: id.get(),
         name: product.name,
@@ -404,7 +430,17 @@ pub async fn get_product(
         stock_redis: counts.stock,
         pending: counts.pending,
         confirmed: counts.confirmed,
+        paid: counts.paid,
+        cancelled: counts.cancelled,
         failed: counts.failed,
+        orders_db: OrdersByState {
+            confirmed: count(OrderStatus::Confirmed),
+            paid: count(OrderStatus::Paid),
+            cancelled: count(OrderStatus::Cancelled),
+        },
+        price: product.price,
+        currency: product.currency,
+        payment_window_secs: product.payment_window_secs,
         starts_at: product
             .starts_at_ms
             .and_then(DateTime::<Utc>::from_timestamp_millis),
