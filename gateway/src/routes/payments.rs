@@ -14,6 +14,9 @@ use seckill_shared::{db, now_ms, Ticket, TicketStatus, UserId};
 use serde::Serialize;
 use utoipa::ToSchema;
 
+/// The largest callback body, as for every JSON body.
+const MAX_CALLBACK_BYTES: usize = 4096;
+
 /// The longest `Idempotency-Key`.
 const MAX_KEY_LEN: usize = 255;
 
@@ -280,6 +283,10 @@ pub async fn callback(
     state: web::Data<AppState>,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
+    // The same limit as every JSON body (the extractor stops reading at 256 KiB).
+    if body.len() > MAX_CALLBACK_BYTES {
+        return Err(ApiError::PayloadTooLarge);
+    }
     let Some(secret) = state.payments.webhook_secret() else {
         return Err(ApiError::InvalidSignature(
             "callbacks are refused: SECKILL_PAYMENT_WEBHOOK_SECRET is not set".into(),

@@ -1,10 +1,12 @@
 //! `TestEnv`: one test's private slice of the real services, with typed helpers.
 
+use actix_web::{web, App, HttpResponse, HttpServer};
 use anyhow::Context;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::util::Timeout;
 use reqwest::StatusCode;
 use seckill_gateway::Application;
+use seckill_shared::payment::Charge;
 use seckill_shared::store::TicketStore;
 use seckill_shared::{db, kafka, LogFormat, OrderMessage, ProductId, Settings, Ticket};
 use seckill_worker::Worker;
@@ -422,4 +424,49 @@ impl TestGateway {
 
 pub fn ticket_of(body: &Value) -> Ticket {
     Ticket::parse(body["ticket"].as_str().expect("body has a ticket")).unwrap()
+}
+
+/// The secret the test payment provider signs callbacks with.
+pub const WEBHOOK_SECRET: &str = "test-webhook-secret";
+
+/// A provider that records the charges it is asked for and answers `201`, or `503` while
+/// `down` is set.
+#[derive(Clone, Default)]
+pub struct Provider {
+    pub charges: std::sync::Arc<std::sync::Mutex<Vec<Charge>>>,
+    pub down: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Provider {
+    pub async fn start() -> (Self, String) {
+        let p = Provider::default();
+        let state = p.clone();
+        let server = HttpServer::new(move || {
+            let state = state.clone();
+            App::new().route(
+                "/charges",
+                web::post().to(move |charge: web::Json<Charge>| {
+                    let state = state.clone();
+                    async move {
+                        if state.down.load(std::sync::atomic::Ordering::SeqCst) {
+                            return HttpResponse::ServiceUnavailable().finish();
+                        }
+                        let id = charge.payment_id.clone();
+                        state.charges.lock().unwrap().push(charge.into_inner());
+                        HttpResponse::Created().json(json!({"payment_id": id, "status": "pending"}))
+                    }
+                }),
+            )
+        })
+        .workers(1)
+        .bind("127.0.0.1:0")
+        .unwrap();
+        let url = format!("http://{}", server.addrs()[0]);
+        tokio::spawn(server.run());
+        (p, url)
+    }
+
+    pub fn charges(&self) -> Vec<Charge> {
+        self.charges.lock().unwrap().clone()
+    }
 }

@@ -5,59 +5,13 @@
 //! the test sends the provider's signed callbacks when it chooses, so each race is exact.
 
 use crate::helpers::*;
-use actix_web::{web, App, HttpResponse, HttpServer};
 use reqwest::StatusCode;
 use seckill_shared::cancel;
-use seckill_shared::payment::{self, Charge};
+use seckill_shared::payment;
 use seckill_shared::{now_ms, ProductId};
 use serde_json::{json, Value};
 use sqlx::Row;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-const WEBHOOK_SECRET: &str = "test-webhook-secret";
-
-/// A provider that records the charges it is asked for and answers `201`, or `503` while
-/// `down` is set.
-#[derive(Clone, Default)]
-struct Provider {
-    charges: Arc<Mutex<Vec<Charge>>>,
-    down: Arc<std::sync::atomic::AtomicBool>,
-}
-
-impl Provider {
-    async fn start() -> (Self, String) {
-        let p = Provider::default();
-        let state = p.clone();
-        let server = HttpServer::new(move || {
-            let state = state.clone();
-            App::new().route(
-                "/charges",
-                web::post().to(move |charge: web::Json<Charge>| {
-                    let state = state.clone();
-                    async move {
-                        if state.down.load(std::sync::atomic::Ordering::SeqCst) {
-                            return HttpResponse::ServiceUnavailable().finish();
-                        }
-                        let id = charge.payment_id.clone();
-                        state.charges.lock().unwrap().push(charge.into_inner());
-                        HttpResponse::Created().json(json!({"payment_id": id, "status": "pending"}))
-                    }
-                }),
-            )
-        })
-        .workers(1)
-        .bind("127.0.0.1:0")
-        .unwrap();
-        let url = format!("http://{}", server.addrs()[0]);
-        tokio::spawn(server.run());
-        (p, url)
-    }
-
-    fn charges(&self) -> Vec<Charge> {
-        self.charges.lock().unwrap().clone()
-    }
-}
 
 struct Sale {
     env: TestEnv,
