@@ -1,6 +1,6 @@
 //! The command line: `seckill-bench load …`, `seckill-bench audit …`,
-//! `seckill-bench mysql-ceiling …`, `seckill-bench report …` and
-//! `seckill-bench provider …`.
+//! `seckill-bench mysql-ceiling …`, `seckill-bench report …`,
+//! `seckill-bench provider …` and `seckill-bench expiry …`.
 
 use clap::{Args, Parser, Subcommand};
 use secrecy::SecretString;
@@ -51,6 +51,10 @@ pub enum Command {
     /// Simulate the payment provider: take charges, then call the gateway back with signed
     /// succeeded or declined callbacks, sometimes late or twice.
     Provider(ProviderArgs),
+    /// Measure the payment deadline: N buyers each buy a unit of a priced product and never
+    /// pay; the time from each deadline to the unit being on sale again in Redis, and the
+    /// expiry throughput.
+    Expiry(crate::expiry::ExpiryArgs),
 }
 
 #[derive(Debug, Clone, Args)]
@@ -149,6 +153,54 @@ pub struct LoadArgs {
     /// --until-sold-out: how many 409s in a row after its last 202 make a gateway sold out.
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub sold_out_streak: u64,
+
+    /// Buyers pay: once a buyer's ticket is `confirmed` with a `pay_by_ms` (a product with a
+    /// payment window), the buyer pays with this chance, decided per user from --seed:
+    /// `POST /v1/orders/{ticket}/pay` with a fresh Idempotency-Key (a 503 retried with the
+    /// same key), then polls the ticket until it is `paid` or `cancelled`. Still `confirmed`
+    /// --pay-retry-after-ms after paying (declined), it pays again with a new key, at most 3
+    /// payments, until `pay_by_ms`. The other buyers never pay: their orders are cancelled
+    /// when the window closes. Each attempt and each paying buyer's last state go to the
+    /// history (`pay`, `pay_end` lines). 0: nobody pays, as before payments existed.
+    #[arg(
+        long,
+        default_value_t = 0.0,
+        value_name = "P",
+        value_parser = probability,
+        conflicts_with = "path_get"
+    )]
+    pub pay_rate: f64,
+
+    /// Seed of the run's random choices (which buyers pay): the same seed picks the same
+    /// buyers. Default: a random seed, shown in the summary.
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+
+    /// --pay-rate: a buyer whose ticket is still `confirmed` this long after its last payment
+    /// attempt (declined, or refused while another was in progress) pays again with a new key.
+    #[arg(long, default_value_t = 1000, value_name = "MS")]
+    pub pay_retry_after_ms: u64,
+
+    /// --pay-rate: how long after `pay_by_ms` a paying buyer keeps polling a ticket that is
+    /// neither paid nor cancelled yet.
+    #[arg(long, default_value_t = 10.0, value_name = "SECS")]
+    pub pay_grace_secs: f64,
+
+    /// After the planned users, bring fresh user ids (at --rate) until every unit is paid:
+    /// `GET /admin/products/{id}` shows `orders_db.paid == initial_stock` (needs
+    /// --admin-token, and --pay-rate above 0). Fresh buyers answered 409 while unpaid orders
+    /// hold the units keep coming: cancelled orders hand their units back. At most
+    /// --max-users distinct users, for at most --all-paid-wait-secs.
+    #[arg(
+        long,
+        requires = "rate",
+        conflicts_with_all = ["stop", "until_sold_out", "path_get"]
+    )]
+    pub until_all_paid: bool,
+
+    /// --until-all-paid: stop bringing fresh buyers this long after the start.
+    #[arg(long, default_value_t = 120.0, value_name = "SECS")]
+    pub all_paid_wait_secs: f64,
 
     /// Sign one HS256 token per user with this secret, before its first request, and send it
     /// as `Authorization: Bearer` on its buys and ticket polls (claims `sub` = the user id,
@@ -290,6 +342,11 @@ pub struct AuditArgs {
     /// over that an allowed failure did not hand back.
     #[arg(long)]
     pub until_sold_out: bool,
+
+    /// After the sale every unit of the initial stock must end in a paid order: fail if any
+    /// is left unsold, confirmed and unpaid, or cancelled and not sold again.
+    #[arg(long)]
+    pub expect_all_paid: bool,
 
     /// Ticket look-ups in flight.
     #[arg(long, default_value_t = 32, value_name = "N")]

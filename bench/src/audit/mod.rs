@@ -7,17 +7,18 @@ use crate::cli::AuditArgs;
 use crate::history::{self, Line, SettledLine};
 use anyhow::Context;
 use checks::{
-    AuditInput, CheckResult, HistoryFacts, HistoryTicket, MysqlFacts, OrderRow, Promises,
-    RedisFacts, SettleMs, TicketState,
+    AuditInput, CheckResult, HistoryFacts, HistoryTicket, MysqlFacts, OrderRow, PaymentRow,
+    Promises, RedisFacts, SettleMs, TicketState,
 };
 use futures::stream::{self, StreamExt, TryStreamExt};
+use seckill_shared::payment::PaymentStatus;
 use seckill_shared::store::TicketStore;
-use seckill_shared::{db, ProductId, Settings, Ticket, TicketStatus};
+use seckill_shared::{db, CancelReason, OrderStatus, ProductId, Settings, Ticket, TicketStatus};
 use secrecy::ExposeSecret;
 use serde::Serialize;
 use sqlx::mysql::MySqlPool;
 use sqlx::Row;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -31,6 +32,7 @@ pub fn history_facts(lines: &[Line], product: ProductId) -> anyhow::Result<(Hist
         match line {
             Line::Request(r) => {
                 facts.requests += 1;
+                facts.last_answer_us = facts.last_answer_us.max(Some(r.recv_at_us));
                 if r.status.is_none() {
                     // No answer at all (the connection broke): the buy may have gone through.
                     if let Some(user) = r.user_id {
@@ -104,8 +106,56 @@ pub fn history_facts(lines: &[Line], product: ProductId) -> anyhow::Result<(Hist
     Ok((facts, foreign))
 }
 
+/// Whether the schema under audit has `table` (with `column`, when given): a build from
+/// before the payment window has no order status and no payments.
+async fn schema_has(pool: &MySqlPool, table: &str, column: Option<&str>) -> anyhow::Result<bool> {
+    let n: i64 = match column {
+        Some(c) => sqlx::query_scalar(
+            "SELECT COUNT(*) FROM information_schema.columns \
+             WHERE table_schema = DATABASE() AND table_name = ? AND column_name = ?",
+        )
+        .bind(table)
+        .bind(c),
+        None => sqlx::query_scalar(
+            "SELECT COUNT(*) FROM information_schema.tables \
+             WHERE table_schema = DATABASE() AND table_name = ?",
+        )
+        .bind(table),
+    }
+    .fetch_one(pool)
+    .await
+    .with_context(|| format!("looking for {table} {column:?} in the schema"))?;
+    Ok(n > 0)
+}
+
+fn order_row(r: &sqlx::mysql::MySqlRow, payment_window: bool) -> anyhow::Result<OrderRow> {
+    let mut o = OrderRow::confirmed(
+        r.get::<i64, _>("id") as u64,
+        r.get::<String, _>("ticket"),
+        r.get::<i64, _>("user_id") as u64,
+    );
+    if !payment_window {
+        return Ok(o);
+    }
+    let status: String = r.get("status");
+    o.status = OrderStatus::parse(&status)
+        .with_context(|| format!("order {} has unknown status {status:?}", o.id))?;
+    o.pay_by_ms = r.get("pay_by_ms");
+    o.paid_at_ms = r.get("paid_at_ms");
+    o.cancelled_at_ms = r.get("cancelled_at_ms");
+    o.cancel_reason = r
+        .get::<Option<String>, _>("cancel_reason")
+        .map(|c| {
+            CancelReason::parse(&c)
+                .with_context(|| format!("order {} has unknown cancel_reason {c:?}", o.id))
+        })
+        .transpose()?;
+    o.restore_due = r.get::<i8, _>("restore_due") != 0;
+    Ok(o)
+}
+
 async fn mysql_facts(pool: &MySqlPool, product: ProductId) -> anyhow::Result<MysqlFacts> {
-    // Only the columns every schema version has, so older builds can be audited too.
+    // The payment columns only where the schema has them, so older builds can be audited too.
     let (stock, initial_stock): (i64, i64) =
         sqlx::query_as("SELECT stock, initial_stock FROM products WHERE id = ?")
             .bind(product.as_i64())
@@ -113,19 +163,21 @@ async fn mysql_facts(pool: &MySqlPool, product: ProductId) -> anyhow::Result<Mys
             .await
             .context("reading the product")?
             .with_context(|| format!("product {product} is not in MySQL"))?;
-    let orders =
-        sqlx::query("SELECT id, ticket, user_id FROM orders WHERE product_id = ? ORDER BY id")
-            .bind(product.as_i64())
-            .fetch_all(pool)
-            .await
-            .context("reading orders")?
-            .into_iter()
-            .map(|r| OrderRow {
-                id: r.get::<i64, _>("id") as u64,
-                ticket: r.get("ticket"),
-                user_id: r.get::<i64, _>("user_id") as u64,
-            })
-            .collect();
+    let payment_window = schema_has(pool, "orders", Some("status")).await?;
+    let query = if payment_window {
+        "SELECT id, ticket, user_id, status, pay_by_ms, paid_at_ms, cancelled_at_ms, \
+         cancel_reason, restore_due FROM orders WHERE product_id = ? ORDER BY id"
+    } else {
+        "SELECT id, ticket, user_id FROM orders WHERE product_id = ? ORDER BY id"
+    };
+    let orders = sqlx::query(query)
+        .bind(product.as_i64())
+        .fetch_all(pool)
+        .await
+        .context("reading orders")?
+        .iter()
+        .map(|r| order_row(r, payment_window))
+        .collect::<anyhow::Result<_>>()?;
     let failed_tickets = sqlx::query("SELECT ticket FROM failed_tickets WHERE product_id = ?")
         .bind(product.as_i64())
         .fetch_all(pool)
@@ -134,47 +186,96 @@ async fn mysql_facts(pool: &MySqlPool, product: ProductId) -> anyhow::Result<Mys
         .into_iter()
         .map(|r| r.get::<String, _>("ticket"))
         .collect();
+    let payments = if schema_has(pool, "payments", None).await? {
+        // A ticket is `<product>-<hex>`: the prefix finds the product's payments, those of
+        // tickets without an order row too.
+        sqlx::query(
+            "SELECT payment_id, ticket, user_id, status, settled_at_ms FROM payments \
+             WHERE ticket LIKE ? ORDER BY created_at_ms, payment_id",
+        )
+        .bind(format!("{product}-%"))
+        .fetch_all(pool)
+        .await
+        .context("reading payments")?
+        .iter()
+        .map(|r| {
+            let payment_id: String = r.get("payment_id");
+            let status: String = r.get("status");
+            Ok(PaymentRow {
+                status: PaymentStatus::parse(&status).with_context(|| {
+                    format!("payment {payment_id} has unknown status {status:?}")
+                })?,
+                payment_id,
+                ticket: r.get("ticket"),
+                user_id: r.get::<i64, _>("user_id") as u64,
+                settled_at_ms: r.get("settled_at_ms"),
+            })
+        })
+        .collect::<anyhow::Result<_>>()?
+    } else {
+        vec![]
+    };
     Ok(MysqlFacts {
         stock,
         initial_stock,
         orders,
         failed_tickets,
+        payments,
     })
 }
 
 /// A ticket's final state: its Redis record, else what MySQL settled, else unknown.
+/// `cancel_reason` is its order row's, for a cancelled record without one (a record rebuilt
+/// from MySQL).
 async fn ticket_state(
     store: &TicketStore,
     pool: &MySqlPool,
     ticket: &str,
+    cancel_reason: Option<CancelReason>,
 ) -> anyhow::Result<TicketState> {
     let Ok(t) = Ticket::parse(ticket) else {
         return Ok(TicketState::Unknown);
     };
-    let state = |status, user_id, order_id, reason, confirmed_at_ms| match status {
-        TicketStatus::Pending => TicketState::Pending { user_id },
-        // TODO(payments audit): paid and cancelled get their own states.
-        TicketStatus::Confirmed | TicketStatus::Paid => TicketState::Confirmed {
-            user_id,
-            order_id,
-            confirmed_at_ms,
-        },
-        TicketStatus::Failed | TicketStatus::Cancelled => TicketState::Failed { user_id, reason },
+    let state = |status,
+                 user_id,
+                 order_id,
+                 reason: Option<String>,
+                 confirmed_at_ms|
+     -> anyhow::Result<TicketState> {
+        Ok(match status {
+            TicketStatus::Pending => TicketState::Pending { user_id },
+            TicketStatus::Confirmed => TicketState::Confirmed {
+                user_id,
+                order_id,
+                confirmed_at_ms,
+            },
+            TicketStatus::Paid => TicketState::Paid {
+                user_id,
+                order_id,
+                confirmed_at_ms,
+            },
+            TicketStatus::Cancelled => TicketState::Cancelled {
+                user_id,
+                order_id,
+                confirmed_at_ms,
+                reason: match reason {
+                    Some(r) => Some(
+                        CancelReason::parse(&r)
+                            .with_context(|| format!("unknown cancel reason {r:?}"))?,
+                    ),
+                    None => cancel_reason,
+                },
+            },
+            TicketStatus::Failed => TicketState::Failed { user_id, reason },
+        })
     };
     if let Some(r) = store.ticket(&t).await? {
-        return Ok(state(
-            r.status,
-            r.user_id,
-            r.order_id,
-            r.reason,
-            r.confirmed_at_ms,
-        ));
+        return state(r.status, r.user_id, r.order_id, r.reason, r.confirmed_at_ms);
     }
-    Ok(db::settled_ticket(pool, &t)
-        .await?
-        .map_or(TicketState::Unknown, |s| {
-            state(s.status, s.user_id, s.order_id, s.reason, None)
-        }))
+    match db::settled_ticket(pool, &t).await? {
+        Some(s) => state(s.status, s.user_id, s.order_id, s.reason, None),
+        None => Ok(TicketState::Unknown),
+    }
 }
 
 /// Reads the history, Redis and MySQL.
@@ -206,8 +307,15 @@ pub async fn gather(
         initial: c.initial,
         pending: c.pending,
         confirmed: c.confirmed,
+        paid: c.paid,
+        cancelled: c.cancelled,
         failed: c.failed,
     };
+    let cancel_reasons: BTreeMap<&str, CancelReason> = mysql
+        .orders
+        .iter()
+        .filter_map(|o| Some((o.ticket.as_str(), o.cancel_reason?)))
+        .collect();
 
     let tickets: BTreeSet<&str> = history
         .tickets
@@ -218,8 +326,9 @@ pub async fn gather(
     let ticket_states = stream::iter(tickets)
         .map(|t| {
             let (store, pool) = (&store, &pool);
+            let reason = cancel_reasons.get(t).copied();
             async move {
-                let state = ticket_state(store, pool, t)
+                let state = ticket_state(store, pool, t, reason)
                     .await
                     .with_context(|| format!("reading ticket {t}"))?;
                 anyhow::Ok((t.to_owned(), state))
@@ -236,6 +345,7 @@ pub async fn gather(
             initial_stock: args.initial_stock,
             allowed_failures: args.allow_failures.iter().cloned().collect(),
             until_sold_out: args.until_sold_out,
+            expect_all_paid: args.expect_all_paid,
             history,
             redis,
             mysql,
@@ -317,15 +427,19 @@ pub fn table(results: &[CheckResult]) -> String {
     s
 }
 
-/// What became of the promises, one line per outcome: `confirmed`, `failed:<reason>`,
-/// `pending`, `unknown`.
+/// What became of the promises, one line per outcome: `confirmed`, `paid`,
+/// `cancelled:<reason>`, `failed:<reason>`, `pending`, `unknown`.
 pub fn outcomes_table(promises: &Promises, allowed: &BTreeSet<String>) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "{:<34} {:>9}  promise", "outcome", "tickets");
     for (outcome, n) in &promises.outcomes {
+        let cancelled = outcome
+            .strip_prefix("cancelled:")
+            .is_some_and(|r| CancelReason::parse(r).is_some());
         let verdict = match outcome.strip_prefix("failed:") {
             _ if *n == 0 => "",
-            None if outcome == "confirmed" => "kept",
+            None if outcome == "confirmed" || outcome == "paid" => "kept",
+            None if cancelled => "kept (unit given back)",
             Some(reason) if allowed.contains(reason) => "kept (failure allowed)",
             _ => "BROKEN",
         };
@@ -426,6 +540,7 @@ mod tests {
         let (f, foreign) = history_facts(&lines, p).unwrap();
         assert_eq!(foreign, 1);
         assert_eq!(f.requests, 9);
+        assert_eq!(f.last_answer_us, Some(2));
         assert_eq!(f.tickets.len(), 2);
         let t1 = &f.tickets[T1];
         assert_eq!(t1.user, 1);
@@ -478,7 +593,7 @@ mod tests {
         assert!(audit_args(&[]).is_err());
         let a = audit_args(&["--initial-stock", "300"]).unwrap();
         assert_eq!(a.initial_stock, 300);
-        assert!(a.allow_failures.is_empty() && !a.until_sold_out);
+        assert!(a.allow_failures.is_empty() && !a.until_sold_out && !a.expect_all_paid);
         let a = audit_args(&[
             "--initial-stock",
             "300",
@@ -487,10 +602,11 @@ mod tests {
             "--allow-failure",
             "duplicate_user",
             "--until-sold-out",
+            "--expect-all-paid",
         ])
         .unwrap();
         assert_eq!(a.allow_failures, ["chaos", "duplicate_user"]);
-        assert!(a.until_sold_out);
+        assert!(a.until_sold_out && a.expect_all_paid);
     }
 
     /// Two tickets for one unit: one confirmed, one failed with `chaos`, which is allowed.
@@ -510,23 +626,23 @@ mod tests {
             initial_stock: 1,
             allowed_failures: ["chaos".to_owned()].into_iter().collect(),
             until_sold_out: true,
+            expect_all_paid: false,
             history,
             redis: RedisFacts {
                 stock: Some(0),
                 initial: Some(1),
                 pending: 0,
                 confirmed: 1,
+                paid: 0,
+                cancelled: 0,
                 failed: 1,
             },
             mysql: MysqlFacts {
                 stock: 0,
                 initial_stock: 1,
-                orders: vec![OrderRow {
-                    id: 10,
-                    ticket: T1.into(),
-                    user_id: 1,
-                }],
+                orders: vec![OrderRow::confirmed(10, T1, 1)],
                 failed_tickets: [T2.to_owned()].into_iter().collect(),
+                payments: vec![],
             },
             ticket_states: [
                 (
@@ -559,7 +675,8 @@ mod tests {
         let v = serde_json::to_value(report(&input, "ns", &notes, &results)).unwrap();
         assert_eq!(v["ok"], true, "{v:#}");
         assert_eq!(v["order_rows"], 1);
-        assert_eq!(v["checks"].as_array().unwrap().len(), 7);
+        assert_eq!(v["checks"].as_array().unwrap().len(), 12);
+        assert_eq!(v["checks"][11]["status"], "SKIP");
         assert_eq!(v["checks"][0]["id"], 1);
         assert_eq!(v["checks"][0]["status"], "PASS");
         assert_eq!(v["promises"]["made"], 2);
@@ -600,5 +717,40 @@ mod tests {
         assert!(line("failed:expired").ends_with("1  BROKEN"), "{t}");
         assert!(line("pending").ends_with("0  "), "{t}");
         assert!(line("promises made").ends_with("2  1 kept"), "{t}");
+    }
+
+    #[test]
+    fn the_outcomes_table_keeps_paid_and_cancelled_promises() {
+        let mut input = input();
+        input.ticket_states.insert(
+            T1.to_owned(),
+            TicketState::Paid {
+                user_id: 1,
+                order_id: Some(10),
+                confirmed_at_ms: None,
+            },
+        );
+        let cancelled = |reason| TicketState::Cancelled {
+            user_id: 2,
+            order_id: Some(11),
+            confirmed_at_ms: None,
+            reason,
+        };
+        input
+            .ticket_states
+            .insert(T2.to_owned(), cancelled(Some(CancelReason::PaymentTimeout)));
+        let t = outcomes_table(&checks::promises(&input), &input.allowed_failures);
+        let line = |k: &str| t.lines().find(|l| l.starts_with(k)).unwrap().to_owned();
+        assert!(line("paid").ends_with("1  kept"), "{t}");
+        assert!(
+            line("cancelled:payment_timeout").ends_with("1  kept (unit given back)"),
+            "{t}"
+        );
+        assert!(line("promises made").ends_with("2  2 kept"), "{t}");
+        // A cancel no store gives a reason for.
+        input.ticket_states.insert(T2.to_owned(), cancelled(None));
+        let t = outcomes_table(&checks::promises(&input), &input.allowed_failures);
+        let line = |k: &str| t.lines().find(|l| l.starts_with(k)).unwrap().to_owned();
+        assert!(line("cancelled:none").ends_with("1  BROKEN"), "{t}");
     }
 }

@@ -375,6 +375,20 @@ pub mod schema {
         }
     }
     impl ToSchema for TicketText {}
+
+    /// The `Idempotency-Key` header of a payment: 1 to 255 visible ASCII characters.
+    pub struct IdempotencyKey;
+    impl PartialSchema for IdempotencyKey {
+        fn schema() -> RefOr<Schema> {
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .pattern(Some("^[!-~]{1,255}$"))
+                .min_length(Some(1))
+                .max_length(Some(255))
+                .into()
+        }
+    }
+    impl ToSchema for IdempotencyKey {}
 }
 
 /// A `Location` header: the path of what the answer is about, `template` with `{}` for the

@@ -106,7 +106,7 @@ fn idempotency_key(req: &HttpRequest) -> Result<String, ApiError> {
     description = "Records a payment attempt, then asks the payment provider to charge the product's price. The provider's signed callback decides: a success within the window makes the order `paid`. A repeat with the same `Idempotency-Key` answers the same payment and charges nothing more. A declined payment leaves the order `confirmed`: pay again, with a new key, until `pay_by_ms`. No body.",
     params(
         ("ticket" = inline(schema::TicketText), Path, description = "The order's ticket."),
-        ("Idempotency-Key" = String, Header, description = "1 to 255 visible ASCII characters, unique per payment attempt."),
+        ("Idempotency-Key" = inline(schema::IdempotencyKey), Header, description = "1 to 255 visible ASCII characters, unique per payment attempt."),
     ),
     security(("buyer" = [])),
     responses(
