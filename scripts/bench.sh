@@ -5,7 +5,7 @@
 #   scripts/bench.sh                  every figure, then rewrites the results block of
 #                                     docs/BENCHMARKS.md
 #   scripts/bench.sh --quick          smoke run: 3 s per figure, small N; prints the table only
-#   scripts/bench.sh --figures "1 2"  a subset (1..9; wrk runs with 1; (2N), (2E) and (2L)
+#   scripts/bench.sh --figures "1 2"  a subset (1..10; wrk runs with 1; (2N), (2E) and (2L)
 #                                     with 2); prints the table only
 #   scripts/bench.sh --profile        perf-record the gateway during (2) and (3) and the worker
 #                                     during (6); the figures are then perturbed: no doc rewrite
@@ -20,7 +20,11 @@
 # request that verifying a token costs (goals: HS256 ≤ 5 µs; EdDSA ≤ one Ed25519 verify, from
 # criterion, + 5 µs); (2L) (2) with the per-user limit on; (3) the sold-out path; (4) sync
 # mode; (5) the Redis ceiling; (6) the batched drain, (7) the raw MySQL ceiling, (8) the
-# row-at-a-time drain; (9) end to end, (9L) at a lower rate.
+# row-at-a-time drain; (9) end to end, (9L) at a lower rate; (10) the payment deadline: from
+# each unpaid order's pay_by_ms to its unit back on sale in Redis (p50, p99; goal p99 ≤ 1 s at
+# 10,000 expiring orders) and the expiry throughput next to the drain rate of (6). (10) is not
+# a row of the table (`seckill-bench report` does not know it yet): its line follows the table
+# and goes into the results block's note.
 #
 # A figure counts only when its run was valid (`seckill-bench report table`, rules in
 # bench/src/report/rules.rs): otherwise it shows INVALID with the reason, never met, and the
@@ -30,6 +34,8 @@
 # calls that reserved a unit; (6) and (8) need every order as one row; (9) and (9L) need only
 # 202s, every ticket confirmed, and an open loop (constant arrival rate whatever the answers,
 # as wrk2) that achieved its offered rate within 5 % without running out of in-flight slots.
+# (10) counts only when every buy was accepted, every order was confirmed before the first
+# deadline, every unit came back, and MySQL and Redis agree at the end (`seckill-bench expiry`).
 #
 # Settings (environment): BENCH_DURATION (s per figure, 10), BENCH_CONCURRENCY (64),
 # BENCH_ENGINE (hyper), BENCH_THREADS (load tool threads; default one per CPU),
@@ -39,7 +45,9 @@
 # BENCH_MAX_IN_FLIGHT (100000), BENCH_E2E_FRACTION (rate of (9) as a share of (2), 0.5),
 # BENCH_E2E_RATE (a fixed rate for (9) instead, req/s), BENCH_E2E_LOW_FRACTION (the rate of
 # (9L), a second run of (9) at a lower rate, 0.15), BENCH_E2E_MAX_IN_FLIGHT (the open loop's
-# in-flight slots in (9), 512), BENCH_ED25519_VERIFY_US (one Ed25519 verify, µs, for (2E)'s
+# in-flight slots in (9), 512), BENCH_EXPIRY_N (expiring orders of (10), 10000),
+# BENCH_EXPIRY_WINDOW_SECS (their payment window, 10: the buys and the confirmations must fit
+# in it), BENCH_ED25519_VERIFY_US (one Ed25519 verify, µs, for (2E)'s
 # goal; default: criterion's estimate in $CARGO_TARGET_DIR/criterion/ed25519_verify, left by
 # `cargo bench -p seckill-gateway --bench auth`, if there is one), BENCH_KAFKA_LINGER_MS
 # (gateway producer linger; default: the gateway's own default), BENCH_BIN (a directory with gateway, worker and seckill-bench to use
@@ -52,7 +60,7 @@ set -euo pipefail
 cd "$ROOT"
 [[ -f $HOME/.cargo/env ]] && . "$HOME/.cargo/env"
 
-QUICK=0 PROFILE=0 FIGURES="1 2 3 4 5 6 7 8 9" REPORT=auto
+QUICK=0 PROFILE=0 FIGURES="1 2 3 4 5 6 7 8 9 10" REPORT=auto
 while (($#)); do
     case $1 in
         --quick) QUICK=1; shift ;;
@@ -65,16 +73,17 @@ while (($#)); do
     esac
 done
 if ((QUICK)); then
-    : "${BENCH_DURATION:=3}" "${BENCH_DRAIN_N:=5000}" "${BENCH_ROW_N:=500}"
+    : "${BENCH_DURATION:=3}" "${BENCH_DRAIN_N:=5000}" "${BENCH_ROW_N:=500}" "${BENCH_EXPIRY_N:=2000}"
 fi
 : "${BENCH_DURATION:=10}" "${BENCH_CONCURRENCY:=64}" "${BENCH_ENGINE:=hyper}" "${BENCH_THREADS:=}"
 : "${BENCH_DRAIN_N:=20000}" "${BENCH_ROW_N:=2000}" "${BENCH_BATCH:=500}" "${BENCH_LINGER_MS:=20}"
 : "${BENCH_HTTP_WORKERS:=}" "${BENCH_MAX_IN_FLIGHT:=100000}" "${BENCH_E2E_FRACTION:=0.5}"
 : "${BENCH_KAFKA_LINGER_MS:=}" "${BENCH_E2E_RATE:=}" "${BENCH_E2E_LOW_FRACTION:=0.15}" "${BENCH_PARTITIONS:=8}"
 : "${BENCH_E2E_MAX_IN_FLIGHT:=512}" "${BENCH_ED25519_VERIFY_US:=}"
+: "${BENCH_EXPIRY_N:=10000}" "${BENCH_EXPIRY_WINDOW_SECS:=10}"
 if [[ $REPORT == auto ]]; then
     REPORT=""
-    if ((!QUICK && !PROFILE)) && [[ $FIGURES == "1 2 3 4 5 6 7 8 9" ]]; then
+    if ((!QUICK && !PROFILE)) && [[ $FIGURES == "1 2 3 4 5 6 7 8 9 10" ]]; then
         REPORT=docs/BENCHMARKS.md
     fi
 fi
@@ -466,6 +475,39 @@ if want 8; then
     drain f8 "$BENCH_ROW_N" 1 "SECKILL_WORKER_BATCH_LINGER_MS=$BENCH_LINGER_MS"
 fi
 
+# ------------------------------------------------- payment expiry (10) ---
+# N buyers each buy one unit of a priced product (payment window W s) and never pay. As in (6)
+# the buys queue while no worker runs; one worker then confirms them in a wave, so that their
+# deadlines fall within about a second of each other: N orders expiring at once.
+# `seckill-bench expiry` writes f10-bought.json once every buy is answered (the worker starts
+# then), waits for every order's pay_by_ms, polls the Redis stock every 5 ms until every unit
+# is back, and cross-checks MySQL and Redis. Writes OUT/f10.json and its summary OUT/f10.txt.
+if want 10; then
+    ran 10
+    new_namespace x
+    start_gateway 2
+    rm -f "$OUT/f10-bought.json"
+    wait_for -t 600 -m "every service to answer" services_ok
+    log "(10) payment expiry: $BENCH_EXPIRY_N unpaid orders, window ${BENCH_EXPIRY_WINDOW_SECS} s"
+    "${LOAD[@]}" expiry --gateway "http://127.0.0.1:${GW_PORTS[2]}" --orders "$BENCH_EXPIRY_N" \
+        --window-secs "$BENCH_EXPIRY_WINDOW_SECS" --concurrency "$C" \
+        --bought-file "$OUT/f10-bought.json" \
+        --worker-metrics "http://127.0.0.1:${WK_PORTS[0]}/metrics" \
+        --out "$OUT/f10.json" >"$OUT/f10.txt" 2>"$OUT/f10.log" &
+    xpid=$!
+    bought_or_gone() { [[ -f $OUT/f10-bought.json ]] || ! kill -0 "$xpid" 2>/dev/null; }
+    wait_for -t 600 -m "the buys of (10)" bought_or_gone || true
+    if [[ -f $OUT/f10-bought.json ]]; then
+        log "(10) $(json_field accepted <"$OUT/f10-bought.json") orders queued; starting one worker"
+        start_worker 0 "SECKILL_WORKER_BATCH_SIZE=$BENCH_BATCH" \
+            "SECKILL_WORKER_BATCH_LINGER_MS=$BENCH_LINGER_MS"
+    fi
+    wait "$xpid" || warn "(10) seckill-bench expiry failed or its run is invalid: $OUT/f10.log"
+    cat "$OUT/f10.txt" >&2 || true
+    stop_proc w0
+    stop_proc g2
+fi
+
 # ---------------------------------------------------- end-to-end (9) ---
 if want 9; then
     ran 9
@@ -522,6 +564,50 @@ worker SECKILL_WORKER_BATCH_SIZE=$BENCH_BATCH SECKILL_WORKER_BATCH_LINGER_MS=$BE
 binaries ${BENCH_BIN:+from $BENCH_BIN, }release build of commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- gateway worker shared bench || echo ' with local changes')"
 CHAOS_NOTE=""
 if pgrep -f 'scripts/chaos\.sh' >/dev/null; then CHAOS_NOTE="scripts/chaos.sh was running during this run."; fi
+# (10)'s line, next to the drain rate of (6) when it ran (its steady rate, as the report
+# computes it: the rows after the first transaction over the time after it). EXPIRY_OK=0 when
+# (10) ran and its run does not count.
+EXPIRY_LINE="" EXPIRY_OK=1
+if want 10; then
+    EXPIRY_LINE=$(python3 - "$OUT/f10.json" "$OUT/f6.json" "$BENCH_EXPIRY_N" <<'EOF'
+import json, sys
+try:
+    x = json.load(open(sys.argv[1]))
+except (OSError, ValueError):
+    print(f"(10) payment expiry, {sys.argv[3]} unpaid orders: **INVALID**: no result (see f10.log).")
+    sys.exit(1)
+try:
+    d = json.load(open(sys.argv[2]))
+    span = d["last"] - d["first_done"]
+    drain = (d["rows"] - d["batch"]) / span if span > 0 else None
+except (OSError, ValueError, KeyError, TypeError):
+    drain = None
+lag, rate = x.get("lag_ms"), x.get("orders_per_s")
+ms = lambda v: f"{v:,.1f} ms"
+goal = {True: "met", False: "**no**", None: "not judged"}[x.get("goal_met")]
+s = (f"(10) payment expiry, {x['orders']:,} unpaid orders (window {x['window_secs']} s, "
+     f"deadlines over {x['deadline_span_s']:.2f} s): pay_by → unit back on sale in Redis ")
+s += f"p50 {ms(lag['p50'])}, p99 {ms(lag['p99'])}, max {ms(lag['max'])}" if lag else "n/a"
+s += f" (goal p99 ≤ 1 s: {goal}); expiry "
+s += f"{rate:,.0f} orders/s over {x['expiry_s']:.2f} s" if rate else "throughput n/a"
+if rate and drain:
+    s += f" = {rate / drain:.2f} × (6)'s steady drain ({drain:,.0f} orders/s)"
+elif rate:
+    s += " ((6) did not run)"
+w = x.get("worker_lag")
+if w and w.get("count"):
+    le = lambda v: "n/a" if v is None else f"≤ {v} s"
+    s += f"; the worker's own histogram: p50 {le(w.get('p50_le_s'))}, p99 {le(w.get('p99_le_s'))}"
+if not x.get("ok"):
+    bad = x.get("problems", []) + [
+        f"{c['name']}: {c['found']}" for c in x.get("checks", []) if not c["ok"]
+    ]
+    s += ". **INVALID**: " + "; ".join(bad)
+print(s + ".")
+sys.exit(0 if x.get("ok") else 1)
+EOF
+) || EXPIRY_OK=0
+fi
 MODE=full
 ((QUICK)) && MODE=quick
 ((PROFILE)) && MODE=profile
@@ -541,6 +627,14 @@ else
 fi
 status=0
 "$BIN/seckill-bench" report table --dir "$OUT" --figures "${RAN[*]}" --settings "$SETTINGS" \
-    --mode "$MODE" --note "$CHAOS_NOTE" --clk-tck "$(getconf CLK_TCK)" ${REPORT:+--doc "$REPORT"} \
+    --mode "$MODE" --note "$CHAOS_NOTE${CHAOS_NOTE:+${EXPIRY_LINE:+ }}$EXPIRY_LINE" --clk-tck "$(getconf CLK_TCK)" ${REPORT:+--doc "$REPORT"} \
     "${ED25519[@]}" || status=$?
+if [[ -n $EXPIRY_LINE ]]; then
+    echo
+    echo "$EXPIRY_LINE"
+fi
+if ((!EXPIRY_OK)); then
+    err "INVALID: the run of figure 10 does not count; see $OUT/f10.log and $OUT/f10.txt"
+    status=1
+fi
 exit "$status"

@@ -13,10 +13,13 @@
 //!   judged only when its run was valid.
 //! - [`provider`]: `seckill-bench provider`, a simulated payment provider: takes charges, then
 //!   calls back with signed, sometimes late or duplicated, outcomes.
+//! - [`expiry`]: `seckill-bench expiry`, the payment deadline: from each unpaid order's
+//!   `pay_by_ms` to its unit back on sale in Redis (p50, p99), and expired orders per second.
 
 pub mod audit;
 pub mod ceiling;
 pub mod cli;
+pub mod expiry;
 pub mod history;
 pub mod load;
 pub mod provider;
@@ -36,6 +39,7 @@ pub async fn run(cli: cli::Cli) -> anyhow::Result<bool> {
         cli::Command::Provider(args) => provider::run(args, provider::shutdown_signal())
             .await
             .map(|_| true),
+        cli::Command::Expiry(args) => expiry::run(args).await,
     }
 }
 
