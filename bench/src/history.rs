@@ -6,8 +6,18 @@
 //! {"kind":"summary", …}
 //! ```
 //!
+//! `load --pay-rate` adds two kinds ([`PaymentLine`]), written as they happen, so in no set
+//! order against the request lines: one line per request to pay, and one per paying buyer when
+//! it stops looking at its ticket.
+//!
+//! ```text
+//! {"kind":"pay","ticket":"…","user_id":7,"attempt":1,"idempotency_key":"…","status":202,"payment_id":"pay_…","error":null,"state":null,"sent_at_ms":…,"at_ms":…}
+//! {"kind":"pay_end","ticket":"…","user_id":7,"status":"paid","reason":null,"pay_by_ms":…,"paid_at_ms":…,"cancelled_at_ms":null,"attempts":1,"accepted":1,"at_ms":…}
+//! ```
+//!
 //! `load` writes it through [`HistoryWriter`], a thread fed by a channel, so file I/O stays off
-//! the request path. `audit` reads it back with [`read`].
+//! the request path. `audit` reads it back with [`read`], which skips the payment lines, or
+//! with [`read_with_payments`].
 
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
@@ -118,6 +128,75 @@ pub struct SummaryLine {
     /// `--until-sold-out` loads that waited for the sale to be over.
     #[serde(default)]
     pub sale_end: Option<SaleEndLine>,
+    /// `load --until-all-paid`: fresh buyers came until every unit was paid.
+    #[serde(default)]
+    pub until_all_paid: bool,
+    /// `--until-all-paid`: whether the admin API showed every unit paid (`orders_db.paid ==
+    /// initial_stock`) before the load gave up.
+    #[serde(default)]
+    pub all_paid_reached: Option<bool>,
+}
+
+/// One `POST /v1/orders/{ticket}/pay` of `load --pay-rate`, as sent and answered: a line of
+/// kind `pay`. A `503` (or no answer) is retried with the same key, each try its own line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PayLine {
+    pub ticket: String,
+    pub user_id: u64,
+    /// The buyer's payment attempt: 1 for its first `Idempotency-Key`, 2 for its next...
+    pub attempt: u32,
+    pub idempotency_key: String,
+    /// The HTTP status; `None` when no answer came.
+    pub status: Option<u16>,
+    /// `202`: the payment the gateway recorded.
+    #[serde(default)]
+    pub payment_id: Option<String>,
+    /// `409`: the error code (`not_payable`, `payment_window_closed`, `payment_in_progress`);
+    /// no answer: the transport error.
+    #[serde(default)]
+    pub error: Option<String>,
+    /// `409 not_payable`: the ticket's state.
+    #[serde(default)]
+    pub state: Option<String>,
+    /// Sent and answered, ms since the epoch, client clock.
+    pub sent_at_ms: i64,
+    pub at_ms: i64,
+}
+
+/// What a paying buyer of `load --pay-rate` last saw of its ticket when it stopped: a line of
+/// kind `pay_end`, one per paying buyer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PayEndLine {
+    pub ticket: String,
+    pub user_id: u64,
+    /// `paid`, `cancelled`, `confirmed` (still unpaid when the buyer stopped looking, after
+    /// its payment deadline and a grace), `failed`, `pending` (never confirmed while the buyer
+    /// looked), or `unknown` (no poll answered).
+    pub status: String,
+    /// A cancelled ticket's reason (`payment_timeout`, `buyer_cancelled`), a failed one's.
+    #[serde(default)]
+    pub reason: Option<String>,
+    #[serde(default)]
+    pub pay_by_ms: Option<i64>,
+    #[serde(default)]
+    pub paid_at_ms: Option<i64>,
+    #[serde(default)]
+    pub cancelled_at_ms: Option<i64>,
+    /// `Idempotency-Key`s the buyer used.
+    pub attempts: u32,
+    /// Of those, answered `202`.
+    pub accepted: u32,
+    /// When the buyer stopped, ms since the epoch, client clock.
+    pub at_ms: i64,
+}
+
+/// The lines `load --pay-rate` adds to a history. [`parse`] skips them, so a reader of
+/// [`Line`]s reads such a history as before; [`parse_with_payments`] returns them too.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum PaymentLine {
+    Pay(PayLine),
+    PayEnd(PayEndLine),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -138,15 +217,35 @@ pub fn read(path: &Path) -> anyhow::Result<Vec<Line>> {
 }
 
 pub fn parse(reader: impl BufRead) -> anyhow::Result<Vec<Line>> {
+    Ok(parse_with_payments(reader)?.0)
+}
+
+/// Every line of a history file, the payment lines of `load --pay-rate` apart.
+pub fn read_with_payments(path: &Path) -> anyhow::Result<(Vec<Line>, Vec<PaymentLine>)> {
+    let file = std::fs::File::open(path)
+        .with_context(|| format!("opening history file {}", path.display()))?;
+    parse_with_payments(std::io::BufReader::new(file))
+        .with_context(|| format!("reading history file {}", path.display()))
+}
+
+/// As [`parse`], and the payment lines apart, in file order.
+pub fn parse_with_payments(reader: impl BufRead) -> anyhow::Result<(Vec<Line>, Vec<PaymentLine>)> {
     let mut out = Vec::new();
+    let mut payments = Vec::new();
     for (n, line) in reader.lines().enumerate() {
         let line = line?;
         if line.trim().is_empty() {
             continue;
         }
-        out.push(serde_json::from_str(&line).with_context(|| format!("line {}", n + 1))?);
+        match serde_json::from_str::<Line>(&line) {
+            Ok(l) => out.push(l),
+            Err(e) => match serde_json::from_str::<PaymentLine>(&line) {
+                Ok(p) => payments.push(p),
+                Err(_) => return Err(e).with_context(|| format!("line {}", n + 1)),
+            },
+        }
     }
-    Ok(out)
+    Ok((out, payments))
 }
 
 enum Msg {
@@ -177,6 +276,16 @@ impl HistorySink {
 
     pub fn enabled(&self) -> bool {
         self.tx.is_some()
+    }
+
+    /// Appends one JSON line; never blocks. A writer that has died is reported by
+    /// [`HistoryWriter::finish`].
+    pub fn line(&self, value: &impl Serialize) {
+        if let Some(tx) = &self.tx {
+            if let Ok(s) = serde_json::to_string(value) {
+                let _ = tx.send(Msg::Line(s));
+            }
+        }
     }
 }
 
@@ -332,9 +441,61 @@ mod tests {
                 sale_end: Some(SaleEndLine {
                     checked_by: SaleEndCheck::AdminApi
                 }),
+                ..Default::default()
             })
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn payment_lines_are_skipped_by_parse_and_read_apart() {
+        let pay = PaymentLine::Pay(PayLine {
+            ticket: "3-00000000000000000000000000000001".into(),
+            user_id: 7,
+            attempt: 1,
+            idempotency_key: "k1".into(),
+            status: Some(202),
+            payment_id: Some("pay_00".into()),
+            error: None,
+            state: None,
+            sent_at_ms: 1,
+            at_ms: 2,
+        });
+        let end = PaymentLine::PayEnd(PayEndLine {
+            ticket: "3-00000000000000000000000000000001".into(),
+            user_id: 7,
+            status: "paid".into(),
+            reason: None,
+            pay_by_ms: Some(10),
+            paid_at_ms: Some(3),
+            cancelled_at_ms: None,
+            attempts: 1,
+            accepted: 1,
+            at_ms: 4,
+        });
+        let pay_text = serde_json::to_string(&pay).unwrap();
+        assert!(pay_text.starts_with(r#"{"kind":"pay","#), "{pay_text}");
+        let end_text = serde_json::to_string(&end).unwrap();
+        assert!(end_text.starts_with(r#"{"kind":"pay_end","#), "{end_text}");
+        let text = format!(
+            "{{\"kind\":\"summary\",\"until_all_paid\":true,\"all_paid_reached\":false}}\n\
+             {pay_text}\n{end_text}\n"
+        );
+        let lines = parse(text.as_bytes()).unwrap();
+        assert_eq!(
+            lines,
+            vec![Line::Summary(SummaryLine {
+                until_all_paid: true,
+                all_paid_reached: Some(false),
+                ..Default::default()
+            })]
+        );
+        let (lines, payments) = parse_with_payments(text.as_bytes()).unwrap();
+        assert_eq!(lines.len(), 1);
+        assert_eq!(payments, vec![pay, end]);
+        // An unknown kind is still an error, named by the error a line of history gives.
+        let err = parse("{\"kind\":\"refund\"}\n".as_bytes()).unwrap_err();
+        assert!(format!("{err:#}").contains("line 1"), "{err:#}");
     }
 
     #[test]

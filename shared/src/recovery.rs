@@ -364,12 +364,14 @@ pub async fn reconcile(
     let Some(p) = db::product_for_update(&mut *tx, product).await? else {
         return Ok(None);
     };
-    let mut orders: BTreeMap<OrderStatus, Vec<(Ticket, u64, String)>> = BTreeMap::new();
-    for r in sqlx::query("SELECT ticket, user_id, id, status FROM orders WHERE product_id = ?")
-        .bind(product.as_i64())
-        .fetch_all(&mut *tx)
-        .await
-        .context("reading orders")?
+    let mut orders: BTreeMap<OrderStatus, Vec<(Ticket, u64, String, String)>> = BTreeMap::new();
+    for r in sqlx::query(
+        "SELECT ticket, user_id, id, status, cancel_reason FROM orders WHERE product_id = ?",
+    )
+    .bind(product.as_i64())
+    .fetch_all(&mut *tx)
+    .await
+    .context("reading orders")?
     {
         let Ok(t) = Ticket::parse(r.get::<&str, _>("ticket")) else {
             continue;
@@ -381,9 +383,11 @@ pub async fn reconcile(
             t,
             r.get::<i64, _>("user_id") as u64,
             r.get::<i64, _>("id").to_string(),
+            r.get::<Option<String>, _>("cancel_reason")
+                .unwrap_or_default(),
         ));
     }
-    let failed: Vec<(Ticket, u64, String)> =
+    let failed: Vec<(Ticket, u64, String, String)> =
         sqlx::query("SELECT ticket, user_id, reason FROM failed_tickets WHERE product_id = ?")
             .bind(product.as_i64())
             .fetch_all(&mut *tx)
@@ -396,6 +400,7 @@ pub async fn reconcile(
                     t,
                     r.get::<i64, _>("user_id") as u64,
                     r.get::<String, _>("reason"),
+                    String::new(),
                 ))
             })
             .collect();

@@ -19,11 +19,17 @@
 //! ([`sale_end`]): a round of 409s from every gateway starts a check, and units that came back
 //! meanwhile bring fresh users again. `--jwt-secret` (HS256) or `--jwt-ed25519-key` (EdDSA)
 //! gives every user a signed token ([`buyer_token`]), sent on its buys and ticket polls.
+//!
+//! `--pay-rate` makes buyers pay for their confirmed orders, or not ([`payment`]), while the
+//! load goes on; `--until-all-paid` brings fresh users until every unit is paid
+//! ([`all_paid`]). With neither, nothing of it runs.
 
+pub mod all_paid;
 pub mod buyer_token;
 pub mod engine;
 #[cfg(test)]
 mod fake_gateway;
+pub mod payment;
 pub mod plan;
 pub mod sale_end;
 pub mod settle;
@@ -32,11 +38,13 @@ pub mod stats;
 use crate::cli::LoadArgs;
 use crate::history::{HistorySink, HistoryWriter, RequestRecord};
 use crate::now_us;
+use all_paid::AllPaid;
 use anyhow::Context;
 use buyer_token::{BuyerTokens, SigningKey, TokenIssuer};
 use bytes::BytesMut;
 use engine::{Conns, EngineKind, Target};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use payment::{PayPolicy, Payers};
 use plan::{Outcome, Plan, StopRule};
 use sale_end::{AdminApi, Ended, Gate, Look, Phase, SaleEnd};
 use serde::Deserialize;
@@ -79,6 +87,11 @@ struct Shared {
     counts: [AtomicU64; Outcome::COUNT],
     /// `--until-sold-out`: whether the next fresh user goes out.
     sale_end: SaleEnd,
+    /// Fresh users wait for `sale_end`'s gate (`--until-sold-out`; `--until-all-paid` ones go
+    /// at `--rate` until the load stops).
+    fresh_gated: bool,
+    /// `--pay-rate` above 0: every ticket is offered to the paying buyers.
+    payers: Option<Arc<Payers>>,
     /// `--jwt-secret` or `--jwt-ed25519-key`: every user's `Authorization` header.
     tokens: Option<BuyerTokens>,
     histograms: ShardedHistograms,
@@ -163,7 +176,7 @@ async fn worker(shared: Arc<Shared>, id: usize) -> WorkerResult {
                 }
                 None => None,
             };
-            if slot.fresh {
+            if slot.fresh && shared.fresh_gated {
                 match shared.sale_end.gate().await {
                     Gate::Stop => {
                         shared.stop.store(true, Ordering::Relaxed);
@@ -240,6 +253,9 @@ async fn worker(shared: Arc<Shared>, id: usize) -> WorkerResult {
                         fresh: outcome == Outcome::Accepted,
                         auth,
                     });
+                    if let (Some(p), Some(issued)) = (&shared.payers, out.tickets.last()) {
+                        p.offer(issued);
+                    }
                 }
             } else if outcome == Outcome::SoldOut {
                 out.sold_out_users.push(slot.user);
@@ -320,6 +336,10 @@ fn counts_message(shared: &Shared, until_sold_out: bool, elapsed: Duration) -> S
             Phase::Over => msg.push_str(", over"),
         }
     }
+    if let Some(p) = &shared.payers {
+        let (paying, paid) = p.progress();
+        msg.push_str(&format!(" | {paying} buyers paying, {paid} paid"));
+    }
     msg
 }
 
@@ -336,6 +356,8 @@ fn validate(args: &LoadArgs) -> anyhow::Result<()> {
         ("--sold-out-wait", args.sold_out_wait),
         ("--sold-out-quiet", args.sold_out_quiet),
         ("--duration", args.duration.unwrap_or(1.0)),
+        ("--pay-grace-secs", args.pay_grace_secs),
+        ("--all-paid-wait-secs", args.all_paid_wait_secs),
     ] {
         anyhow::ensure!(
             v.is_finite() && v >= 0.0,
@@ -348,6 +370,24 @@ fn validate(args: &LoadArgs) -> anyhow::Result<()> {
     );
     if let Some(p) = &args.path_get {
         anyhow::ensure!(p.starts_with('/'), "--path-get must start with '/'");
+    }
+    if args.pay_rate > 0.0 {
+        anyhow::ensure!(
+            args.settle_timeout > 0.0,
+            "--pay-rate needs --settle-timeout above 0: paying buyers wait that long for their \
+             confirmation"
+        );
+    }
+    if args.until_all_paid {
+        anyhow::ensure!(
+            args.pay_rate > 0.0,
+            "--until-all-paid needs --pay-rate above 0: nobody pays otherwise"
+        );
+        anyhow::ensure!(
+            args.admin_token.is_some(),
+            "--until-all-paid needs --admin-token (or SECKILL_ADMIN_TOKEN): it reads the paid \
+             orders with GET /admin/products/{{id}}"
+        );
     }
     Ok(())
 }
@@ -382,6 +422,9 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<Summary> {
         .collect::<anyhow::Result<Vec<_>>>()?;
 
     let stop_rule = match (args.until_sold_out, args.total, args.duration) {
+        _ if args.until_all_paid => StopRule::UntilAllPaid {
+            max_users: args.max_users,
+        },
         (true, _, _) => StopRule::UntilSoldOut {
             max_users: args.max_users,
         },
@@ -448,10 +491,43 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<Summary> {
         }),
     };
     let checked_by = look.as_ref().map(Look::kind);
+    // --until-all-paid: one admin API handle for the watch, one for the last look.
+    let all_paid_apis = match (&args.admin_token, product) {
+        (Some(token), Some(p)) if args.until_all_paid => {
+            let mut last = AdminApi::new(client.clone(), &gateways, p, token)?;
+            let view: all_paid::PaidView = last
+                .view()
+                .await
+                .context("--admin-token: reading the product with GET /admin/products/{id}")?;
+            anyhow::ensure!(
+                view.orders_db.is_some(),
+                "--until-all-paid: GET /admin/products/{p} shows no orders_db (a gateway from \
+                 before payments)"
+            );
+            Some((AdminApi::new(client.clone(), &gateways, p, token)?, last))
+        }
+        _ => None,
+    };
 
     let gateway_names = Arc::new(gateways.clone());
     let history_path = (!args.no_history).then_some(args.history.as_path());
     let writer = HistoryWriter::create(history_path, gateway_names)?;
+
+    let payers = (mode == Mode::Buy && args.pay_rate > 0.0).then(|| {
+        Arc::new(Payers::new(
+            client.clone(),
+            gateways.clone(),
+            args.pay_rate,
+            args.seed.unwrap_or_else(rand::random),
+            PayPolicy {
+                retry_after_ms: args.pay_retry_after_ms.min(i64::MAX as u64) as i64,
+                grace_ms: (args.pay_grace_secs * 1000.0) as i64,
+            },
+            Duration::from_secs_f64(args.settle_timeout),
+            args.settle_concurrency,
+            writer.sink(),
+        ))
+    });
 
     let threads = tokio::runtime::Handle::current().metrics().num_workers();
     let started = Instant::now();
@@ -473,6 +549,8 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<Summary> {
             Duration::from_secs_f64(args.sold_out_timeout),
             Duration::from_secs_f64(args.sold_out_wait),
         ),
+        fresh_gated: args.until_sold_out,
+        payers: payers.clone(),
         tokens,
         histograms: ShardedHistograms::new((threads * 4).min(args.concurrency)),
         history: writer.sink(),
@@ -528,6 +606,23 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<Summary> {
             shared.sale_end.judge(look, in_flight).await;
         })
     });
+    let all_paid = args.until_all_paid.then(|| {
+        Arc::new(AllPaid::new(
+            started,
+            Duration::from_secs_f64(args.all_paid_wait_secs),
+        ))
+    });
+    let (watch, mut last_look_api) = match (&all_paid, all_paid_apis) {
+        (Some(a), Some((api, last))) => {
+            let (a, shared) = (a.clone(), shared.clone());
+            let watch = tokio::spawn(async move {
+                a.watch(api, || shared.stop.store(true, Ordering::Relaxed))
+                    .await;
+            });
+            (Some(watch), Some(last))
+        }
+        _ => (None, None),
+    };
     let workers: Vec<_> = (0..args.concurrency)
         .map(|id| tokio::spawn(worker(shared.clone(), id)))
         .collect();
@@ -541,7 +636,7 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<Summary> {
     let duration = started.elapsed();
     // Await the aborted helpers so that their handles on `shared` (and its history sink)
     // are gone before the writer is finished.
-    for t in [timer, judge].into_iter().flatten() {
+    for t in [timer, judge, watch].into_iter().flatten() {
         t.abort();
         let _ = t.await;
     }
@@ -586,6 +681,8 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<Summary> {
             &distinct,
             Duration::from_secs_f64(args.settle_timeout),
             args.settle_concurrency,
+            // `paid` and `cancelled` are final too (a windowed product), paying or not.
+            true,
             &spb,
         )
         .await;
@@ -595,6 +692,24 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<Summary> {
         Vec::new()
     };
     let settle_s = settle_started.elapsed().as_secs_f64();
+    // The paying buyers stop by themselves: each by its ticket's deadline and the grace.
+    let payments = match &payers {
+        Some(p) => {
+            let mut summary = p.finish().await;
+            summary.settled_paid = settled.iter().filter(|l| l.status == "paid").count() as u64;
+            summary.settled_cancelled =
+                settled.iter().filter(|l| l.status == "cancelled").count() as u64;
+            Some(summary)
+        }
+        None => None,
+    };
+    let all_paid = match (all_paid, &mut last_look_api) {
+        (Some(a), Some(api)) => {
+            a.last_look(api).await;
+            Some(a.report())
+        }
+        _ => None,
+    };
     for line in &settled {
         writer.line(&SettledOut {
             kind: "settled",
@@ -665,6 +780,9 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<Summary> {
         until_sold_out: args.until_sold_out,
         sold_out_reached: sale_end.as_ref().map(|r| r.ended == Ended::SoldOut),
         sale_end,
+        until_all_paid: args.until_all_paid,
+        all_paid_reached: all_paid.as_ref().map(|r| r.reached),
+        all_paid,
         jwt: shared.tokens.is_some(),
         jwt_alg: shared.tokens.as_ref().map(|t| t.issuer().algorithm()),
         jwt_kid: shared
@@ -687,6 +805,7 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<Summary> {
             failed: count("failed"),
             unsettled: count("pending"),
         },
+        payments,
         settle_s,
         e2e,
         arrival,
@@ -694,6 +813,7 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<Summary> {
     };
     writer.line(&summary)?;
     drop(shared);
+    drop(payers);
     tokio::task::spawn_blocking(move || writer.finish())
         .await
         .context("the history writer task failed")??;
@@ -1128,6 +1248,220 @@ mod tests {
             .claims;
             assert_eq!(c.sub, r.user.unwrap().to_string());
         }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn paying_buyers_retry_a_503_with_the_same_key_and_a_decline_with_a_new_one() {
+        let (addr, sale) = fake_gateway::start(fake_gateway::Config {
+            stock: 5,
+            pay_window: Some(Duration::from_secs(10)),
+            decline_first: 1,
+            unavailable_first: 1,
+            ..Default::default()
+        })
+        .await;
+        let dir = std::env::temp_dir().join(format!("bench-pay-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let history = dir.join("h.jsonl");
+        let url = format!("http://{addr}");
+        let argv = [
+            "b",
+            "load",
+            "--gateway",
+            &url,
+            "--product",
+            "7",
+            "--users",
+            "5",
+            "-c",
+            "2",
+            "--quiet",
+            "--json",
+            "--settle-timeout",
+            "5",
+            "--pay-rate",
+            "1",
+            "--seed",
+            "9",
+            "--pay-retry-after-ms",
+            "100",
+            "--history",
+            history.to_str().unwrap(),
+        ];
+        let cli = <crate::cli::Cli as clap::Parser>::try_parse_from(argv).unwrap();
+        let crate::cli::Command::Load(mut args) = cli.command else {
+            panic!("not load")
+        };
+        (args.admin_token, args.jwt_secret) = (None, None);
+        let s = run(args).await.unwrap();
+        let p = s.payments.as_ref().expect("a payments summary");
+        assert_eq!((p.buyers_paying, p.buyers_not_paying, p.seed), (5, 0, 9));
+        // One decline: six payments for five buyers; the 503 was retried with its key.
+        assert_eq!((p.attempts, p.accepted, p.unavailable), (6, 6, 1), "{p:?}");
+        assert_eq!(p.requests, 7, "{p:?}");
+        assert_eq!(p.ended.paid, 5, "{p:?}");
+        let (keys, paid) = {
+            let f = sale.lock().unwrap();
+            (f.pays.clone(), f.paid)
+        };
+        assert_eq!(paid, 5);
+        assert_eq!(keys[0].1, 503);
+        assert!(keys[1..].contains(&(keys[0].0.clone(), 202)), "{keys:?}");
+        let distinct: HashSet<&str> = keys.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(distinct.len(), 6);
+        assert!(s.table().contains("5 paid, 0 cancelled"), "{}", s.table());
+
+        // The history: one `pay` line per request, one `pay_end` per paying buyer; the other
+        // lines read as before.
+        let (lines, payments) = crate::history::read_with_payments(&history).unwrap();
+        assert_eq!(crate::history::read(&history).unwrap(), lines);
+        assert!(matches!(
+            lines.last(),
+            Some(crate::history::Line::Summary(_))
+        ));
+        let (mut pays, mut ends) = (vec![], vec![]);
+        for l in payments {
+            match l {
+                crate::history::PaymentLine::Pay(p) => pays.push(p),
+                crate::history::PaymentLine::PayEnd(e) => ends.push(e),
+            }
+        }
+        assert_eq!(pays.len(), 7);
+        assert_eq!(pays.iter().filter(|p| p.status == Some(202)).count(), 6);
+        assert!(pays.iter().filter(|p| p.status == Some(202)).all(|p| p
+            .payment_id
+            .as_deref()
+            .is_some_and(|id| id.starts_with("pay_"))));
+        // The declined buyer's second key is its attempt 2.
+        assert_eq!(pays.iter().filter(|p| p.attempt == 2).count(), 1);
+        assert_eq!(ends.len(), 5);
+        assert!(ends
+            .iter()
+            .all(|e| e.status == "paid" && e.paid_at_ms.is_some()));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn until_all_paid_brings_fresh_buyers_until_cancelled_units_are_paid() {
+        let seed = 3;
+        // Some of the first buyers do not pay: their units must come back and sell again.
+        assert!((1..=4).any(|u| !payment::pays(seed, u, 0.5)));
+        let (addr, sale) = fake_gateway::start(fake_gateway::Config {
+            stock: 4,
+            pay_window: Some(Duration::from_millis(300)),
+            ..Default::default()
+        })
+        .await;
+        let seed_text = seed.to_string();
+        let s = buy_run(
+            addr,
+            &[
+                "--users",
+                "4",
+                "-c",
+                "4",
+                "--rate",
+                "100",
+                "--until-all-paid",
+                "--all-paid-wait-secs",
+                "20",
+                "--pay-rate",
+                "0.5",
+                "--seed",
+                &seed_text,
+                "--pay-grace-secs",
+                "2",
+            ],
+            Some("admin"),
+            None,
+        )
+        .await;
+        assert_eq!(s.all_paid_reached, Some(true), "{s:?}");
+        let a = s.all_paid.as_ref().unwrap();
+        assert_eq!(a.stopped, all_paid::Stopped::AllPaid);
+        assert!(a.reached_s.is_some_and(|t| t <= a.stopped_s + 1.0), "{a:?}");
+        let p = s.payments.as_ref().unwrap();
+        assert!(p.buyers_not_paying >= 1, "{p:?}");
+        assert!(s.users_used > 4, "{s:?}");
+        {
+            let f = sale.lock().unwrap();
+            assert_eq!(f.paid, 4);
+            assert!(f.cancelled >= 1);
+        }
+        assert!(s.table().contains("every unit paid at"), "{}", s.table());
+
+        // Without an admin token it cannot tell: refused up front.
+        let (addr, _) = fake_gateway::start(Default::default()).await;
+        let url = format!("http://{addr}");
+        let cli = <crate::cli::Cli as clap::Parser>::try_parse_from([
+            "b",
+            "load",
+            "--gateway",
+            &url,
+            "--product",
+            "7",
+            "--no-history",
+            "--quiet",
+            "--rate",
+            "10",
+            "--until-all-paid",
+            "--pay-rate",
+            "1",
+        ])
+        .unwrap();
+        let crate::cli::Command::Load(mut args) = cli.command else {
+            panic!("not load")
+        };
+        args.admin_token = None;
+        let err = run(args).await.unwrap_err();
+        assert!(format!("{err:#}").contains("--admin-token"), "{err:#}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn without_a_pay_rate_nobody_pays_and_the_summary_is_as_before() {
+        let (addr, sale) = fake_gateway::start(fake_gateway::Config {
+            pay_window: Some(Duration::from_secs(10)),
+            ..Default::default()
+        })
+        .await;
+        let s = buy_run(addr, &["--users", "3"], None, None).await;
+        assert_eq!(s.tickets.confirmed, 3);
+        assert!(s.payments.is_none() && s.all_paid.is_none());
+        let json = serde_json::to_value(&s).unwrap();
+        for key in ["payments", "all_paid", "all_paid_reached", "until_all_paid"] {
+            assert!(json.get(key).is_none(), "{key} in {json}");
+        }
+        assert!(!s.table().contains("pay"), "{}", s.table());
+        assert!(sale.lock().unwrap().pays.is_empty());
+    }
+
+    #[test]
+    fn until_all_paid_flags_go_together() {
+        let parse = |extra: &[&str]| {
+            let mut argv = vec!["b", "load", "--gateway", "http://x", "--product", "1"];
+            argv.extend_from_slice(extra);
+            <crate::cli::Cli as clap::Parser>::try_parse_from(argv)
+        };
+        assert!(parse(&["--until-all-paid", "--rate", "5", "--pay-rate", "0.5"]).is_ok());
+        // It paces fresh buyers at --rate, and stops by itself.
+        assert!(parse(&["--until-all-paid", "--pay-rate", "0.5"]).is_err());
+        for other in [
+            &["--until-sold-out"][..],
+            &["--duration", "3"],
+            &["--total", "9"],
+        ] {
+            let mut argv = vec!["--until-all-paid", "--rate", "5"];
+            argv.extend_from_slice(other);
+            assert!(parse(&argv).is_err(), "{other:?}");
+        }
+        assert!(parse(&["--pay-rate", "1.5"]).is_err());
+        let cli = parse(&[]).unwrap();
+        let crate::cli::Command::Load(a) = cli.command else {
+            panic!("not load")
+        };
+        assert_eq!((a.pay_rate, a.seed, a.until_all_paid), (0.0, None, false));
+        assert_eq!((a.pay_retry_after_ms, a.pay_grace_secs), (1000, 10.0));
+        assert_eq!(a.all_paid_wait_secs, 120.0);
     }
 
     #[test]

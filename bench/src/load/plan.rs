@@ -90,6 +90,8 @@ pub enum StopRule {
     /// The planned requests, then one request per fresh user until the gateways are sold out
     /// (checked by the caller) or `max_users` distinct users have been used.
     UntilSoldOut { max_users: u64 },
+    /// The same requests as `UntilSoldOut`, until every unit is paid (checked by the caller).
+    UntilAllPaid { max_users: u64 },
 }
 
 /// Request number `i` → user id.
@@ -122,7 +124,7 @@ impl Plan {
             "--requests-per-user must be at least 1"
         );
         let span = match stop {
-            StopRule::UntilSoldOut { max_users } => {
+            StopRule::UntilSoldOut { max_users } | StopRule::UntilAllPaid { max_users } => {
                 anyhow::ensure!(
                     max_users >= users,
                     "--max-users ({max_users}) is below --users ({users})"
@@ -162,7 +164,9 @@ impl Plan {
         match self.stop {
             StopRule::Planned => Some(self.planned_requests()),
             StopRule::Total(n) => Some(n),
-            StopRule::Duration | StopRule::UntilSoldOut { .. } => None,
+            StopRule::Duration | StopRule::UntilSoldOut { .. } | StopRule::UntilAllPaid { .. } => {
+                None
+            }
         }
     }
 
@@ -178,7 +182,7 @@ impl Plan {
             StopRule::Planned => (i < self.planned_requests()).then(|| cycled(i)),
             StopRule::Total(n) => (i < n).then(|| cycled(i)),
             StopRule::Duration => Some(cycled(i)),
-            StopRule::UntilSoldOut { max_users } => {
+            StopRule::UntilSoldOut { max_users } | StopRule::UntilAllPaid { max_users } => {
                 let planned = self.planned_requests();
                 if i < planned {
                     return Some(cycled(i));
@@ -196,7 +200,9 @@ impl Plan {
     pub fn users_used(&self, n: u64) -> u64 {
         let planned = self.planned_requests();
         match self.stop {
-            StopRule::UntilSoldOut { .. } if n > planned => self.users + (n - planned),
+            StopRule::UntilSoldOut { .. } | StopRule::UntilAllPaid { .. } if n > planned => {
+                self.users + (n - planned)
+            }
             _ => n.min(self.users),
         }
     }
@@ -294,6 +300,11 @@ mod tests {
         );
         assert_eq!(p.users_used(6), 4);
         assert_eq!(p.users_used(3), 2);
+        // Until every unit is paid: the same users.
+        let q = Plan::new(5, 2, 2, StopRule::UntilAllPaid { max_users: 4 }).unwrap();
+        assert_eq!((0..).map_while(|i| q.slot(i)).collect::<Vec<_>>(), slots);
+        assert_eq!((q.users_used(6), q.known_length()), (4, None));
+        assert!(Plan::new(1, 5, 1, StopRule::UntilAllPaid { max_users: 4 }).is_err());
     }
 
     #[test]

@@ -134,6 +134,11 @@ impl AdminApi {
 
     /// The product's stock, from the first gateway that answers.
     pub async fn stock(&mut self) -> anyhow::Result<StockView> {
+        self.view().await
+    }
+
+    /// The product's admin view, read as `T`, from the first gateway that answers.
+    pub async fn view<T: serde::de::DeserializeOwned>(&mut self) -> anyhow::Result<T> {
         let mut errors = Vec::new();
         for _ in 0..self.urls.len() {
             let url = &self.urls[self.next % self.urls.len()];
@@ -146,7 +151,7 @@ impl AdminApi {
         anyhow::bail!("{}", errors.join("; "))
     }
 
-    async fn get(&self, url: &str) -> anyhow::Result<StockView> {
+    async fn get<T: serde::de::DeserializeOwned>(&self, url: &str) -> anyhow::Result<T> {
         let res = self
             .client
             .get(url)

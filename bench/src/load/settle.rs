@@ -1,6 +1,7 @@
 //! After the load: poll each ticket with `GET /v1/orders/{ticket}` until it is confirmed or
 //! failed, in rounds, with a bounded number of polls in flight. With buyer tokens, each poll
-//! carries the token its buy carried.
+//! carries the token its buy carried. When buyers pay (`--pay-rate`), a ticket already `paid`
+//! or `cancelled` (it was confirmed first) is settled too.
 
 use crate::history::SettledLine;
 use futures::stream::{self, StreamExt};
@@ -43,10 +44,20 @@ enum Poll {
     NotYet(Option<String>),
 }
 
+/// Whether a ticket in `status` has settled. `payments`: `paid` and `cancelled` count too.
+fn settled(status: &str, payments: bool) -> bool {
+    match status {
+        "confirmed" | "failed" => true,
+        "paid" | "cancelled" => payments,
+        _ => false,
+    }
+}
+
 async fn poll_once(
     client: &reqwest::Client,
     base: &str,
     t: &IssuedTicket,
+    payments: bool,
 ) -> Result<Option<OrderBody>, String> {
     let mut req = client.get(format!("{base}/v1/orders/{}", t.ticket));
     if let Some(auth) = &t.auth {
@@ -64,18 +75,19 @@ async fn poll_once(
     }
     let body: OrderBody =
         serde_json::from_slice(&bytes).map_err(|e| format!("bad order body: {e}"))?;
-    Ok(matches!(body.status.as_str(), "confirmed" | "failed").then_some(body))
+    Ok(settled(&body.status, payments).then_some(body))
 }
 
 /// Polls every ticket until it settles or `timeout` has passed. Returns one line per ticket,
 /// in the order given; tickets that never settled are `pending` (with the last error seen, if
-/// any, as the reason).
+/// any, as the reason). `payments`: a `paid` or `cancelled` ticket has settled too.
 pub async fn poll_tickets(
     client: &reqwest::Client,
     gateways: &[String],
     tickets: &[IssuedTicket],
     timeout: Duration,
     concurrency: usize,
+    payments: bool,
     progress: &ProgressBar,
 ) -> Vec<SettledLine> {
     let deadline = Instant::now() + timeout;
@@ -91,7 +103,7 @@ pub async fn poll_tickets(
                 // each round, so that one gateway going away does not stall the polling.
                 let base = &gateways[(t.gateway + round) % gateways.len()];
                 async move {
-                    let poll = match poll_once(client, base, t).await {
+                    let poll = match poll_once(client, base, t, payments).await {
                         Ok(Some(body)) => Poll::Settled(SettledLine {
                             ticket: t.ticket.clone(),
                             user_id: t.user_id,
@@ -149,4 +161,19 @@ pub async fn poll_tickets(
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paid_and_cancelled_tickets_are_settled_only_when_buyers_pay() {
+        for payments in [false, true] {
+            assert!(settled("confirmed", payments) && settled("failed", payments));
+            assert!(!settled("pending", payments));
+            assert_eq!(settled("paid", payments), payments);
+            assert_eq!(settled("cancelled", payments), payments);
+        }
+    }
 }

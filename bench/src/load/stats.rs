@@ -306,6 +306,15 @@ pub struct Summary {
     pub sold_out_reached: Option<bool>,
     /// `--until-sold-out`: how the end of the sale was checked, and what was seen.
     pub sale_end: Option<super::sale_end::SaleEndReport>,
+    /// `--until-all-paid`: fresh buyers came until every unit was paid (absent otherwise).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub until_all_paid: bool,
+    /// `--until-all-paid`: whether every unit ended paid (`orders_db.paid == initial_stock`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub all_paid_reached: Option<bool>,
+    /// `--until-all-paid`: when every unit was paid, why fresh buyers stopped, what was seen.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub all_paid: Option<super::all_paid::AllPaidReport>,
     /// `--jwt-secret` or `--jwt-ed25519-key`: every buy and ticket poll carried its user's
     /// token.
     pub jwt: bool,
@@ -322,6 +331,9 @@ pub struct Summary {
     pub outcomes: Vec<OutcomeStats>,
     pub all: OutcomeStats,
     pub tickets: TicketTotals,
+    /// `--pay-rate` above 0: the paying buyers' attempts and how their tickets ended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub payments: Option<super::payment::PaymentSummary>,
     pub settle_s: f64,
     /// Buy runs: `202` received → confirmed, over the tickets the polling saw confirmed.
     pub e2e: Option<E2eLatency>,
@@ -433,6 +445,35 @@ impl Summary {
                     let _ = writeln!(s, "last admin API error: {err}");
                 }
             }
+            if let Some(a) = &self.all_paid {
+                let verdict = match a.reached_s {
+                    Some(t) if a.reached => format!("every unit paid at {t:.2} s"),
+                    _ => "NOT every unit paid".to_owned(),
+                };
+                let _ = writeln!(
+                    s,
+                    "all paid: {verdict}; fresh users stopped at {:.2} s ({}), {} checks",
+                    a.stopped_s,
+                    a.stopped.describe(),
+                    a.checks
+                );
+                if let Some(v) = &a.last_seen {
+                    let orders = v.orders_db.map_or("none".to_owned(), |o| {
+                        format!(
+                            "{} paid, {} confirmed, {} cancelled",
+                            o.paid, o.confirmed, o.cancelled
+                        )
+                    });
+                    let _ = writeln!(
+                        s,
+                        "last seen: initial stock {}, orders in mysql: {orders}",
+                        v.initial_stock
+                    );
+                }
+                if let Some(err) = &a.last_error {
+                    let _ = writeln!(s, "last admin API error: {err}");
+                }
+            }
             match (self.jwt_alg, &self.jwt_kid) {
                 (Some(alg), Some(kid)) => {
                     let _ = writeln!(s, "buyers: one {alg} token each, key id {kid:?}");
@@ -448,6 +489,39 @@ impl Summary {
                 "tickets: {} issued, {} confirmed, {} failed, {} unsettled (polled for {:.2} s)",
                 t.issued, t.confirmed, t.failed, t.unsettled, self.settle_s
             );
+            if let Some(p) = &self.payments {
+                let refused = if p.refused.is_empty() {
+                    "none".to_owned()
+                } else {
+                    p.refused
+                        .iter()
+                        .map(|(code, n)| format!("{n} {code}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
+                let _ = writeln!(
+                    s,
+                    "payments: pay rate {} (seed {}): {} buyers pay, {} do not; {} attempts in \
+                     {} requests: {} x 202, 409: {refused}, {} x 503, {} other, {} unanswered",
+                    p.pay_rate,
+                    p.seed,
+                    p.buyers_paying,
+                    p.buyers_not_paying,
+                    p.attempts,
+                    p.requests,
+                    p.accepted,
+                    p.unavailable,
+                    p.other_status,
+                    p.no_answer
+                );
+                let e = &p.ended;
+                let _ = writeln!(
+                    s,
+                    "paying buyers ended: {} paid, {} cancelled, {} still confirmed, {} other; \
+                     the polling saw {} tickets paid, {} cancelled",
+                    e.paid, e.cancelled, e.confirmed, e.other, p.settled_paid, p.settled_cancelled
+                );
+            }
             if let Some(e) = self.e2e.as_ref().filter(|e| e.count > 0) {
                 let _ = writeln!(
                     s,

@@ -554,13 +554,13 @@ impl TicketStore {
     }
 
     /// Reconcile, step one: write settled records for tickets MySQL has settled. `entries`
-    /// are (ticket, user, order id or reason). `ttl_secs` is how long the records live.
+    /// are (ticket, user, order id or failure reason, cancel reason or ""). `ttl_secs` is how long the records live.
     /// Returns how many records changed.
     pub async fn restore_settled(
         &self,
         product: ProductId,
         status: RecordStatus,
-        entries: &[(Ticket, u64, String)],
+        entries: &[(Ticket, u64, String, String)],
         ttl_secs: u64,
     ) -> anyhow::Result<u64> {
         let k = self.keys(product);
@@ -569,9 +569,9 @@ impl TicketStore {
             let mut inv = RESTORE.prepare_invoke();
             inv.key(k.buyers()).key(k.pending());
             inv.arg(status.as_str()).arg(ttl_secs).arg(product.get());
-            for (t, user, detail) in chunk {
+            for (t, user, detail, why) in chunk {
                 inv.key(k.ticket(t));
-                inv.arg(t.as_str()).arg(*user).arg(detail);
+                inv.arg(t.as_str()).arg(*user).arg(detail).arg(why);
             }
             let mut c = self.conn.clone();
             let n: u64 = inv

@@ -6,13 +6,14 @@
 -- Fix the buyer and leave `pending`. Counters and stock are set afterwards by rebuild.lua.
 -- KEYS: 1 buyers, 2 pending, 3.. ticket records
 -- ARGV: 1 'confirmed', 'paid', 'cancelled' or 'failed', 2 ttl (s), 3 product id,
---       then triples (ticket, user id, order id or reason) in the order of KEYS[3..]
+--       then quadruples (ticket, user id, order id or failure reason, cancel reason or '') in the
+--       order of KEYS[3..]
 -- Returns how many records changed.
 local settled = ARGV[1]
 local changed = 0
 for i = 3, #KEYS do
-  local j = 3 + (i - 3) * 3
-  local ticket, user, detail = ARGV[j + 1], ARGV[j + 2], ARGV[j + 3]
+  local j = 3 + (i - 3) * 4
+  local ticket, user, detail, why = ARGV[j + 1], ARGV[j + 2], ARGV[j + 3], ARGV[j + 4]
   local status = redis.call('HGET', KEYS[i], 'status')
   local write
   if settled == 'confirmed' or settled == 'failed' then
@@ -25,6 +26,7 @@ for i = 3, #KEYS do
       redis.call('HSET', KEYS[i], 'status', settled, 'user_id', user, 'product_id', ARGV[3], 'reason', detail)
     else
       redis.call('HSET', KEYS[i], 'status', settled, 'user_id', user, 'product_id', ARGV[3], 'order_id', detail)
+      if why ~= '' then redis.call('HSET', KEYS[i], 'reason', why) end
     end
     redis.call('EXPIRE', KEYS[i], ARGV[2])
     redis.call('ZREM', KEYS[2], ticket)

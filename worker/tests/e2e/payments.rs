@@ -628,3 +628,89 @@ async fn a_product_without_a_window_sells_final_orders_as_before() {
         assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     }
 }
+
+#[tokio::test]
+async fn a_rebuild_after_redis_lost_the_sale_keeps_paid_cancelled_and_every_unit_once() {
+    let sale = Sale::new().await;
+    let product = sale.product(4, 60).await;
+    let mut t = vec![];
+    for user in 40..44 {
+        t.push(
+            sale.confirmed(product, user).await["ticket"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
+    }
+    // 40 pays, 41 cancels, 42's order is cancelled by an expiry that crashed after its commit
+    // (its unit is back in MySQL, not yet in Redis), 43 waits to pay.
+    let (_, paid) = sale.pay(&t[0], 40, "k").await;
+    sale.callback(paid["payment_id"].as_str().unwrap(), "succeeded")
+        .await;
+    assert_eq!(sale.cancel(&t[1], 41).await.0, StatusCode::OK);
+    sqlx::query("UPDATE orders SET pay_by_ms = 0 WHERE ticket = ?")
+        .bind(&t[2])
+        .execute(&sale.env.db)
+        .await
+        .unwrap();
+    // Stop the expiry from finishing it: the cancel is committed as of a moment ago.
+    let crashed = cancel::cancel_overdue(&sale.env.db, now_ms(), 100)
+        .await
+        .unwrap();
+    assert_eq!(crashed.len(), 1);
+    // Redis loses everything of the sale, then it is rebuilt from MySQL.
+    sale.env.lose_redis_keys(&format!("{product}}}*")).await;
+    let (status, body) = sale
+        .gw
+        .admin_post(&format!("/admin/products/{product}/reconcile"), Value::Null)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    // Whatever the expiry's restore round does now, 41's and 42's units are back once each.
+    eventually(
+        "no cancel left to restore",
+        Duration::from_secs(20),
+        || async {
+            let due: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM orders WHERE restore_due = 1")
+                .fetch_one(&sale.env.db)
+                .await
+                .unwrap();
+            (due == 0).then_some(())
+        },
+    )
+    .await;
+    assert_eq!(
+        (
+            sale.env.mysql_stock(product).await,
+            sale.env.redis_stock(product).await
+        ),
+        (2, 2)
+    );
+    assert_eq!(sale.ticket(&t[0], 40).await["status"], "paid");
+    let b = sale.ticket(&t[1], 41).await;
+    assert_eq!(
+        (b["status"].as_str(), b["reason"].as_str()),
+        (Some("cancelled"), Some("buyer_cancelled")),
+        "{b}"
+    );
+    assert_eq!(sale.ticket(&t[2], 42).await["status"], "cancelled");
+    assert_eq!(sale.ticket(&t[3], 43).await["status"], "confirmed");
+    // The holders still hold (a second buy answers their ticket); the two units sell once each.
+    let (status, again) = sale.gw.buy(product, 43).await;
+    assert_eq!(
+        (status, again["ticket"].as_str()),
+        (StatusCode::OK, Some(t[3].as_str())),
+        "{again}"
+    );
+    for user in [50, 51] {
+        sale.confirmed(product, user).await;
+    }
+    let (status, _) = sale.gw.buy(product, 52).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert_eq!(
+        (
+            sale.env.mysql_stock(product).await,
+            sale.env.redis_stock(product).await
+        ),
+        (0, 0)
+    );
+}
