@@ -131,23 +131,26 @@ pub async fn pay(
     let existing = payments::by_key(&state.db, ticket.as_str(), &key)
         .await
         .map_err(|e| ApiError::unavailable("MySQL", e))?;
-    let payment = match existing {
-        // The same request again: the same payment. One the provider never took is sent again
-        // (the provider dedupes by payment id).
-        Some(p) if p.status != PaymentStatus::Unsent => {
-            return Ok(HttpResponse::Accepted().json(PaymentBody::of(&p)))
+    // The same request again answers the same payment.
+    if let Some(p) = &existing {
+        if p.status != PaymentStatus::Unsent {
+            return Ok(HttpResponse::Accepted().json(PaymentBody::of(p)));
         }
+    }
+    // A new payment, or one the provider never took (sent again, with the same payment id,
+    // which the provider dedupes by): only for an order still payable.
+    if order.status != TicketStatus::Confirmed || order.pay_by_ms.is_none() {
+        return Err(ApiError::NotPayable {
+            state: order.status,
+        });
+    }
+    let now = now_ms();
+    if order.pay_by_ms.is_some_and(|by| now >= by) {
+        return Err(ApiError::PaymentWindowClosed);
+    }
+    let payment = match existing {
         Some(p) => p,
         None => {
-            if order.status != TicketStatus::Confirmed || order.pay_by_ms.is_none() {
-                return Err(ApiError::NotPayable {
-                    state: order.status,
-                });
-            }
-            let now = now_ms();
-            if order.pay_by_ms.is_some_and(|by| now >= by) {
-                return Err(ApiError::PaymentWindowClosed);
-            }
             if payments::in_progress(&state.db, ticket.as_str())
                 .await
                 .map_err(|e| ApiError::unavailable("MySQL", e))?
