@@ -30,7 +30,7 @@ use anyhow::Context;
 use clap::Args;
 use futures::stream::{self, StreamExt};
 use seckill_shared::store::TicketStore;
-use seckill_shared::{db, now_ms, ProductId, Settings};
+use seckill_shared::{db, now_ms, ProductId};
 use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
 use sqlx::mysql::MySqlPool;
@@ -531,25 +531,15 @@ async fn scrape(http: &reqwest::Client, urls: &[String]) -> anyhow::Result<BTree
 }
 
 pub async fn run(args: ExpiryArgs) -> anyhow::Result<bool> {
-    let settings = Settings::load(None);
-    let from_env = |what: &str| -> anyhow::Result<&Settings> {
-        settings
-            .as_ref()
-            .map_err(|e| anyhow::anyhow!("{e:#}"))
-            .with_context(|| format!("loading settings for the {what} (or pass it as a flag)"))
-    };
-    let redis_url = match &args.redis_url {
-        Some(u) => u.clone(),
-        None => from_env("Redis URL")?.redis_url.expose_secret().to_owned(),
-    };
-    let mysql_url = match &args.mysql_url {
-        Some(u) => u.clone(),
-        None => from_env("MySQL URL")?.mysql_url.expose_secret().to_owned(),
-    };
-    let namespace = match &args.namespace {
-        Some(n) => n.clone(),
-        None => from_env("namespace")?.namespace.clone(),
-    };
+    let crate::stores::Stores {
+        redis_url,
+        mysql_url,
+        namespace,
+    } = crate::stores::Stores::resolve(
+        args.redis_url.as_deref(),
+        args.mysql_url.as_deref(),
+        args.namespace.as_deref(),
+    )?;
     anyhow::ensure!(args.first_user >= 1, "--first-user must be at least 1");
     let gateway = args.gateway.trim_end_matches('/');
     let store = TicketStore::new(&redis_url, &namespace, 0, Duration::from_secs(5))?;

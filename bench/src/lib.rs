@@ -24,6 +24,7 @@ pub mod history;
 pub mod load;
 pub mod provider;
 pub mod report;
+pub mod stores;
 
 use std::process::ExitCode;
 

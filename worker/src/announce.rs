@@ -7,7 +7,7 @@
 //! keeps settling; a publish that is lost altogether is covered by the gateways' marker TTL
 //! (`SECKILL_SOLD_OUT_TTL_MS`).
 
-use backon::{BackoffBuilder, ExponentialBuilder};
+use backon::BackoffBuilder;
 use seckill_shared::{zk, ProductId};
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -45,11 +45,7 @@ async fn run(
     shutdown: CancellationToken,
 ) {
     let mut due: BTreeSet<ProductId> = BTreeSet::new();
-    let policy = ExponentialBuilder::new()
-        .with_min_delay(Duration::from_millis(100))
-        .with_max_delay(Duration::from_secs(5))
-        .with_jitter()
-        .without_max_times();
+    let policy = crate::consume::retry_policy();
     let mut delays = policy.build();
     loop {
         if due.is_empty() {

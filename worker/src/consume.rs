@@ -18,8 +18,9 @@ use tokio_util::sync::CancellationToken;
 /// The longest wait between two tries of a failing batch step.
 const MAX_RETRY_DELAY: Duration = Duration::from_secs(5);
 
-/// Backoff between tries of a failing batch step: 100 ms doubling to 5 s, with jitter.
-fn retry_policy() -> ExponentialBuilder {
+/// Backoff between tries of a failing step (a batch step, a publish, an expiry round): 100 ms
+/// doubling to 5 s, with jitter.
+pub(crate) fn retry_policy() -> ExponentialBuilder {
     ExponentialBuilder::new()
         .with_min_delay(Duration::from_millis(100))
         .with_max_delay(MAX_RETRY_DELAY)

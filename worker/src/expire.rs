@@ -8,7 +8,7 @@
 
 use crate::announce::Announcer;
 use crate::metrics::Metrics;
-use backon::{BackoffBuilder, ExponentialBuilder};
+use backon::BackoffBuilder;
 use seckill_shared::cancel;
 use seckill_shared::now_ms;
 use seckill_shared::store::TicketStore;
@@ -33,11 +33,7 @@ pub struct Expirer {
 
 impl Expirer {
     pub async fn run(self, shutdown: CancellationToken) {
-        let policy = ExponentialBuilder::new()
-            .with_min_delay(Duration::from_millis(100))
-            .with_max_delay(Duration::from_secs(5))
-            .with_jitter()
-            .without_max_times();
+        let policy = crate::consume::retry_policy();
         let mut delays = policy.build();
         loop {
             let wait = match self.round().await {

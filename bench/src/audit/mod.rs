@@ -13,8 +13,7 @@ use checks::{
 use futures::stream::{self, StreamExt, TryStreamExt};
 use seckill_shared::payment::PaymentStatus;
 use seckill_shared::store::TicketStore;
-use seckill_shared::{db, CancelReason, OrderStatus, ProductId, Settings, Ticket, TicketStatus};
-use secrecy::ExposeSecret;
+use seckill_shared::{db, CancelReason, OrderStatus, ProductId, Ticket, TicketStatus};
 use serde::Serialize;
 use sqlx::mysql::MySqlPool;
 use sqlx::Row;
@@ -456,25 +455,15 @@ pub fn outcomes_table(promises: &Promises, allowed: &BTreeSet<String>) -> String
 /// Runs the audit. `Ok(false)` when a check failed.
 pub async fn run(args: AuditArgs) -> anyhow::Result<bool> {
     // The environment gives what the flags do not.
-    let settings = Settings::load(None);
-    let from_env = |what: &str| -> anyhow::Result<&Settings> {
-        settings
-            .as_ref()
-            .map_err(|e| anyhow::anyhow!("{e:#}"))
-            .with_context(|| format!("loading settings for the {what} (or pass it as a flag)"))
-    };
-    let redis_url = match &args.redis_url {
-        Some(u) => u.clone(),
-        None => from_env("Redis URL")?.redis_url.expose_secret().to_owned(),
-    };
-    let mysql_url = match &args.mysql_url {
-        Some(u) => u.clone(),
-        None => from_env("MySQL URL")?.mysql_url.expose_secret().to_owned(),
-    };
-    let namespace = match &args.namespace {
-        Some(n) => n.clone(),
-        None => from_env("namespace")?.namespace.clone(),
-    };
+    let crate::stores::Stores {
+        redis_url,
+        mysql_url,
+        namespace,
+    } = crate::stores::Stores::resolve(
+        args.redis_url.as_deref(),
+        args.mysql_url.as_deref(),
+        args.namespace.as_deref(),
+    )?;
 
     let (input, notes) = gather(&args, &redis_url, &mysql_url, &namespace).await?;
     let results = checks::run_all(&input);

@@ -124,6 +124,14 @@ impl Sale {
         .await
     }
 
+    /// (MySQL stock, Redis stock).
+    async fn stocks(&self, product: ProductId) -> (i64, i64) {
+        (
+            self.env.mysql_stock(product).await,
+            self.env.redis_stock(product).await,
+        )
+    }
+
     async fn ticket(&self, ticket: &str, user: u64) -> Value {
         let (status, body) = self
             .gw
@@ -413,13 +421,7 @@ async fn a_buyer_cancels_and_the_unit_goes_back_at_once() {
     assert_eq!(other["status"], "confirmed");
     let (status, _) = sale.gw.buy(product, 13).await;
     assert_eq!(status, StatusCode::CONFLICT);
-    assert_eq!(
-        (
-            sale.env.mysql_stock(product).await,
-            sale.env.redis_stock(product).await
-        ),
-        (0, 0)
-    );
+    assert_eq!(sale.stocks(product).await, (0, 0));
 }
 
 #[tokio::test]
@@ -469,13 +471,7 @@ async fn a_payment_that_lands_after_the_cancel_is_refund_due_and_nothing_is_over
     .await
     .unwrap();
     assert_eq!(live, 1);
-    assert_eq!(
-        (
-            sale.env.mysql_stock(product).await,
-            sale.env.redis_stock(product).await
-        ),
-        (0, 0)
-    );
+    assert_eq!(sale.stocks(product).await, (0, 0));
 }
 
 #[tokio::test]
@@ -568,13 +564,7 @@ async fn a_cancel_interrupted_after_its_commit_gives_its_unit_back_exactly_once(
         .execute(&sale.env.db)
         .await
         .unwrap();
-    assert_eq!(
-        (
-            sale.env.mysql_stock(product).await,
-            sale.env.redis_stock(product).await
-        ),
-        (3, 0)
-    );
+    assert_eq!(sale.stocks(product).await, (3, 0));
     // The running worker finds them (`restore_due`) and gives each unit back.
     eventually(
         "the interrupted cancels finished",
@@ -678,13 +668,7 @@ async fn a_rebuild_after_redis_lost_the_sale_keeps_paid_cancelled_and_every_unit
         },
     )
     .await;
-    assert_eq!(
-        (
-            sale.env.mysql_stock(product).await,
-            sale.env.redis_stock(product).await
-        ),
-        (2, 2)
-    );
+    assert_eq!(sale.stocks(product).await, (2, 2));
     assert_eq!(sale.ticket(&t[0], 40).await["status"], "paid");
     let b = sale.ticket(&t[1], 41).await;
     assert_eq!(
@@ -706,11 +690,5 @@ async fn a_rebuild_after_redis_lost_the_sale_keeps_paid_cancelled_and_every_unit
     }
     let (status, _) = sale.gw.buy(product, 52).await;
     assert_eq!(status, StatusCode::CONFLICT);
-    assert_eq!(
-        (
-            sale.env.mysql_stock(product).await,
-            sale.env.redis_stock(product).await
-        ),
-        (0, 0)
-    );
+    assert_eq!(sale.stocks(product).await, (0, 0));
 }
