@@ -4,7 +4,7 @@
 # sells out, stops every gateway and worker, then audits Redis, the tickets and MySQL with
 # `seckill-bench audit`.
 #
-#   scripts/chaos.sh                     all 9 scenarios once, paced
+#   scripts/chaos.sh                     all 12 scenarios once, paced
 #   scripts/chaos.sh --runs 3            every scenario 3 times
 #   scripts/chaos.sh --scenarios "1 2"   a subset (CI runs 1 and 2)
 #   scripts/chaos.sh --rate 0            at herd speed: as fast as the gateways answer
@@ -17,6 +17,16 @@
 # 5 MySQL stopped for 10 s, 6 ZooKeeper stopped for 10 s, 7 the broker restarted, 8 Redis
 # restarted (no reconcile call: the gateways and workers find the loss and rebuild the product),
 # 9 the same once the first unit is sold.
+# Scenarios 10-12 sell a priced product with a payment window of $PAY_WINDOW (3) s through a
+# simulated payment provider (`seckill-bench provider`, port $PROVIDER_PORT (18099), one per
+# run, declining 10 % of charges, deciding 200 ms after each): $PAY_RATE (0.7) of the buyers
+# pay, the others never do, so their orders are cancelled at the deadline and the units sold
+# again, until every unit is paid (`load --until-all-paid`, audited with --expect-all-paid).
+# 10 no fault beyond the 30 % who never pay, 11 a worker SIGKILLed while it cancels expired
+# orders and restarted $RESTART_AFTER s later, 12 a provider whose callbacks come late (20 %,
+# 4 s: after the deadline, so a success must end `refund_due`), twice (30 %), and so out of
+# order. Stock $PAY_STOCK (200), $PAY_USERS (300) users then fresh ones, at $RATE req/s paced
+# or $PAY_HERD_RATE (400) req/s for herd (the all-paid load needs a rate).
 # Paced: stock $STOCK (1000), $USERS (1000) users, then fresh ones until sold out, at $RATE
 # (50) req/s, concurrency $CONCURRENCY (64); the fault once $FAULT_AFTER (100) units are sold,
 # so about 20 s of sale, nine tenths of it from the fault on. A reservation takes some 35 ms
@@ -24,9 +34,12 @@
 # 50 req/s one is always in flight, at 10 req/s most instants have none.
 # Herd: stock $HERD_STOCK (5000), $HERD_USERS (30000) users, no pacing, the same concurrency;
 # the fault once $HERD_FAULT_AFTER (500) units are sold.
-# Either way the fault waits for a reservation in flight (Redis pending > 0).
+# Either way the fault waits for a reservation in flight (Redis pending > 0); in scenario 11
+# it waits for a worker to cancel its first unpaid order instead.
 #
-# A run is PASS only if the audit passes, no process crashed (died on its own, exited
+# A run is PASS only if the audit passes (every promise kept: confirmed, paid, cancelled for
+# a payment timeout or by its buyer, or failed for an allowed reason), the sale sold out (10-12:
+# every unit ended paid), no process crashed (died on its own, exited
 # non-zero on SIGTERM, panicked, or left a core), and the fault really hit the sale. FAIL:
 # the audit or a crash. ERROR: the fault did not happen as designed (a step failed, it had no
 # effect, or it missed the sale), so the run proves nothing. Exit status 1 unless all PASS.
@@ -36,7 +49,7 @@ set -euo pipefail
 cd "$ROOT"
 [[ -f $HOME/.cargo/env ]] && . "$HOME/.cargo/env"
 
-RUNS=1 SCENARIOS="1 2 3 4 5 6 7 8 9" REPORT="" SPEEDS=paced
+RUNS=1 SCENARIOS="1 2 3 4 5 6 7 8 9 10 11 12" REPORT="" SPEEDS=paced
 while (($#)); do
     case $1 in
         --runs) RUNS=$2; shift 2 ;;
@@ -52,13 +65,18 @@ while (($#)); do
     esac
 done
 for speed in $SPEEDS; do [[ $speed == paced || $speed == herd ]] || die "unknown speed $speed"; done
-for sc in $SCENARIOS; do [[ $sc =~ ^[1-9]$ ]] || die "unknown scenario $sc"; done
+for sc in $SCENARIOS; do [[ $sc =~ ^([1-9]|1[0-2])$ ]] || die "unknown scenario $sc"; done
 : "${STOCK:=1000}" "${USERS:=1000}" "${CONCURRENCY:=64}" "${RATE:=50}" "${FAULT_AFTER:=100}"
 : "${HERD_STOCK:=5000}" "${HERD_USERS:=30000}" "${HERD_FAULT_AFTER:=500}" "${RESTART_AFTER:=5}"
+: "${PAY_STOCK:=200}" "${PAY_USERS:=300}" "${PAY_WINDOW:=3}" "${PAY_RATE:=0.7}" "${PAY_HERD_RATE:=400}"
+: "${PROVIDER_PORT:=18099}"
 GW_PORTS=(18081 18082) WK_PORTS=(19191 19192)
 declare -A NAME=([1]="no fault" [2]="fail rate 0.1" [3]="worker SIGKILL" [4]="gateway SIGKILL"
     [5]="MySQL down 10 s" [6]="ZooKeeper down 10 s" [7]="broker restart" [8]="Redis restart"
-    [9]="Redis restart in the first second")
+    [9]="Redis restart in the first second" [10]="30 % never pay" [11]="worker SIGKILL while expiring"
+    [12]="late, duplicated, reordered callbacks")
+# Scenarios 10-12: a priced product with a payment window, a provider, buyers who pay.
+is_payment() { [[ $1 == 1[0-2] ]]; }
 # Failure reasons each scenario allows; any other failed promise fails the run.
 # Scenario 7 is a stand-in limitation, not a property of the design: the local broker (tansu)
 # keeps messages in memory, so a restart loses messages it had acknowledged, which Kafka with
@@ -184,12 +202,43 @@ stop_services() {
     done
     PIDS=()
 }
-# On any exit: no gateway or worker left behind.
+# On any exit: no gateway, worker or provider left behind.
 kill_all() {
     local p
-    for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-    PIDS=()
+    for p in "${PIDS[@]}" ${PROVIDER_PID:-}; do kill -TERM "$p" 2>/dev/null || true; done
+    for p in "${PIDS[@]}" ${PROVIDER_PID:-}; do wait "$p" 2>/dev/null || true; done
+    PIDS=() PROVIDER_PID=""
+}
+# The simulated payment provider of scenarios 10-12, one per run (args: its odds). It is a
+# tool of the test, not part of the system: when it fails the run proves nothing (an ERROR).
+PROVIDER_PID=""
+start_provider() {
+    check_port_free provider "$PROVIDER_PORT" || return 1
+    (cd "$RUN_DIR" && exec "$BIN/seckill-bench" provider --listen "127.0.0.1:$PROVIDER_PORT" "$@") \
+        >>"$RUN_DIR/provider.log" 2>&1 &
+    PROVIDER_PID=$!
+    wait_for -t 30 -m "the payment provider" curl -fsS "http://127.0.0.1:$PROVIDER_PORT/stats"
+}
+# Its counters to provider-stats.json, then SIGTERM and wait.
+stop_provider() {
+    local rc=0 deadline=$((SECONDS + 30))
+    [[ -n $PROVIDER_PID ]] || return 0
+    curl -fsS "http://127.0.0.1:$PROVIDER_PORT/stats" >"$RUN_DIR/provider-stats.json" ||
+        run_error "the payment provider did not answer GET /stats at the end"
+    if alive "$PROVIDER_PID"; then
+        kill -TERM "$PROVIDER_PID" 2>/dev/null || true
+        while alive "$PROVIDER_PID" && ((SECONDS < deadline)); do sleep 0.2; done
+        if alive "$PROVIDER_PID"; then
+            run_error "the payment provider still ran 30 s after SIGTERM (SIGKILLed)"
+            kill -KILL "$PROVIDER_PID" 2>/dev/null || true
+        fi
+        wait "$PROVIDER_PID" 2>/dev/null || rc=$?
+        ((rc == 0)) || run_error "the payment provider did not exit 0 on SIGTERM ($(exit_text "$rc"))"
+    else
+        wait "$PROVIDER_PID" 2>/dev/null || rc=$?
+        run_error "the payment provider died during the run ($(exit_text "$rc"); see provider.log)"
+    fi
+    PROVIDER_PID=""
 }
 trap 'kill_all' EXIT
 # Panics in the logs and core dumps in the run's folder. A core is read with gdb when there
@@ -230,9 +279,29 @@ ready_for_fault() {
     ((RUN_STOCK - BASH_REMATCH[1] >= RUN_FAULT_AFTER)) || return 1
     [[ $body =~ \"pending\":([0-9]+) ]] && ((BASH_REMATCH[1] > 0))
 }
-wait_ready_for_fault() { # polls every 50 ms, reviving crashed processes on the way
-    local deadline=$((SECONDS + 120))
-    until ready_for_fault; do
+# Scenario 11: MySQL's cancelled orders of the product (the admin view's orders_db).
+db_cancelled() {
+    admin GET "/admin/products/$PRODUCT" |
+        python3 -c 'import json,sys; print(json.load(sys.stdin)["orders_db"]["cancelled"])'
+}
+# Scenario 11: orders a worker (index) has cancelled for want of payment since it started.
+worker_expired() {
+    curl -fsS "http://127.0.0.1:${WK_PORTS[$1]}/metrics" |
+        awk '$1 == "seckill_worker_orders_expired_total" { n = $2 } END { if (n == "") exit 1; print n }'
+}
+# Scenario 11: a worker is cancelling expired orders (its counter moved): it is the victim,
+# in EXPIRY_VICTIM, and its count in EXPIRED_AT_KILL.
+expiring_now() {
+    local i n
+    for i in 0 1; do
+        n=$(worker_expired "$i" 2>/dev/null) || continue
+        if ((n > 0)); then EXPIRY_VICTIM=$i EXPIRED_AT_KILL=$n; return 0; fi
+    done
+    return 1
+}
+wait_ready_for_fault() { # [predicate]: polls every 50 ms, reviving crashed processes on the way
+    local deadline=$((SECONDS + 120)) ready=${1:-ready_for_fault}
+    until "$ready"; do
         ((SECONDS < deadline)) || return 1
         revive
         sleep 0.05
@@ -300,6 +369,12 @@ inject() { # scenario
         3) kill_process w0 || return 1
            sleep "$RESTART_AFTER"
            start_worker 0 || { run_error "worker 0 did not come back"; return 1; } ;;
+        11) kill_process "w$EXPIRY_VICTIM" || return 1
+           EVIDENCE+=("worker $EXPIRY_VICTIM had cancelled $EXPIRED_AT_KILL unpaid orders when SIGKILLed")
+           CANCELLED_AT_KILL=$(db_cancelled) || { run_error "no admin view after the kill"; return 1; }
+           sleep "$RESTART_AFTER"
+           start_worker "$EXPIRY_VICTIM" || { run_error "worker $EXPIRY_VICTIM did not come back"; return 1; }
+           CANCELLED_AT_RESTART=$(db_cancelled) || { run_error "no admin view after the restart"; return 1; } ;;
         4) kill_process g0 || return 1
            sleep "$RESTART_AFTER"
            start_gateway 0 || { run_error "gateway 0 did not come back"; return 1; } ;;
@@ -353,13 +428,25 @@ PY
 # its verdict (PASS, FAIL, ERROR or FAIL+ERROR) to verdict, the reasons to reasons.txt and
 # how the fault met the sale to overlap.json, all in $RUN_DIR.
 judge() {
-    python3 - "$RUN_DIR" "$1" "${NAME[$1]}" "$2" "$RATE" "$3" "$4" "$5" "$6" "${ALLOW[$1]:-}" <<'PY'
+    python3 - "$RUN_DIR" "$1" "${NAME[$1]}" "$2" "$RATE" "$3" "$4" "$5" "$6" "${ALLOW[$1]:-}" "$PAY_HERD_RATE" <<'PY'
 import json, os, sys
-d, sc, name, speed, rate, run, audit_rc, recovered, took, allowed = sys.argv[1:]
+d, sc, name, speed, rate, run, audit_rc, recovered, took, allowed, pay_herd_rate = sys.argv[1:]
 sc, allowed = int(sc), set(allowed.split())
+payment = sc in (10, 11, 12)
 at = lambda f: os.path.join(d, f)
 def lines(f):
     return [l.strip() for l in open(at(f))] if os.path.exists(at(f)) else []
+def load_json(f):
+    try:
+        return json.load(open(at(f)))
+    except (OSError, ValueError):
+        return None
+# A promise is kept when its buyer got the unit: confirmed, then maybe paid, or cancelled (not
+# paid in time, or by the buyer: the unit went back on sale); or failed for an allowed reason.
+KEPT_CANCELS = {"payment_timeout", "buyer_cancelled"}
+def kept_outcome(k):
+    return (k in ("confirmed", "paid") or (k.startswith("cancelled:") and k[10:] in KEPT_CANCELS)
+            or (k.startswith("failed:") and k[7:] in allowed))
 crashes = [l for l in lines("crashes.txt") if l]
 fails = ["crash: " + c for c in crashes]
 errors = [l for l in lines("errors.txt") if l]
@@ -375,20 +462,35 @@ try:
         fails.append(f"audit: ok={ok}, exit status {audit_rc}")
     if any(v not in ("PASS", "SKIP") for v in status.values()):
         fails.append("audit checks: " + ", ".join(f"{k} {v}" for k, v in status.items() if v not in ("PASS", "SKIP")))
-    if sold is not True:
+    if payment:
+        # The sale's end is every unit paid: the load saw it, and the audit's check 12 agrees.
+        load = load_json("load.json") or {}
+        reached, reached_s = load.get("all_paid_reached"), (load.get("all_paid") or {}).get("reached_s")
+        if reached is not True:
+            fails.append(f"all paid reached (load.json): {reached}")
+        if status.get("12") != "PASS":
+            fails.append(f"every unit paid (audit check 12): {status.get('12', 'not run')}")
+        sold = reached is True and status.get("12") == "PASS"
+    elif sold is not True:
         fails.append(f"sold out reached: {sold}")
     # The audit's word is checked against its own figures.
-    broken = {k: v for k, v in outcomes.items()
-              if v and k != "confirmed" and not (k.startswith("failed:") and k[7:] in allowed)}
+    broken = {k: v for k, v in outcomes.items() if v and not kept_outcome(k)}
     if kept != made or broken:
         fails.append(f"promises: {kept} of {made} kept; broken: {broken}")
+    paid_or_cancelled = lambda k: k == "paid" or (k.startswith("cancelled:") and k[10:] in KEPT_CANCELS)
     by_reason = ", ".join(f"{k.removeprefix('failed:')} {v}" + (" (allowed)" if k.removeprefix("failed:") in allowed else "")
-                          for k, v in sorted(outcomes.items()) if k != "confirmed" and v) or "none"
+                          for k, v in sorted(outcomes.items())
+                          if k != "confirmed" and not paid_or_cancelled(k) and v) or "none"
+    if payment:
+        cancels = ", ".join(f"{k[10:]} {v}" for k, v in sorted(outcomes.items()) if v and paid_or_cancelled(k) and k != "paid")
+        by_reason += f"; {outcomes.get('paid', 0)} paid, {outcomes.get('confirmed', 0)} confirmed" + (f", cancelled: {cancels}" if cancels else "")
     bad = [k for k in status if status[k] == "FAIL"]
     skip = [k for k in status if status[k] == "SKIP"]
     checks_cell = "; ".join(filter(None, [bad and "fail " + ", ".join(bad), skip and "skip " + ", ".join(skip)])) or "all pass"
     settle_cell = f"{settle['p99']:.0f} / {settle['max']:.0f} ms" if settle else "–"
     sold_cell = {True: "yes", False: "**no**"}.get(sold, "?")
+    if payment:
+        sold_cell = f"all paid at {reached_s:.1f} s" if sold and reached_s is not None else "**no**" if not sold else "all paid"
 except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
     fails.append(f"audit: no usable audit.json (exit status {audit_rc}; {type(e).__name__}: {e})")
     made = kept = rows = "?"
@@ -401,7 +503,30 @@ if sc == 2:
     overlap = "whole sale"
     if not outcomes.get("failed:chaos"):
         errors.append("the fail rate failed no order: the fault had no effect")
-elif sc != 1:
+elif sc == 12:
+    # The provider's counters and MySQL's payments show the callbacks came late and twice, and
+    # that late successes were turned into refunds.
+    stats = load_json("provider-stats.json") or {}
+    counts = {}
+    for l in lines("mysql-counts.tsv"):
+        if l.count("\t") == 2:
+            kind, state, n = l.split("\t")
+            counts[(kind, state)] = int(n)
+    late = stats.get("late", 0)
+    decided = stats.get("succeeded", 0) + stats.get("declined", 0)
+    twice = stats.get("callbacks_sent", 0) - decided
+    refund_due = counts.get(("payment", "refund_due"), 0)
+    overlap = (f"whole sale: {stats.get('charges', '?')} charges, {late} late, {twice} callbacks twice, "
+               f"{refund_due} refund_due")
+    if not stats:
+        errors.append("no provider stats: the fault cannot be shown")
+    if not late:
+        errors.append("the provider planned no late callback: the fault had no effect")
+    if twice <= 0:
+        errors.append(f"no callback was delivered twice ({stats.get('callbacks_sent')} delivered, {decided} charges decided)")
+    if not refund_due:
+        errors.append("no payment ended refund_due: no late success reached a gateway")
+elif sc not in (1, 10):
     if not fault or not fault["verified"] or not fault["start_us"] or not fault["end_us"]:
         overlap = "**not injected**" if not fault else "**not verified**"
         errors.append("the fault was not injected and verified")
@@ -422,7 +547,7 @@ elif sc != 1:
                 t = o.get("reserved_at_ms")
                 t = t * 1000 if t is not None else o.get("answered_at_us")
                 c = o.get("confirmed_at_ms")
-                done = o.get("status") == "confirmed" and c is not None and c * 1000 <= start
+                done = o.get("status") in ("confirmed", "paid", "cancelled") and c is not None and c * 1000 <= start
                 if t is not None and t <= start and not done:
                     in_flight.add(o["ticket"])
         json.dump({"start_us": start, "end_us": end, "reservations_in_flight": len(in_flight),
@@ -431,7 +556,21 @@ elif sc != 1:
                    "evidence": fault["evidence"]}, open(at("overlap.json"), "w"), indent=1)
         overlap = (f"{len(in_flight)} in flight, {answered} answered ({inside} × 202) "
                    f"inside {(end - start) / 1e6:.1f} s")
-        if not in_flight:
+        if sc == 11:
+            # The fault is on the expiries, not the reservations: the victim was cancelling
+            # unpaid orders when it was killed, and orders were still cancelled once it was back.
+            e = load_json("expiry.json") or {}
+            at_restart, at_end = e.get("cancelled_at_restart"), e.get("cancelled_at_end")
+            after = e.get("victim_expired_after_restart")
+            overlap = (f"worker {e.get('victim')} had cancelled {e.get('victim_expired_at_kill')}; MySQL "
+                       f"cancelled {e.get('cancelled_at_kill')} at the kill, {at_restart} at the restart, "
+                       f"{at_end} at the end ({after} by the restarted worker); " + overlap)
+            if not e.get("victim_expired_at_kill"):
+                errors.append("the killed worker had cancelled no unpaid order")
+            if at_restart is None or at_end is None or at_end <= at_restart:
+                errors.append(f"no order was cancelled after the restart ({at_restart} -> {at_end}): "
+                              "the fault missed the expiries")
+        elif not in_flight:
             errors.append("no reservation was in flight when the fault started")
         # Buyers met the fault: they were answered while it lasted. While Redis is down the
         # answers are 503s, so a 202 is not required.
@@ -442,7 +581,8 @@ verdict = "+".join(v for v, why in (("FAIL", fails), ("ERROR", errors)) if why) 
 open(at("verdict"), "w").write(verdict + "\n")
 open(at("reasons.txt"), "w").write("".join(f"{r}\n" for r in fails + errors))
 crash_cell = "; ".join(crashes) or "0"
-cells = [f"{sc} {name}", "herd" if speed == "herd" else f"paced {rate}/s", run,
+speed_cell = f"paced {rate}/s" if speed != "herd" else f"herd ({pay_herd_rate}/s)" if payment else "herd"
+cells = [f"{sc} {name}", speed_cell, run,
          " ".join(f"**{v}**" for v in verdict.split("+")) if verdict != "PASS" else "PASS",
          made, kept, by_reason, sold_cell, overlap, crash_cell, settle_cell, checks_cell, rows,
          recovered, took]
@@ -451,9 +591,34 @@ PY
 }
 
 # --------------------------------------------------------------- runs ---
-ROWS=() NOT_PASS=0
+ROWS=() NOT_PASS=0 PAY_ENV=0
+WEBHOOK_SECRET=chaos-webhook-secret
+# Scenarios 10-12, after the audit: MySQL's payments by status and orders by status and
+# cancel reason, to mysql-counts.tsv (kind, state, count) for the judge.
+mysql_counts() { # db
+    mysql_root -N -B -e "SELECT 'payment', status, COUNT(*) FROM \`$1\`.payments GROUP BY status;
+        SELECT 'order', CONCAT(status, IFNULL(CONCAT(':', cancel_reason), '')), COUNT(*)
+        FROM \`$1\`.orders GROUP BY 2" >"$RUN_DIR/mysql-counts.tsv" ||
+        run_error "counting payments and orders in MySQL failed"
+}
+# Scenario 11, once the load is over: the expiries around the kill, to expiry.json.
+write_expiry_json() {
+    local at_end after
+    at_end=$(db_cancelled) || at_end=""
+    after=$(worker_expired "$EXPIRY_VICTIM") || after=""
+    python3 - "$RUN_DIR/expiry.json" "$EXPIRY_VICTIM" "$EXPIRED_AT_KILL" "${CANCELLED_AT_KILL:-}" \
+        "${CANCELLED_AT_RESTART:-}" "$at_end" "$after" <<'PY2'
+import json, sys
+path, *v = sys.argv[1:]
+num = lambda s: int(s) if s else None
+keys = ["victim", "victim_expired_at_kill", "cancelled_at_kill", "cancelled_at_restart",
+        "cancelled_at_end", "victim_expired_after_restart"]
+json.dump(dict(zip(keys, map(num, v))), open(path, "w"), indent=1)
+PY2
+}
 run_one() { # scenario speed run
     local sc=$1 speed=$2 run=$3 ns db started fault_at recovered=- load_pid rate_args=() allow_args=() r
+    local body sale_args=() audit_args=() odds=() seed ready=ready_for_fault
     SC=$sc
     ns=c${sc}${speed:0:1}r${run}x$RANDOM
     db=sk_$ns
@@ -469,6 +634,21 @@ run_one() { # scenario speed run
     [[ $sc == 9 ]] && RUN_FAULT_AFTER=1
     for r in ${ALLOW[$sc]:-}; do allow_args+=(--allow-failure "$r"); done
     FAULT_START="" FAULT_END="" EVIDENCE=()
+    body="{\"name\": \"chaos $ns\", \"stock\": $RUN_STOCK}"
+    sale_args=(--until-sold-out --sold-out-timeout 120) audit_args=(--until-sold-out)
+    if is_payment "$sc"; then
+        # The all-paid load needs a rate: herd speed is a high one.
+        RUN_STOCK=$PAY_STOCK RUN_USERS=$PAY_USERS
+        [[ $speed == herd ]] && rate_args=(--rate "$PAY_HERD_RATE")
+        seed=$((RANDOM * 32768 + RANDOM))
+        body="{\"name\": \"chaos $ns\", \"stock\": $RUN_STOCK, \"price\": 499900, \"currency\": \"CNY\", \"payment_window_secs\": $PAY_WINDOW}"
+        sale_args=(--pay-rate "$PAY_RATE" --seed "$seed" --until-all-paid --all-paid-wait-secs 150)
+        audit_args=(--expect-all-paid)
+        odds=(--decline-rate 0.1 --delay-ms 200 --late-rate 0 --duplicate-rate 0)
+        [[ $sc == 12 ]] && odds=(--decline-rate 0.1 --delay-ms 200 --late-rate 0.2 --late-delay-ms 4000 --duplicate-rate 0.3)
+        [[ $sc == 11 ]] && ready=expiring_now
+        EXPIRY_VICTIM="" EXPIRED_AT_KILL="" CANCELLED_AT_KILL="" CANCELLED_AT_RESTART=""
+    fi
     log "scenario $sc (${NAME[$sc]}), $speed, run $run: namespace $ns, logs in $RUN_DIR"
     mysql_root -e "CREATE DATABASE \`$db\`"
     export SECKILL_NAMESPACE=$ns SECKILL_MYSQL_URL=$BASE_MYSQL/$db SECKILL_KAFKA_TOPIC=orders-$ns \
@@ -477,6 +657,17 @@ run_one() { # scenario speed run
         SECKILL_PENDING_TIMEOUT_MS=5000 SECKILL_PENDING_LAST_RESORT_MS=30000 \
         SECKILL_KAFKA_DELIVERY_TIMEOUT_MS=2000 SECKILL_CHAOS_FAIL_RATE=0
     [[ $sc == 2 ]] && export SECKILL_CHAOS_FAIL_RATE=0.1
+    # The gateways take payments through the provider and its callbacks on gateway 0. Scenarios
+    # 1-9 run with the caller's environment, as before.
+    if is_payment "$sc"; then
+        export SECKILL_PAYMENT_PROVIDER_URL=http://127.0.0.1:$PROVIDER_PORT \
+            SECKILL_PAYMENT_CALLBACK_URL=http://127.0.0.1:${GW_PORTS[0]}/v1/payments/callback \
+            SECKILL_PAYMENT_WEBHOOK_SECRET=$WEBHOOK_SECRET
+        PAY_ENV=1
+    elif ((PAY_ENV)); then
+        unset SECKILL_PAYMENT_PROVIDER_URL SECKILL_PAYMENT_CALLBACK_URL SECKILL_PAYMENT_WEBHOOK_SECRET
+        PAY_ENV=0
+    fi
     started=$SECONDS
     if ! { start_worker 0 && start_worker 1 && start_gateway 0 && start_gateway 1; }; then
         die "the services did not start; see $RUN_DIR"
@@ -485,20 +676,28 @@ run_one() { # scenario speed run
     # workers (otherwise the first seconds' orders wait for the rebalance, which measures the
     # start-up, not the fault).
     wait_for -t 60 -m "every partition assigned" all_assigned || die "the workers did not share the partitions; see $RUN_DIR"
-    PRODUCT=$(admin POST /admin/products "{\"name\": \"chaos $ns\", \"stock\": $RUN_STOCK}" | json_field id)
+    if is_payment "$sc"; then
+        echo "$seed" >"$RUN_DIR/seed"
+        start_provider "${odds[@]}" --seed "$seed" || die "the payment provider did not start; see $RUN_DIR/provider.log"
+    fi
+    PRODUCT=$(admin POST /admin/products "$body" | json_field id)
     admin POST "/admin/products/$PRODUCT/preload" >/dev/null
 
     "$BIN/seckill-bench" load --quiet --json \
         --gateway "http://127.0.0.1:${GW_PORTS[0]}" --gateway "http://127.0.0.1:${GW_PORTS[1]}" \
         --product "$PRODUCT" --users "$RUN_USERS" --concurrency "$CONCURRENCY" "${rate_args[@]}" \
-        --until-sold-out --sold-out-timeout 120 --settle-timeout 60 --timeout 10 \
+        "${sale_args[@]}" --settle-timeout 60 --timeout 10 \
         --history "$RUN_DIR/history.jsonl" >"$RUN_DIR/load.json" 2>"$RUN_DIR/load.log" &
     load_pid=$!
-    if [[ $sc == 2 ]]; then
+    if [[ $sc == 2 || $sc == 12 ]]; then
         FAULT_START=$(now_us) # the fault is the whole sale
-    elif [[ $sc != 1 ]]; then
-        if ! wait_ready_for_fault; then
-            run_error "no reservation in flight after $RUN_FAULT_AFTER units sold within 120 s: no fault injected"
+    elif [[ $sc != 1 && $sc != 10 ]]; then
+        if ! wait_ready_for_fault "$ready"; then
+            if [[ $sc == 11 ]]; then
+                run_error "no worker cancelled an unpaid order within 120 s: no fault injected"
+            else
+                run_error "no reservation in flight after $RUN_FAULT_AFTER units sold within 120 s: no fault injected"
+            fi
         else
             fault_at=$SECONDS
             if inject "$sc"; then
@@ -518,16 +717,23 @@ run_one() { # scenario speed run
     # Revive crashed processes while the load finishes, so the sale can finish.
     while kill -0 "$load_pid" 2>/dev/null; do revive; sleep 0.5; done
     wait "$load_pid" || run_error "the load exited non-zero (see $RUN_DIR/load.log)"
-    if [[ $sc == 2 ]]; then FAULT_END=$(now_us); write_fault_json "$sc" 1; fi
+    if [[ $sc == 2 || $sc == 12 ]]; then
+        FAULT_END=$(now_us)
+        [[ $sc == 12 ]] && EVIDENCE+=("provider ${odds[*]}")
+        write_fault_json "$sc" 1
+    fi
+    [[ $sc == 11 && -n $EXPIRY_VICTIM && -n $CANCELLED_AT_RESTART ]] && write_expiry_json
     revive
     # A still world: nothing settles underneath the audit.
     stop_services
+    stop_provider
     scan_crashes
 
     local audit_rc=0
     "$BIN/seckill-bench" audit --json --history "$RUN_DIR/history.jsonl" --product "$PRODUCT" \
-        --namespace "$ns" --initial-stock "$RUN_STOCK" --until-sold-out "${allow_args[@]}" \
+        --namespace "$ns" --initial-stock "$RUN_STOCK" "${audit_args[@]}" "${allow_args[@]}" \
         >"$RUN_DIR/audit.json" 2>"$RUN_DIR/audit.log" || audit_rc=$?
+    is_payment "$sc" && mysql_counts "$db"
     ROWS+=("$(judge "$sc" "$speed" "$run" "$audit_rc" "$recovered" "$((SECONDS - started)) s")")
     echo "${ROWS[-1]}"
     local verdict
@@ -546,13 +752,13 @@ for ((run = 1; run <= RUNS; run++)); do
     done
 done
 
-HEADER="| scenario | speed | run | verdict | promises made | kept | failures by reason | sold out | fault hit the sale | crashes | settle p99 / max | checks | order rows | recovery | run took |
+HEADER="| scenario | speed | run | verdict | promises made | kept | failures by reason (10-12: and payments) | sold out (10-12: all paid) | fault hit the sale | crashes | settle p99 / max | checks | order rows | recovery | run took |
 |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 TABLE=$(printf '%s\n' "$HEADER" "${ROWS[@]}")
 echo
 echo "$TABLE"
 if [[ -n $REPORT ]]; then
-    SETTINGS="Paced: stock $STOCK, $USERS users then fresh ones until sold out, $RATE req/s, fault once $FAULT_AFTER units are sold. Herd: stock $HERD_STOCK, $HERD_USERS users, unpaced, fault once $HERD_FAULT_AFTER units are sold. Concurrency $CONCURRENCY. Every fault waits for a reservation in flight; a killed process is restarted $RESTART_AFTER s later. Allowed failures: scenario 2 \`chaos\`; scenario 7 \`expired\` and \`lost\`, a stand-in limitation (tansu keeps messages in memory, so a restart loses messages it acknowledged; Kafka with acks=all would not). \"Fault hit the sale\": reservations in flight when the fault started, and buys answered while it lasted. A crash fails the run; ERROR means the fault did not happen as designed."
+    SETTINGS="Paced: stock $STOCK, $USERS users then fresh ones until sold out, $RATE req/s, fault once $FAULT_AFTER units are sold. Herd: stock $HERD_STOCK, $HERD_USERS users, unpaced, fault once $HERD_FAULT_AFTER units are sold. Concurrency $CONCURRENCY. Every fault waits for a reservation in flight; a killed process is restarted $RESTART_AFTER s later. Allowed failures: scenario 2 \`chaos\`; scenario 7 \`expired\` and \`lost\`, a stand-in limitation (tansu keeps messages in memory, so a restart loses messages it acknowledged; Kafka with acks=all would not). \"Fault hit the sale\": reservations in flight when the fault started, and buys answered while it lasted. A crash fails the run; ERROR means the fault did not happen as designed. Scenarios 10-12: stock $PAY_STOCK at a price, a $PAY_WINDOW s payment window, $PAY_USERS users then fresh ones until every unit is paid (\`--until-all-paid\`; herd is $PAY_HERD_RATE req/s), $PAY_RATE of the buyers pay; a simulated provider declines 10 % of charges and decides 200 ms after each; in 12 also 20 % late (4 s, after the deadline) and 30 % of callbacks twice. Paid and cancelled (\`payment_timeout\`, \`buyer_cancelled\`) count as kept promises; the run passes only when every unit ends paid (the load saw it, and audit check 12 with \`--expect-all-paid\`). Scenario 11 kills the first worker seen cancelling unpaid orders; its \"fault hit the sale\" counts the cancellations before and after. Scenario 12 must show late and twice-sent callbacks and at least one \`refund_due\` payment."
     python3 - "$REPORT" "$TABLE" "$RUNS" "$SCENARIOS" "$SPEEDS" "$SETTINGS" "$BUILD" <<'PY'
 import sys, datetime, platform, os
 path, table, runs, scenarios, speeds, settings, build = sys.argv[1:]
