@@ -18,6 +18,10 @@ use tokio_util::sync::CancellationToken;
 /// The longest wait between two tries of a failing batch step.
 const MAX_RETRY_DELAY: Duration = Duration::from_secs(5);
 
+/// How long a stopping worker waits for each blocking step of leaving Kafka (the final
+/// commit and leaving the group; closing the consumer).
+pub(crate) const LEAVE_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Backoff between tries of a failing step (a batch step, a publish, an expiry round): 100 ms
 /// doubling to 5 s, with jitter.
 pub(crate) fn retry_policy() -> ExponentialBuilder {
@@ -225,17 +229,27 @@ impl Pipeline {
                 }
             }
         }
-        // The final commit and leaving the group block on the broker: off the runtime's threads.
+        // The final commit and leaving the group block on the broker: off the runtime's threads,
+        // and bounded. A broker that does not answer (or a rebalance librdkafka never finishes,
+        // confluentinc/librdkafka#4884) must not keep a stopping worker alive: what was not
+        // committed is redelivered, and settling it again changes nothing.
         let consumer = self.consumer.clone();
-        let left = tokio::task::spawn_blocking(move || {
-            if let Err(e) = consumer.commit_consumer_state(CommitMode::Sync) {
-                tracing::debug!(error = %e, "final commit");
-            }
-            consumer.unsubscribe();
-        })
+        let left = tokio::time::timeout(
+            LEAVE_TIMEOUT,
+            tokio::task::spawn_blocking(move || {
+                if let Err(e) = consumer.commit_consumer_state(CommitMode::Sync) {
+                    tracing::debug!(error = %e, "final commit");
+                }
+                consumer.unsubscribe();
+            }),
+        )
         .await;
-        if let Err(e) = left {
-            tracing::warn!(error = %e, "leaving the group failed");
+        match left {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "leaving the group failed"),
+            Err(_) => tracing::warn!(
+                "the final commit and leaving the group took over {LEAVE_TIMEOUT:?}; stopping without"
+            ),
         }
     }
 

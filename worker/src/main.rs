@@ -52,6 +52,10 @@ async fn main() {
         eprintln!("worker: {e:#}");
         std::process::exit(1);
     }
+    // Not a return: dropping the runtime waits for every blocking task, and a consumer close
+    // that librdkafka never finishes (abandoned above, after a timeout) would keep the
+    // process alive.
+    std::process::exit(0);
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {

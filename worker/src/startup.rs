@@ -195,15 +195,34 @@ impl Worker {
             .run(shutdown.clone()),
         );
         self.pipeline.consume(&shutdown).await;
-        let _ = sweeper.await;
-        let _ = expirer.await;
+        // Both stop at their next wait; one in the middle of a step that hangs on a dependency
+        // is given up on, as a crash would be (every step they take is safe to redo).
+        for (name, task) in [("sweeper", sweeper), ("expiry", expirer)] {
+            let abort = task.abort_handle();
+            if tokio::time::timeout(crate::consume::LEAVE_TIMEOUT, task)
+                .await
+                .is_err()
+            {
+                tracing::warn!("the {name} did not stop in time; abandoned");
+                abort.abort();
+            }
+        }
         self.announcer_stop.cancel();
         gauge.abort();
         // Closing the consumer blocks on the broker (and can hang: confluentinc/librdkafka#4884),
         // so it happens off the runtime's threads.
         let consumer = self.pipeline.consumer;
-        if let Err(e) = tokio::task::spawn_blocking(move || drop(consumer)).await {
-            tracing::warn!(error = %e, "closing the consumer failed");
+        match tokio::time::timeout(
+            crate::consume::LEAVE_TIMEOUT,
+            tokio::task::spawn_blocking(move || drop(consumer)),
+        )
+        .await
+        {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "closing the consumer failed"),
+            Err(_) => tracing::warn!(
+                "closing the consumer hangs (confluentinc/librdkafka#4884); exiting without"
+            ),
         }
         http_handle.stop(true).await;
         let _ = http_task.await;
