@@ -392,8 +392,9 @@ if want 5; then
     K="sk:{$SECKILL_NAMESPACE:$P5}:"
     rb() { # requests -> csv
         redis-benchmark -p "$REDIS_PORT" -c "$C" -n "$1" -r 1000000000 --csv \
-            EVALSHA "$SHA" 5 "${K}stock" "${K}meta" "${K}buyers" "${K}pending" \
-            "${K}t:$P5-__rand_int__" __rand_int__ "$P5-__rand_int__" "$(date +%s%3N)" 600 "$P5"
+            EVALSHA "$SHA" 8 "${K}stock" "${K}meta" "${K}buyers" "${K}pending" \
+            "${K}t:$P5-__rand_int__" "${K}adm" "${K}qdone" "${K}q" \
+            __rand_int__ "$P5-__rand_int__" "$(date +%s%3N)" 600 "$P5" ""
     }
     # The rate of the last line of the CSV ("test","rps",...; no test name holds '","').
     rps_of() { tail -n 1 | awk -F'","' '{ printf "%d\n", $2 }'; }

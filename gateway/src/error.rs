@@ -60,6 +60,22 @@ pub enum ApiError {
     /// A payment callback for a payment this system never made.
     #[error("unknown payment")]
     UnknownPayment,
+    /// Joining a waiting room before it opens.
+    #[error("the waiting room is not open yet")]
+    QueueNotOpen,
+    /// A waiting-room product bought without an admission token.
+    #[error("this product is sold through its waiting room: join it, and buy with the admission token (Seckill-Admission)")]
+    AdmissionRequired,
+    /// The admission token is forged, another buyer's or product's, expired, or the admission
+    /// no longer holds.
+    #[error("{0}")]
+    AdmissionInvalid(String),
+    /// The product has no waiting room.
+    #[error("this product has no waiting room")]
+    NoWaitingRoom,
+    /// No such entry in the waiting room (or another buyer's).
+    #[error("unknown queue entry")]
+    UnknownQueueEntry,
     /// The client address is over the per-address limit.
     #[error("too many requests from this address; retry in {retry_after_secs} s")]
     AddressRateLimited { retry_after_secs: u64 },
@@ -108,6 +124,11 @@ impl ApiError {
             ApiError::NotCancellable { .. } => "not_cancellable",
             ApiError::InvalidSignature(_) => "invalid_signature",
             ApiError::UnknownPayment => "unknown_payment",
+            ApiError::QueueNotOpen => "queue_not_open",
+            ApiError::AdmissionRequired => "admission_required",
+            ApiError::AdmissionInvalid(_) => "admission_invalid",
+            ApiError::NoWaitingRoom => "no_waiting_room",
+            ApiError::UnknownQueueEntry => "unknown_queue_entry",
             ApiError::AddressRateLimited { .. } => "rate_limited",
             ApiError::RateLimited { .. } => "rate_limited",
             ApiError::Overloaded | ApiError::Unavailable(_) => "unavailable",
@@ -131,12 +152,17 @@ impl ResponseError for ApiError {
             | ApiError::UnknownTicket
             | ApiError::NotFound
             | ApiError::NoOrder
-            | ApiError::UnknownPayment => StatusCode::NOT_FOUND,
+            | ApiError::UnknownPayment
+            | ApiError::NoWaitingRoom
+            | ApiError::UnknownQueueEntry => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::SaleNotStarted
             | ApiError::SaleEnded
             | ApiError::Forbidden
-            | ApiError::UserMismatch => StatusCode::FORBIDDEN,
+            | ApiError::UserMismatch
+            | ApiError::QueueNotOpen
+            | ApiError::AdmissionRequired
+            | ApiError::AdmissionInvalid(_) => StatusCode::FORBIDDEN,
             ApiError::Unauthorized
             | ApiError::Unauthenticated(_)
             | ApiError::InvalidSignature(_) => StatusCode::UNAUTHORIZED,
@@ -151,7 +177,10 @@ impl ResponseError for ApiError {
     fn error_response(&self) -> HttpResponse {
         let mut res = HttpResponse::build(self.status_code());
         let body = match self {
-            ApiError::BadRequest(m) | ApiError::Unavailable(m) | ApiError::InvalidSignature(m) => {
+            ApiError::BadRequest(m)
+            | ApiError::Unavailable(m)
+            | ApiError::InvalidSignature(m)
+            | ApiError::AdmissionInvalid(m) => {
                 json!({"error": self.code(), "message": m})
             }
             ApiError::NotPayable { state } | ApiError::NotCancellable { state } => {
@@ -283,9 +312,29 @@ pub mod documented {
         UnknownPayment => [ApiError::UnknownPayment];
         /// No such ticket.
         UnknownTicket => [ApiError::UnknownTicket];
-        /// Outside the product's sale window, or the body's `user_id` is not the token's user
-        /// (`sub`).
-        BuyRefused => [ApiError::SaleNotStarted, ApiError::SaleEnded, ApiError::UserMismatch];
+        /// Outside the product's sale window, the body's `user_id` is not the token's user
+        /// (`sub`), or a waiting-room product bought without a valid admission
+        /// (`Seckill-Admission`: missing, forged, another buyer's or product's, expired, or
+        /// the admission no longer holds).
+        BuyRefused => [
+            ApiError::SaleNotStarted,
+            ApiError::SaleEnded,
+            ApiError::UserMismatch,
+            ApiError::AdmissionRequired,
+            ApiError::AdmissionInvalid(String::new()),
+        ];
+        /// The waiting room does not open before `opens_at`, or the body's `user_id` is not
+        /// the token's user.
+        QueueRefused => [ApiError::QueueNotOpen, ApiError::UserMismatch];
+        /// The product has no waiting room (or is not known).
+        NoWaitingRoom => [ApiError::NoWaitingRoom, ApiError::UnknownProduct];
+        /// No such queue entry (or another buyer's), or the product has no waiting room (or
+        /// is not known).
+        UnknownQueueEntry => [
+            ApiError::UnknownQueueEntry,
+            ApiError::NoWaitingRoom,
+            ApiError::UnknownProduct,
+        ];
         /// No unit left.
         SoldOut => [ApiError::SoldOut];
         /// The user is over the per-user rate limit (`SECKILL_RATE_LIMIT_PER_USER_PER_SEC`,
@@ -512,6 +561,11 @@ pub(crate) fn every_kind() -> Vec<ApiError> {
         },
         ApiError::InvalidSignature(String::new()),
         ApiError::UnknownPayment,
+        ApiError::QueueNotOpen,
+        ApiError::AdmissionRequired,
+        ApiError::AdmissionInvalid(String::new()),
+        ApiError::NoWaitingRoom,
+        ApiError::UnknownQueueEntry,
         ApiError::RateLimited {
             retry_after_secs: 7,
         },
@@ -545,6 +599,11 @@ pub(crate) fn every_kind() -> Vec<ApiError> {
             | ApiError::NotCancellable { .. }
             | ApiError::InvalidSignature(_)
             | ApiError::UnknownPayment
+            | ApiError::QueueNotOpen
+            | ApiError::AdmissionRequired
+            | ApiError::AdmissionInvalid(_)
+            | ApiError::NoWaitingRoom
+            | ApiError::UnknownQueueEntry
             | ApiError::RateLimited { .. }
             | ApiError::AddressRateLimited { .. }
             | ApiError::Overloaded

@@ -17,6 +17,7 @@
 //! - [`counting`]: the middleware that counts every request by route and outcome.
 //! - [`rate_limit`]: the per-user token bucket in Redis, shared by every gateway.
 //! - [`admission`]: the cap on buys in flight in this process.
+//! - [`waiting_room`]: admission tokens of products with a waiting room (the queue is in Redis).
 //! - [`cli`]: the `gateway` binary's command line and `main`.
 
 pub mod admission;
@@ -33,5 +34,6 @@ pub mod routes;
 pub mod sold_out;
 pub mod startup;
 pub mod state;
+pub mod waiting_room;
 
 pub use startup::Application;

@@ -36,6 +36,8 @@ impl Decision {
 pub struct RateLimiter {
     conn: ConnectionManager,
     namespace: String,
+    /// `rl` for buys, `rlq` for waiting-room joins and polls: separate buckets.
+    kind: &'static str,
     rate: f64,
     burst: u64,
 }
@@ -46,7 +48,20 @@ impl RateLimiter {
         settings.rate_limit_enabled().then(|| Self {
             conn,
             namespace: settings.namespace.clone(),
+            kind: "rl",
             rate: settings.rate_limit_per_user_per_sec,
+            burst: settings.rate_limit_burst,
+        })
+    }
+
+    /// The limit of waiting-room joins and polls (`SECKILL_QUEUE_RATE_LIMIT_PER_USER_PER_SEC`,
+    /// the same burst as buys); `None` when off.
+    pub fn for_queue(conn: ConnectionManager, settings: &Settings) -> Option<Self> {
+        (settings.queue_rate_limit_per_user_per_sec > 0.0).then(|| Self {
+            conn,
+            namespace: settings.namespace.clone(),
+            kind: "rlq",
+            rate: settings.queue_rate_limit_per_user_per_sec,
             burst: settings.rate_limit_burst,
         })
     }
@@ -60,7 +75,7 @@ impl RateLimiter {
     pub async fn check(&self, user: UserId) -> anyhow::Result<Decision> {
         let mut conn = self.conn.clone();
         let (allowed, wait_ms): (i64, i64) = TOKEN_BUCKET
-            .key(Self::key(&self.namespace, user))
+            .key(format!("sk:{{{}:{}:{user}}}", self.namespace, self.kind))
             .arg(self.rate)
             .arg(self.burst)
             .invoke_async(&mut conn)

@@ -12,6 +12,7 @@ use crate::recovery::Recovery;
 use crate::routes;
 use crate::sold_out::{watch_zookeeper, SoldOutMarkers};
 use crate::state::AppState;
+use crate::waiting_room::Admissions;
 use actix_web::dev::{Server, ServerHandle};
 use actix_web::middleware::from_fn;
 use actix_web::{web, App, HttpServer};
@@ -67,6 +68,7 @@ impl Application {
             tokio::spawn(jwks.watch(shutdown.clone()));
         }
         let rate_limiter = RateLimiter::new(store.connection(), &settings);
+        let store_conn = store.connection();
         let state = web::Data::new(AppState {
             auth,
             admission: Admission::new(settings.max_in_flight),
@@ -93,6 +95,11 @@ impl Application {
             locator,
             payments: Payments::from_settings(&settings)?,
             default_payment_window_secs: settings.payment_window_secs,
+            admissions: Admissions::new(
+                settings.admission_secret.clone(),
+                settings.admission_ttl_secs * 1000,
+            ),
+            queue_limiter: RateLimiter::for_queue(store_conn.clone(), &settings),
         });
         tokio::spawn(forget_idle_addresses(state.clone(), shutdown.clone()));
         let data = state.clone();

@@ -8,6 +8,7 @@ use crate::publish::{Locator, OrderPublisher};
 use crate::rate_limit::RateLimiter;
 use crate::recovery::Recovery;
 use crate::sold_out::SoldOutMarkers;
+use crate::waiting_room::Admissions;
 use seckill_shared::settle::Settler;
 use seckill_shared::store::TicketStore;
 use secrecy::SecretString;
@@ -38,6 +39,10 @@ pub struct AppState {
     pub payments: Payments,
     /// `SECKILL_PAYMENT_WINDOW_SECS`: the window of a priced product that sets none.
     pub default_payment_window_secs: u64,
+    /// Waiting rooms' admission tokens.
+    pub admissions: Admissions,
+    /// Waiting-room joins and polls per buyer; `None` when off.
+    pub queue_limiter: Option<RateLimiter>,
 }
 
 impl AppState {

@@ -244,6 +244,17 @@ pub struct Settings {
     #[serde(serialize_with = "redacted_token")]
     pub payment_webhook_secret: SecretString,
 
+    /// Gateway: admission tokens of waiting rooms are signed with this (HMAC-SHA256), so that
+    /// any gateway accepts another's. Required to serve a product with a waiting room. Secret.
+    #[serde(serialize_with = "redacted_token")]
+    pub admission_secret: SecretString,
+    /// Gateway: how long an admission lasts; an admitted buyer who has not bought by then
+    /// gives the place up.
+    pub admission_ttl_secs: u64,
+    /// Gateway: waiting-room joins and polls each buyer may make per second (a token bucket
+    /// shared through Redis, like the buy limit); 0 turns it off.
+    pub queue_rate_limit_per_user_per_sec: f64,
+
     /// Log format: `json` or `pretty`.
     pub log_format: LogFormat,
 }
@@ -298,6 +309,9 @@ impl Default for Settings {
             payment_provider_timeout_ms: 3000,
             payment_callback_url: String::new(),
             payment_webhook_secret: SecretString::default(),
+            admission_secret: SecretString::default(),
+            admission_ttl_secs: 60,
+            queue_rate_limit_per_user_per_sec: 5.0,
             log_format: LogFormat::Json,
         }
     }
@@ -308,6 +322,9 @@ pub const DEV_ADMIN_TOKEN: &str = "dev-admin-token";
 
 /// The HS256 secret `--dev` uses when no buyer-token key is set.
 pub const DEV_AUTH_HS256_SECRET: &str = "dev-hs256-secret-for-local-use-only!";
+
+/// The admission secret `--dev` uses when none is set.
+pub const DEV_ADMISSION_SECRET: &str = "dev-admission-secret-for-local-use-only";
 
 /// The longest payment window, for a product or by default: 7 days.
 pub const MAX_PAYMENT_WINDOW_SECS: u64 = 7 * 86_400;
@@ -487,6 +504,23 @@ impl Settings {
             self.payment_window_secs <= MAX_PAYMENT_WINDOW_SECS,
             "payment_window_secs",
             "must be at most 604800 (7 days)",
+        )?;
+        check(
+            (1..=3600).contains(&self.admission_ttl_secs),
+            "admission_ttl_secs",
+            "must be 1..=3600",
+        )?;
+        check(
+            self.queue_rate_limit_per_user_per_sec.is_finite()
+                && (0.0..=1_000_000.0).contains(&self.queue_rate_limit_per_user_per_sec),
+            "queue_rate_limit_per_user_per_sec",
+            "must be between 0 (off) and 1000000",
+        )?;
+        check(
+            self.admission_secret.expose_secret().is_empty()
+                || self.admission_secret.expose_secret().len() >= MIN_HS256_SECRET_BYTES,
+            "admission_secret",
+            "must be at least 32 bytes",
         )?;
         check(
             (100..=60_000).contains(&self.payment_provider_timeout_ms),

@@ -23,7 +23,7 @@ pub async fn migrate(pool: &MySqlPool) -> anyhow::Result<()> {
     MIGRATOR.run(pool).await.context("applying migrations")
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Product {
     pub id: u64,
     pub name: String,
@@ -41,12 +41,25 @@ pub struct Product {
     pub currency: String,
     /// A confirmed order must be paid within this; 0: no window, the order is final.
     pub payment_window_secs: i64,
+    /// Its waiting room, if it has one.
+    pub waiting_room: Option<WaitingRoom>,
+}
+
+/// A product's waiting room: buyers join a queue, and are admitted to buy in its order.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct WaitingRoom {
+    /// Places admitted per second.
+    pub admit_per_sec: f64,
+    /// Admitted buyers who have not bought yet stay at most `ceil(factor × units left)`.
+    pub max_admitted_factor: f64,
+    /// Joining before this (ms since the epoch) gets `403 queue_not_open`.
+    pub opens_at_ms: i64,
 }
 
 const PRODUCT_BY_ID: &str =
-    "SELECT id, name, stock, initial_stock, starts_at_ms, ends_at_ms, loaded_at_ms, closed_at_ms, price, currency, payment_window_secs FROM products WHERE id = ?";
+    "SELECT id, name, stock, initial_stock, starts_at_ms, ends_at_ms, loaded_at_ms, closed_at_ms, price, currency, payment_window_secs, wr_admit_per_sec, wr_max_admitted_factor, wr_opens_at_ms FROM products WHERE id = ?";
 const PRODUCT_BY_ID_FOR_UPDATE: &str =
-    "SELECT id, name, stock, initial_stock, starts_at_ms, ends_at_ms, loaded_at_ms, closed_at_ms, price, currency, payment_window_secs FROM products WHERE id = ? FOR UPDATE";
+    "SELECT id, name, stock, initial_stock, starts_at_ms, ends_at_ms, loaded_at_ms, closed_at_ms, price, currency, payment_window_secs, wr_admit_per_sec, wr_max_admitted_factor, wr_opens_at_ms FROM products WHERE id = ? FOR UPDATE";
 
 fn product_from_row(r: sqlx::mysql::MySqlRow) -> Product {
     Product {
@@ -61,11 +74,20 @@ fn product_from_row(r: sqlx::mysql::MySqlRow) -> Product {
         price: r.get("price"),
         currency: r.get("currency"),
         payment_window_secs: r.get("payment_window_secs"),
+        waiting_room: r
+            .get::<Option<f64>, _>("wr_admit_per_sec")
+            .map(|admit_per_sec| WaitingRoom {
+                admit_per_sec,
+                max_admitted_factor: r
+                    .get::<Option<f64>, _>("wr_max_admitted_factor")
+                    .unwrap_or(1.5),
+                opens_at_ms: r.get::<Option<i64>, _>("wr_opens_at_ms").unwrap_or(0),
+            }),
     }
 }
 
 /// A new product's terms.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct NewProduct {
     pub name: String,
     pub stock: i64,
@@ -74,12 +96,13 @@ pub struct NewProduct {
     pub price: i64,
     pub currency: String,
     pub payment_window_secs: i64,
+    pub waiting_room: Option<WaitingRoom>,
 }
 
 pub async fn create_product(pool: &MySqlPool, p: &NewProduct) -> anyhow::Result<ProductId> {
     let res = sqlx::query(
-        "INSERT INTO products (name, stock, initial_stock, starts_at_ms, ends_at_ms, price, currency, payment_window_secs) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO products (name, stock, initial_stock, starts_at_ms, ends_at_ms, price, currency, payment_window_secs, \
+         wr_admit_per_sec, wr_max_admitted_factor, wr_opens_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     )
     .bind(&p.name)
     .bind(p.stock)
@@ -89,6 +112,9 @@ pub async fn create_product(pool: &MySqlPool, p: &NewProduct) -> anyhow::Result<
     .bind(p.price)
     .bind(&p.currency)
     .bind(p.payment_window_secs)
+    .bind(p.waiting_room.map(|w| w.admit_per_sec))
+    .bind(p.waiting_room.map(|w| w.max_admitted_factor))
+    .bind(p.waiting_room.map(|w| w.opens_at_ms))
     .execute(pool)
     .await
     .context("inserting a product")?;

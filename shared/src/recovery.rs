@@ -422,6 +422,10 @@ pub async fn reconcile(
     let pruned = store.prune_pending(product).await?;
     let count = |s: OrderStatus| orders.get(&s).map_or(0, |l| l.len() as i64);
     let sold = count(OrderStatus::Confirmed) + count(OrderStatus::Paid);
+    // The waiting room before the stock: a buy finds no stock until the room is in place.
+    store
+        .set_waiting_room(product, p.waiting_room.as_ref())
+        .await?;
     let stock_redis = store
         .rebuild(
             product,

@@ -69,6 +69,26 @@ pub struct NewProduct {
     #[serde(default, deserialize_with = "whole::optional_i64")]
     #[schema(schema_with = schema::payment_window)]
     payment_window_secs: Option<i64>,
+    /// Sell through a fair waiting room: buyers join its queue, everyone who joins before
+    /// `starts_at` gets a random place, later ones queue behind in arrival order, and only
+    /// admitted buyers may buy. Absent: no waiting room.
+    waiting_room: Option<NewWaitingRoom>,
+}
+
+/// A product's waiting room. Every field has a default.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewWaitingRoom {
+    /// Places admitted per second. Default 100.
+    #[schema(minimum = 0.001, maximum = 1000000, examples(100))]
+    admit_per_sec: Option<f64>,
+    /// Admitted buyers who have not bought stay at most `ceil(factor × units left)`.
+    /// Default 1.5.
+    #[schema(minimum = 1, maximum = 100, examples(1.5))]
+    max_admitted_factor: Option<f64>,
+    /// Joining before this gets `403 queue_not_open`. Default: the product's creation.
+    #[schema(examples("2026-12-01T09:50:00Z"))]
+    opens_at: Option<DateTime<Utc>>,
 }
 
 /// Largest stock one product may have.
@@ -146,10 +166,24 @@ pub struct ProductView {
     currency: String,
     /// 0: no payment window, orders are final once confirmed.
     payment_window_secs: i64,
+    /// Its waiting room, with `admitted`: buyers admitted who have not bought (Redis).
+    #[schema(required = true)]
+    waiting_room: Option<WaitingRoomView>,
     #[schema(required = true)]
     starts_at: Option<DateTime<Utc>>,
     #[schema(required = true)]
     ends_at: Option<DateTime<Utc>>,
+}
+
+/// A product's waiting room in the admin view.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WaitingRoomView {
+    admit_per_sec: f64,
+    max_admitted_factor: f64,
+    opens_at: Option<DateTime<Utc>>,
+    /// Admitted buyers who have not bought yet; at most `ceil(factor × stock_redis)`.
+    admitted: u64,
 }
 
 /// MySQL's orders of a product, by state.
@@ -227,6 +261,38 @@ pub async fn create_product(
             "payment_window_secs must be between 0 and {max_window}"
         )));
     }
+    let waiting_room = match p.waiting_room {
+        None => None,
+        Some(w) => {
+            let admit_per_sec = w.admit_per_sec.unwrap_or(100.0);
+            let factor = w.max_admitted_factor.unwrap_or(1.5);
+            if !(0.001..=1_000_000.0).contains(&admit_per_sec) {
+                return Err(ApiError::BadRequest(
+                    "waiting_room.admit_per_sec must be between 0.001 and 1000000".into(),
+                ));
+            }
+            if !(1.0..=100.0).contains(&factor) {
+                return Err(ApiError::BadRequest(
+                    "waiting_room.max_admitted_factor must be between 1 and 100".into(),
+                ));
+            }
+            let opens_at_ms = w
+                .opens_at
+                .map_or_else(seckill_shared::now_ms, |t| t.timestamp_millis());
+            if p.ends_at
+                .is_some_and(|e| e.timestamp_millis() <= opens_at_ms)
+            {
+                return Err(ApiError::BadRequest(
+                    "waiting_room.opens_at must be before ends_at".into(),
+                ));
+            }
+            Some(db::WaitingRoom {
+                admit_per_sec,
+                max_admitted_factor: factor,
+                opens_at_ms,
+            })
+        }
+    };
     let window = p.payment_window_secs.unwrap_or(if p.price.is_some() {
         state.default_payment_window_secs as i64
     } else {
@@ -242,6 +308,7 @@ pub async fn create_product(
             price: p.price.unwrap_or(0),
             currency,
             payment_window_secs: window,
+            waiting_room,
         },
     )
     .await
@@ -311,6 +378,12 @@ pub async fn preload(
         db::mark_loaded(&state.db, id, seckill_shared::now_ms())
             .await
             .map_err(|e| ApiError::unavailable("MySQL", e))?;
+        // The waiting room before the stock: no buy finds stock without it.
+        state
+            .store
+            .set_waiting_room(id, product.waiting_room.as_ref())
+            .await
+            .map_err(|e| ApiError::unavailable("Redis", e))?;
         state
             .store
             .preload(id, product.stock, product.starts_at_ms, product.ends_at_ms)
@@ -441,6 +514,20 @@ pub async fn get_product(
         price: product.price,
         currency: product.currency,
         payment_window_secs: product.payment_window_secs,
+        waiting_room: match product.waiting_room {
+            None => None,
+            Some(w) => Some(WaitingRoomView {
+                admit_per_sec: w.admit_per_sec,
+                max_admitted_factor: w.max_admitted_factor,
+                opens_at: DateTime::<Utc>::from_timestamp_millis(w.opens_at_ms),
+                admitted: state
+                    .store
+                    .admitted_and_stock(id)
+                    .await
+                    .map_err(|e| ApiError::unavailable("Redis", e))?
+                    .0,
+            }),
+        },
         starts_at: product
             .starts_at_ms
             .and_then(DateTime::<Utc>::from_timestamp_millis),

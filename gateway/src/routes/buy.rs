@@ -182,13 +182,29 @@ pub async fn buy(
         return Err(ApiError::SoldOut);
     }
     let user = Buyer(state.auth.buyer(&req)?).resolve(body.0 .0.user_id)?;
+    // A waiting-room product needs the buyer's admission: its token is verified here, with no
+    // network call, before anything touches Redis; the reservation checks that it still holds.
+    let admitted = match req
+        .headers()
+        .get(crate::waiting_room::ADMISSION_HEADER)
+        .map(|v| v.to_str().unwrap_or_default())
+    {
+        None => false,
+        Some(token) => {
+            state
+                .admissions
+                .verify(token.trim(), product, user, now_ms())
+                .map_err(|e| ApiError::AdmissionInvalid(e.to_string()))?;
+            true
+        }
+    };
     let span = tracing::info_span!(
         "buy",
         product_id = product.get(),
         user_id = user.get(),
         ticket = tracing::field::Empty
     );
-    admit_and_reserve(req, state, product, user, started)
+    admit_and_reserve(req, state, product, user, admitted, started)
         .instrument(span)
         .await
 }
@@ -199,6 +215,7 @@ async fn admit_and_reserve(
     state: web::Data<AppState>,
     product: ProductId,
     user: UserId,
+    admitted: bool,
     started: Instant,
 ) -> Result<HttpResponse, ApiError> {
     let Some(permit) = state.admission.try_admit() else {
@@ -230,7 +247,7 @@ async fn admit_and_reserve(
     let result = actix_web::rt::spawn(
         async move {
             let _permit = permit;
-            reserve_and_hand_off(task_state, product, user).await
+            reserve_and_hand_off(task_state, product, user, admitted).await
         }
         .instrument(tracing::Span::current()),
     )
@@ -248,13 +265,14 @@ async fn reserve_and_hand_off(
     state: web::Data<AppState>,
     product: ProductId,
     user: UserId,
+    admitted: bool,
 ) -> Result<HttpResponse, ApiError> {
     let ticket = Ticket::generate(product);
     let now = now_ms();
     let t0 = Instant::now();
     let reservation = state
         .store
-        .reserve(&ticket, user, now)
+        .reserve(&ticket, user, now, admitted)
         .await
         .map_err(|e| ApiError::unavailable("Redis", e))?;
     state
@@ -293,6 +311,10 @@ async fn reserve_and_hand_off(
             .await),
         Reservation::NotStarted => Err(ApiError::SaleNotStarted),
         Reservation::Ended => Err(ApiError::SaleEnded),
+        Reservation::AdmissionRequired => Err(ApiError::AdmissionRequired),
+        Reservation::NotAdmitted => Err(ApiError::AdmissionInvalid(
+            "your admission no longer holds (it lapsed, or your place went back to the head of the queue): poll your queue entry".into(),
+        )),
     }
 }
 

@@ -8,6 +8,7 @@ mod health;
 pub mod openapi;
 mod orders;
 mod payments;
+mod queue;
 
 use crate::error::ApiError;
 use actix_web::{web, HttpResponse};
@@ -25,6 +26,12 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
     ("buy", "POST", "/v1/seckill/{product_id}"),
     ("order", "GET", "/v1/orders/{ticket}"),
     ("my_order", "GET", "/v1/seckill/{product_id}/order"),
+    ("queue_join", "POST", "/v1/seckill/{product_id}/queue"),
+    (
+        "queue_poll",
+        "GET",
+        "/v1/seckill/{product_id}/queue/{queue_id}",
+    ),
     ("pay", "POST", "/v1/orders/{ticket}/pay"),
     ("cancel", "POST", "/v1/orders/{ticket}/cancel"),
     ("payment_callback", "POST", "/v1/payments/callback"),
@@ -43,6 +50,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(resource("buy").route(web::post().to(buy::buy)))
         .service(resource("order").route(web::get().to(orders::get_order)))
         .service(resource("my_order").route(web::get().to(orders::my_order)))
+        .service(resource("queue_join").route(web::post().to(queue::join)))
+        .service(resource("queue_poll").route(web::get().to(queue::poll)))
         .service(resource("pay").route(web::post().to(payments::pay)))
         .service(resource("cancel").route(web::post().to(payments::cancel)))
         .service(resource("payment_callback").route(web::post().to(payments::callback)))

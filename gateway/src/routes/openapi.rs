@@ -12,7 +12,7 @@
 //! served document and check that every documented status is produced. `scripts/test.sh` also
 //! runs schemathesis against a live gateway.
 
-use super::{admin, buy, health, orders, payments};
+use super::{admin, buy, health, orders, payments, queue};
 use crate::error::documented;
 use actix_web::http::header::ContentType;
 use actix_web::HttpResponse;
@@ -38,6 +38,8 @@ use utoipa::{IntoResponses, Modify, OpenApi, PartialSchema, ToSchema};
         buy::buy,
         orders::get_order,
         orders::my_order,
+        queue::join,
+        queue::poll,
         payments::pay,
         payments::cancel,
         payments::callback,
@@ -263,6 +265,16 @@ pub mod schema {
             .build()
     }
 
+    /// A waiting-room entry's state.
+    pub fn queue_state() -> Object {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .enum_values(Some([
+                "waiting", "admitted", "sold_out", "expired", "bought",
+            ]))
+            .build()
+    }
+
     /// What the provider's callback reports.
     pub fn charge_outcome() -> Object {
         ObjectBuilder::new()
@@ -375,6 +387,18 @@ pub mod schema {
         }
     }
     impl ToSchema for TicketText {}
+
+    /// A waiting-room queue id: 32 lowercase hex digits.
+    pub struct QueueId;
+    impl PartialSchema for QueueId {
+        fn schema() -> RefOr<Schema> {
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .pattern(Some("^[0-9a-f]{32}$"))
+                .into()
+        }
+    }
+    impl ToSchema for QueueId {}
 
     /// The `Idempotency-Key` header of a payment: 1 to 255 visible ASCII characters.
     pub struct IdempotencyKey;

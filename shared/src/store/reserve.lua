@@ -1,21 +1,48 @@
 -- Reserve one unit of a product for a user, atomically.
--- KEYS: 1 stock, 2 meta, 3 buyers, 4 pending, 5 ticket record
--- ARGV: 1 user id, 2 ticket, 3 now (ms), 4 ticket ttl (s), 5 product id
+-- KEYS: 1 stock, 2 meta, 3 buyers, 4 pending, 5 ticket record, and for a product with a
+--       waiting room: 6 admitted (zset user -> admission expiry), 7 done (hash), 8 queue (zset)
+-- ARGV: 1 user id, 2 ticket, 3 now (ms), 4 ticket ttl (s), 5 product id, 6 '1' when the
+--       gateway verified the buyer's admission token
 -- Returns {code} or {code, held ticket}:
 --   1 reserved, 2 user already holds a live ticket, 3 sold out,
---   4 unknown product, 5 sale not started, 6 sale ended
+--   4 unknown product, 5 sale not started, 6 sale ended,
+--   7 admission required (a waiting-room product, no verified token),
+--   8 not admitted now (the admission lapsed, or was taken back to keep the cap)
+-- A waiting-room product is only bought by an admitted buyer, checked here before the stock
+-- is touched. Buying ends the admission; and since admitted-not-bought must stay within
+-- ceil(factor × units left), the latest admissions go back to the head of the queue when the
+-- units left shrink below that.
 local stock = redis.call('GET', KEYS[1])
 if not stock then return {4} end
 local held = redis.call('HGET', KEYS[3], ARGV[1])
 if held then return {2, held} end
 local now = tonumber(ARGV[3])
-local window = redis.call('HMGET', KEYS[2], 'starts_at', 'ends_at')
-if window[1] and now < tonumber(window[1]) then return {5} end
-if window[2] and now >= tonumber(window[2]) then return {6} end
+local meta = redis.call('HMGET', KEYS[2], 'starts_at', 'ends_at', 'wr_rate', 'wr_factor')
+if meta[1] and now < tonumber(meta[1]) then return {5} end
+if meta[2] and now >= tonumber(meta[2]) then return {6} end
+local wr = meta[3] and #KEYS >= 8
+if meta[3] then
+  if ARGV[6] ~= '1' or #KEYS < 8 then return {7} end
+  local until_ms = redis.call('ZSCORE', KEYS[6], ARGV[1])
+  if (not until_ms) or tonumber(until_ms) <= now then return {8} end
+end
 if tonumber(stock) <= 0 then return {3} end
-redis.call('DECR', KEYS[1])
+local left = redis.call('DECR', KEYS[1])
 redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
 redis.call('ZADD', KEYS[4], now, ARGV[2])
 redis.call('HSET', KEYS[5], 'status', 'pending', 'user_id', ARGV[1], 'product_id', ARGV[5], 'created_at', ARGV[3])
 redis.call('EXPIRE', KEYS[5], ARGV[4])
+if wr then
+  redis.call('ZREM', KEYS[6], ARGV[1])
+  redis.call('HSET', KEYS[7], ARGV[1], 'bought')
+  local cap = math.ceil(tonumber(meta[4]) * math.max(left, 0))
+  while redis.call('ZCARD', KEYS[6]) > cap do
+    local latest = redis.call('ZRANGE', KEYS[6], -1, -1)[1]
+    redis.call('ZREM', KEYS[6], latest)
+    local head = redis.call('ZRANGE', KEYS[8], 0, 0, 'WITHSCORES')
+    local score = -1
+    if head[2] then score = tonumber(head[2]) - 1 end
+    redis.call('ZADD', KEYS[8], score, latest)
+  end
+end
 return {1}

@@ -20,6 +20,9 @@ use tokio_util::sync::CancellationToken;
 
 pub const ADMIN_TOKEN: &str = "test-admin-token";
 
+/// The secret the test gateways sign waiting-room admissions with.
+pub const ADMISSION_SECRET: &str = "test-admission-secret-of-32-bytes-or-more";
+
 /// The HS256 secret every test gateway verifies buyer tokens with.
 pub const JWT_SECRET: &str = "test-hs256-secret-of-32-bytes-or-more";
 
@@ -94,6 +97,7 @@ impl TestEnv {
         settings.worker_http_addr = "127.0.0.1:0".into();
         settings.admin_token = ADMIN_TOKEN.into();
         settings.auth_hs256_secret = JWT_SECRET.into();
+        settings.admission_secret = ADMISSION_SECRET.into();
         // Every test client is 127.0.0.1; `auth.rs` tests the per-address limit on its own.
         settings.rate_limit_per_address_per_sec = 0;
         settings.worker_batch_linger_ms = 5;

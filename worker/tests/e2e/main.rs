@@ -20,4 +20,5 @@ mod pipeline;
 mod process;
 mod recovery;
 mod settle;
+mod waiting_room;
 mod workers;

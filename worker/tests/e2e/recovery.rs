@@ -22,7 +22,10 @@ async fn sweeper_fails_a_reservation_whose_message_never_came_and_a_late_message
     let user = UserId::new(77).unwrap();
     let ticket = Ticket::generate(product);
     let reserved_at = now_ms();
-    env.store.reserve(&ticket, user, reserved_at).await.unwrap();
+    env.store
+        .reserve(&ticket, user, reserved_at, false)
+        .await
+        .unwrap();
     gw.owns(ticket.as_str(), user.get());
     assert_eq!(env.redis_stock(product).await, 2);
 
@@ -70,7 +73,7 @@ async fn a_ticket_stuck_in_processing_is_settled_through_mysql() {
     let ticket = Ticket::generate(product);
     let order = OrderMessage::new(ticket.clone(), UserId::new(5).unwrap(), now_ms());
     env.store
-        .reserve(&ticket, order.user_id, order.reserved_at_ms)
+        .reserve(&ticket, order.user_id, order.reserved_at_ms, false)
         .await
         .unwrap();
     gw.owns(ticket.as_str(), order.user_id.get());
@@ -342,7 +345,10 @@ async fn an_acknowledged_order_whose_message_kafka_lost_is_settled_from_its_rese
     // group will read past (the first order's), never delivered.
     let user = UserId::new(2).unwrap();
     let lost = Ticket::generate(product);
-    env.store.reserve(&lost, user, now_ms()).await.unwrap();
+    env.store
+        .reserve(&lost, user, now_ms(), false)
+        .await
+        .unwrap();
     env.store
         .locate(product, &[(lost.clone(), location.0, location.1)])
         .await

@@ -27,7 +27,7 @@ async fn order_ids_match_mysql(read_back: bool) {
         let ticket = Ticket::generate(product);
         let user = UserId::new(1000 + u).unwrap();
         let at = now_ms();
-        env.store.reserve(&ticket, user, at).await.unwrap();
+        env.store.reserve(&ticket, user, at, false).await.unwrap();
         orders.push(OrderMessage::new(ticket, user, at));
     }
     // Rows of another batch first, so ids do not start at 1.

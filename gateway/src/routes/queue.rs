@@ -1,0 +1,237 @@
+//! A product's waiting room: `POST /v1/seckill/{product_id}/queue` joins it, and
+//! `GET /v1/seckill/{product_id}/queue/{queue_id}` polls the entry. Admission is decided in
+//! Redis on each join and poll (`queue.lua`), so every gateway serves any entry and a gateway
+//! that dies loses nothing. See [`crate::waiting_room`] for the admission token.
+
+use crate::auth::Buyer;
+use crate::error::{documented as e, ApiError};
+use crate::rate_limit::Decision;
+use crate::routes::openapi::schema;
+use crate::state::AppState;
+use actix_web::{web, HttpResponse};
+use rand::RngCore;
+use seckill_shared::store::{QueueOp, QueueState};
+use seckill_shared::{now_ms, ProductId, UserId};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+/// The answer to a join or a poll.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QueueBody {
+    #[schema(pattern = "^[0-9a-f]{32}$")]
+    queue_id: String,
+    /// `waiting` in line; `admitted`: buy now, with `admission_token` in the
+    /// `Seckill-Admission` header, before `admitted_until_ms`; `sold_out`: no unit left and
+    /// none in flight (units that come back reopen admission, so keep polling slowly);
+    /// `expired`: admitted, but did not buy in time, so the place was given up; `bought`.
+    #[schema(schema_with = schema::queue_state)]
+    state: &'static str,
+    /// 1-based place in line once the sale has started; `null` before (places are drawn at
+    /// random among those who joined before the start) and once out of the line.
+    #[schema(required = true)]
+    position: Option<u64>,
+    /// Entries ahead in line.
+    #[schema(required = true)]
+    ahead: Option<u64>,
+    /// Until admission, at the current admission rate.
+    #[schema(required = true)]
+    estimated_wait_ms: Option<u64>,
+    /// When to poll again.
+    refresh_after_ms: u64,
+    /// `admitted` only: the token for the buy's `Seckill-Admission` header.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    admission_token: Option<String>,
+    /// `admitted` only: when the admission lapses, ms since the epoch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    admitted_until_ms: Option<i64>,
+}
+
+/// Joins or polls, then shapes the answer. `expected`: the queue id a poll names.
+async fn run(
+    state: &AppState,
+    product: ProductId,
+    user: UserId,
+    op: QueueOp<'_>,
+    expected: Option<&str>,
+) -> Result<QueueBody, ApiError> {
+    if !state.admissions.configured() {
+        return Err(ApiError::Unavailable(
+            "waiting rooms need SECKILL_ADMISSION_SECRET".into(),
+        ));
+    }
+    if let Some(limiter) = &state.queue_limiter {
+        let decision = limiter
+            .check(user)
+            .await
+            .map_err(|e| ApiError::unavailable("Redis", e))?;
+        if let Decision::Limited { retry_after } = decision {
+            return Err(ApiError::RateLimited {
+                retry_after_secs: Decision::retry_after_secs(retry_after),
+            });
+        }
+    }
+    let now = now_ms();
+    let found = state
+        .store
+        .queue(product, user, op, now, state.admissions.ttl_ms)
+        .await
+        .map_err(|e| ApiError::unavailable("Redis", e))?;
+    let mine = |id: &str| expected.is_none_or(|e| e == id);
+    let body = |queue_id: String, state: &'static str| QueueBody {
+        queue_id,
+        state,
+        position: None,
+        ahead: None,
+        estimated_wait_ms: None,
+        refresh_after_ms: 1000,
+        admission_token: None,
+        admitted_until_ms: None,
+    };
+    Ok(match found {
+        QueueState::UnknownProduct => {
+            return Err(
+                match state
+                    .recovery
+                    .on_unknown_product(&state.store, &state.db, product)
+                    .await
+                {
+                    ApiError::Unavailable(m) => ApiError::Unavailable(m),
+                    _ => ApiError::UnknownProduct,
+                },
+            )
+        }
+        QueueState::NoWaitingRoom => return Err(ApiError::NoWaitingRoom),
+        QueueState::NotOpen => return Err(ApiError::QueueNotOpen),
+        QueueState::NotJoined => return Err(ApiError::UnknownQueueEntry),
+        QueueState::Waiting { queue_id, .. }
+        | QueueState::Admitted { queue_id, .. }
+        | QueueState::Expired { queue_id }
+        | QueueState::Bought { queue_id }
+            if !mine(&queue_id) =>
+        {
+            return Err(ApiError::UnknownQueueEntry)
+        }
+        QueueState::Waiting {
+            queue_id,
+            ahead,
+            sold_out,
+            admit_per_sec,
+            starts_at_ms,
+        } => {
+            if sold_out {
+                QueueBody {
+                    refresh_after_ms: 2000,
+                    ..body(queue_id, "sold_out")
+                }
+            } else {
+                let to_start = (starts_at_ms - now).max(0) as u64;
+                let wait = ahead.map(|a| to_start + (a as f64 * 1000.0 / admit_per_sec) as u64);
+                QueueBody {
+                    position: ahead.map(|a| a + 1),
+                    ahead,
+                    estimated_wait_ms: wait,
+                    refresh_after_ms: wait
+                        .map_or(to_start.clamp(250, 1000), |w| (w / 4).clamp(250, 2000)),
+                    ..body(queue_id, "waiting")
+                }
+            }
+        }
+        QueueState::Admitted { queue_id, until_ms } => QueueBody {
+            admission_token: Some(state.admissions.sign(product, user, until_ms)),
+            admitted_until_ms: Some(until_ms),
+            estimated_wait_ms: Some(0),
+            ..body(queue_id, "admitted")
+        },
+        QueueState::Expired { queue_id } => body(queue_id, "expired"),
+        QueueState::Bought { queue_id } => body(queue_id, "bought"),
+    })
+}
+
+#[utoipa::path(
+    post,
+    path = "/v1/seckill/{product_id}/queue",
+    operation_id = "joinQueue",
+    tag = "buy",
+    summary = "Join a product's waiting room",
+    description = "One entry per buyer: joining again answers the same entry. Everyone who joins before the sale's `starts_at` gets a uniformly random place; later joiners queue behind them in arrival order. Poll the entry (`refresh_after_ms`) until it is `admitted`, then buy with its `admission_token`. No body.",
+    params(("product_id" = inline(schema::Id), Path, description = "The product.")),
+    security(("buyer" = [])),
+    responses(
+        (status = 202, description = "In the waiting room.", body = QueueBody),
+        e::BadRequest,
+        e::Unauthenticated,
+        e::QueueRefused,
+        e::NoWaitingRoom,
+        e::RateLimited,
+        e::Unavailable,
+    ),
+)]
+pub async fn join(
+    buyer: Buyer,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let product = ProductId::parse(&path)?;
+    let user = buyer.resolve(None)?;
+    let mut id = [0u8; 16];
+    rand::rng().fill_bytes(&mut id);
+    let queue_id = hex::encode(id);
+    // The place of an early joiner: uniform below 2^50, from `rand`'s thread-local CSPRNG
+    // (ChaCha12, seeded from the operating system).
+    let place = rand::rng().next_u64() >> 14;
+    let body = run(
+        &state,
+        product,
+        user,
+        QueueOp::Join {
+            queue_id: &queue_id,
+            place,
+        },
+        None,
+    )
+    .await?;
+    Ok(HttpResponse::Accepted().json(body))
+}
+
+#[utoipa::path(
+    get,
+    path = "/v1/seckill/{product_id}/queue/{queue_id}",
+    operation_id = "pollQueue",
+    tag = "buy",
+    summary = "Poll a waiting-room entry",
+    description = "The entry's owner only. Each poll also admits whoever's turn has come, on any gateway.",
+    params(
+        ("product_id" = inline(schema::Id), Path, description = "The product."),
+        ("queue_id" = inline(schema::QueueId), Path, description = "As the join answered it."),
+    ),
+    security(("buyer" = [])),
+    responses(
+        (status = 200, description = "The entry.", body = QueueBody),
+        e::BadRequest,
+        e::Unauthenticated,
+        e::UnknownQueueEntry,
+        e::RateLimited,
+        e::Unavailable,
+    ),
+)]
+pub async fn poll(
+    buyer: Buyer,
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let (product, queue_id) = path.into_inner();
+    let product = ProductId::parse(&product)?;
+    if queue_id.len() != 32
+        || !queue_id
+            .bytes()
+            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    {
+        return Err(ApiError::BadRequest(
+            "a queue id is 32 lowercase hex digits".into(),
+        ));
+    }
+    let user = buyer.resolve(None)?;
+    let body = run(&state, product, user, QueueOp::Poll, Some(&queue_id)).await?;
+    Ok(HttpResponse::Ok().json(body))
+}

@@ -1,0 +1,80 @@
+-- The waiting room of one product: join, admit, and the caller's state, in one atomic step.
+-- Every gateway runs it on each join and poll, so admission needs no coordinator: whoever
+-- comes first after time has passed admits the places that time has earned.
+--
+-- Places: a buyer who joins before the sale starts gets a uniformly random score from a
+-- CSPRNG (ARGV[5], below 2^50); one who joins after gets 2^51 + arrival number, behind every
+-- early joiner, first come first served. The queue is sorted by score.
+-- Admission, after the start: `admit_per_sec` places a second (credit accrues with time, at
+-- most one second's worth banked), the lowest scores first, while admitted-not-bought stays
+-- within ceil(factor × units left). An admission lasts ARGV[6] ms; one that lapses is
+-- `expired` (the place is given up). reserve.lua ends an admission when its buyer buys.
+--
+-- KEYS: 1 stock, 2 meta, 3 pending, 4 queue (zset user -> score), 5 admitted (zset user ->
+--       admission expiry ms), 6 done (hash user -> 'expired' | 'bought'), 7 ids (hash user ->
+--       queue id)
+-- ARGV: 1 now (ms), 2 user id, 3 'join' or 'poll', 4 a new queue id (join), 5 a random score
+--       below 2^50 (join), 6 admission ttl (ms)
+-- Returns {kind, ...}:
+--   {'unknown_product'} | {'no_waiting_room'} | {'not_open'} | {'none'} (never joined)
+--   {'waiting', queue id, rank (0-based; -1 before the start), sold out (0/1), admit per sec,
+--    starts at}
+--   {'admitted', queue id, admission expiry}
+--   {'expired', queue id} | {'bought', queue id}
+local now = tonumber(ARGV[1])
+local stock = redis.call('GET', KEYS[1])
+if not stock then return {'unknown_product'} end
+stock = tonumber(stock)
+local m = redis.call('HMGET', KEYS[2], 'wr_rate', 'wr_factor', 'wr_opens', 'starts_at', 'wr_credit', 'wr_last')
+if not m[1] then return {'no_waiting_room'} end
+local rate, factor, opens = tonumber(m[1]), tonumber(m[2]), tonumber(m[3] or '0')
+local starts = tonumber(m[4] or m[3] or '0')
+local user = ARGV[2]
+
+if ARGV[3] == 'join' then
+  if now < opens then return {'not_open'} end
+  if not redis.call('HGET', KEYS[7], user) then
+    redis.call('HSET', KEYS[7], user, ARGV[4])
+    local score
+    if now < starts then
+      score = tonumber(ARGV[5])
+    else
+      score = 2 ^ 51 + redis.call('HINCRBY', KEYS[2], 'wr_seq', 1)
+    end
+    redis.call('ZADD', KEYS[4], score, user)
+  end
+end
+
+if now >= starts then
+  -- Admissions that lapsed give their places up.
+  local lapsed = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now)
+  for _, u in ipairs(lapsed) do redis.call('HSET', KEYS[6], u, 'expired') end
+  if #lapsed > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now) end
+  local last = tonumber(m[6] or '0')
+  if last < starts then last = starts end
+  local credit = tonumber(m[5] or '0') + (now - last) * rate / 1000
+  local bank = math.max(rate, 1)
+  if credit > bank then credit = bank end
+  local room = math.ceil(factor * math.max(stock, 0)) - redis.call('ZCARD', KEYS[5])
+  local n = math.min(math.floor(credit), room)
+  if n > 0 then
+    local popped = redis.call('ZPOPMIN', KEYS[4], n)
+    for i = 1, #popped, 2 do redis.call('ZADD', KEYS[5], now + tonumber(ARGV[6]), popped[i]) end
+    credit = credit - #popped / 2
+    redis.call('HINCRBY', KEYS[2], 'wr_admitted', #popped / 2)
+  end
+  redis.call('HSET', KEYS[2], 'wr_credit', tostring(credit), 'wr_last', now)
+end
+
+local id = redis.call('HGET', KEYS[7], user)
+if not id then return {'none'} end
+local done = redis.call('HGET', KEYS[6], user)
+if done then return {done, id} end
+local until_ms = redis.call('ZSCORE', KEYS[5], user)
+if until_ms then return {'admitted', id, until_ms} end
+local rank = redis.call('ZRANK', KEYS[4], user)
+if not rank then return {'none'} end
+if now < starts then rank = -1 end
+local sold_out = 0
+if stock <= 0 and redis.call('ZCARD', KEYS[3]) == 0 then sold_out = 1 end
+return {'waiting', id, rank, sold_out, tostring(rate), tostring(starts)}
