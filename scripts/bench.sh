@@ -5,7 +5,7 @@
 #   scripts/bench.sh                  every figure, then rewrites the results block of
 #                                     docs/BENCHMARKS.md
 #   scripts/bench.sh --quick          smoke run: 3 s per figure, small N; prints the table only
-#   scripts/bench.sh --figures "1 2"  a subset (1..10; wrk runs with 1; (2N), (2E) and (2L)
+#   scripts/bench.sh --figures "1 2"  a subset (1..11; wrk runs with 1; (2N), (2E) and (2L)
 #                                     with 2); prints the table only
 #   scripts/bench.sh --profile        perf-record the gateway during (2) and (3) and the worker
 #                                     during (6); the figures are then perturbed: no doc rewrite
@@ -24,7 +24,12 @@
 # each unpaid order's pay_by_ms to its unit back on sale in Redis (p50, p99; goal p99 ≤ 1 s at
 # 10,000 expiring orders) and the expiry throughput next to the drain rate of (6). (10) is not
 # a row of the table (`seckill-bench report` does not know it yet): its line follows the table
-# and goes into the results block's note.
+# and goes into the results block's note. (11) the waiting room: BENCH_QUEUE_BUYERS buyers join a
+# product's line (1,000 units), then poll it until admitted, sold out or bought
+# (`seckill-bench queue-sale`); the polls per second the gateway sustains, as a ratio to (1)
+# /livez when (1) ran; the Redis CPU per poll (from /proc/<redis pid>/stat over the polling
+# phase); and the time from the start until the last unit is sold, next to the same sale
+# without a waiting room. Like (10), its line follows the table and goes into the note.
 #
 # A figure counts only when its run was valid (`seckill-bench report table`, rules in
 # bench/src/report/rules.rs): otherwise it shows INVALID with the reason, never met, and the
@@ -37,7 +42,10 @@
 # (10) counts only when every buy was accepted, every order was confirmed before the first
 # deadline, every unit came back, and MySQL and Redis agree at the end (`seckill-bench expiry`).
 #
-# Settings (environment): BENCH_DURATION (s per figure, 10), BENCH_CONCURRENCY (64),
+# Settings (environment): BENCH_QUEUE_BUYERS (buyers of (11), 100000), BENCH_QUEUE_STOCK (1000),
+# BENCH_QUEUE_ADMIT_PER_SEC (1000), BENCH_QUEUE_FACTOR (1.5), BENCH_QUEUE_CONCURRENCY (256),
+# BENCH_QUEUE_STARTS_IN (s from the product's creation to the start; default: the tool's),
+# BENCH_DURATION (s per figure, 10), BENCH_CONCURRENCY (64),
 # BENCH_ENGINE (hyper), BENCH_THREADS (load tool threads; default one per CPU),
 # BENCH_DRAIN_N (orders of (6) and (7), 20000), BENCH_ROW_N (orders of (8), 2000),
 # BENCH_BATCH (worker batch size of (6) and (7), 500), BENCH_LINGER_MS (worker batch linger, 20),
@@ -60,7 +68,7 @@ set -euo pipefail
 cd "$ROOT"
 [[ -f $HOME/.cargo/env ]] && . "$HOME/.cargo/env"
 
-QUICK=0 PROFILE=0 FIGURES="1 2 3 4 5 6 7 8 9 10" REPORT=auto
+QUICK=0 PROFILE=0 FIGURES="1 2 3 4 5 6 7 8 9 10 11" REPORT=auto
 while (($#)); do
     case $1 in
         --quick) QUICK=1; shift ;;
@@ -74,6 +82,7 @@ while (($#)); do
 done
 if ((QUICK)); then
     : "${BENCH_DURATION:=3}" "${BENCH_DRAIN_N:=5000}" "${BENCH_ROW_N:=500}" "${BENCH_EXPIRY_N:=2000}"
+    : "${BENCH_QUEUE_BUYERS:=10000}"
 fi
 : "${BENCH_DURATION:=10}" "${BENCH_CONCURRENCY:=64}" "${BENCH_ENGINE:=hyper}" "${BENCH_THREADS:=}"
 : "${BENCH_DRAIN_N:=20000}" "${BENCH_ROW_N:=2000}" "${BENCH_BATCH:=500}" "${BENCH_LINGER_MS:=20}"
@@ -81,9 +90,11 @@ fi
 : "${BENCH_KAFKA_LINGER_MS:=}" "${BENCH_E2E_RATE:=}" "${BENCH_E2E_LOW_FRACTION:=0.15}" "${BENCH_PARTITIONS:=8}"
 : "${BENCH_E2E_MAX_IN_FLIGHT:=512}" "${BENCH_ED25519_VERIFY_US:=}"
 : "${BENCH_EXPIRY_N:=10000}" "${BENCH_EXPIRY_WINDOW_SECS:=10}"
+: "${BENCH_QUEUE_BUYERS:=100000}" "${BENCH_QUEUE_STOCK:=1000}" "${BENCH_QUEUE_ADMIT_PER_SEC:=1000}"
+: "${BENCH_QUEUE_FACTOR:=1.5}" "${BENCH_QUEUE_CONCURRENCY:=256}" "${BENCH_QUEUE_STARTS_IN:=}"
 if [[ $REPORT == auto ]]; then
     REPORT=""
-    if ((!QUICK && !PROFILE)) && [[ $FIGURES == "1 2 3 4 5 6 7 8 9 10" ]]; then
+    if ((!QUICK && !PROFILE)) && [[ $FIGURES == "1 2 3 4 5 6 7 8 9 10 11" ]]; then
         REPORT=docs/BENCHMARKS.md
     fi
 fi
@@ -509,6 +520,34 @@ if want 10; then
     stop_proc g2
 fi
 
+# ------------------------------------------------- waiting room (11) ---
+# A product with a waiting room (BENCH_QUEUE_STOCK units, BENCH_QUEUE_ADMIT_PER_SEC admissions/s,
+# factor BENCH_QUEUE_FACTOR); BENCH_QUEUE_BUYERS buyers join before the start, then each polls at
+# its refresh_after_ms and buys once admitted, one worker confirming. Then the same sale without
+# a waiting room. The gateway signs admissions (SECKILL_ADMISSION_SECRET) and has no per-user
+# limit on joins and polls (one client address, so none per address either). The tool reads the
+# Redis CPU from /proc around its phases; `measure` keeps the whole run's (f11.cpu0, .cpu1).
+# Writes OUT/f11.json and its summary OUT/f11.txt.
+if want 11; then
+    new_namespace q
+    start_worker 0 "SECKILL_WORKER_BATCH_SIZE=$BENCH_BATCH" "SECKILL_WORKER_BATCH_LINGER_MS=$BENCH_LINGER_MS"
+    start_gateway 2 "SECKILL_ADMISSION_SECRET=bench-admission-secret-of-at-least-32-bytes" \
+        SECKILL_QUEUE_RATE_LIMIT_PER_USER_PER_SEC=0
+    wait_for -t 90 -m "the worker to own all $BENCH_PARTITIONS partitions" worker_assigned 0 "$BENCH_PARTITIONS"
+    wait_for -t 600 -m "every service to answer" services_ok
+    log "(11) waiting room: $BENCH_QUEUE_BUYERS buyers, $BENCH_QUEUE_STOCK units, $BENCH_QUEUE_ADMIT_PER_SEC admissions/s, then the same sale without a waiting room"
+    measure f11 "${LOAD[@]}" queue-sale --gateway "http://127.0.0.1:${GW_PORTS[2]}" \
+        --buyers "$BENCH_QUEUE_BUYERS" --stock "$BENCH_QUEUE_STOCK" \
+        --admit-per-sec "$BENCH_QUEUE_ADMIT_PER_SEC" --max-admitted-factor "$BENCH_QUEUE_FACTOR" \
+        --concurrency "$BENCH_QUEUE_CONCURRENCY" ${BENCH_QUEUE_STARTS_IN:+--starts-in "$BENCH_QUEUE_STARTS_IN"} \
+        --redis-pid "$(tr -dc '0-9' <"$REDIS_PID")" --clk-tck "$(getconf CLK_TCK)" \
+        --out "$OUT/f11.json" >"$OUT/f11.txt" 2>"$OUT/f11.log" ||
+        warn "(11) seckill-bench queue-sale failed or its run is invalid: $OUT/f11.log"
+    cat "$OUT/f11.txt" >&2 || true
+    stop_proc g2
+    stop_proc w0
+fi
+
 # ---------------------------------------------------- end-to-end (9) ---
 if want 9; then
     ran 9
@@ -609,6 +648,46 @@ sys.exit(0 if x.get("ok") else 1)
 EOF
 ) || EXPIRY_OK=0
 fi
+# (11)'s line: polls/s as a ratio to (1)'s /livez when (1) ran. QUEUE_OK=0 when (11) ran and
+# its run does not count.
+QUEUE_LINE="" QUEUE_OK=1
+if want 11; then
+    livez=0
+    [[ -f $OUT/f1.json ]] && livez=$(outcome "$OUT/f1.json" 200 per-sec)
+    QUEUE_LINE=$(python3 - "$OUT/f11.json" "$livez" "$BENCH_QUEUE_BUYERS" <<'EOF'
+import json, sys
+try:
+    q = json.load(open(sys.argv[1]))
+except (OSError, ValueError):
+    print(f"(11) waiting room, {sys.argv[3]} buyers: **INVALID**: no result (see f11.log).")
+    sys.exit(1)
+livez = float(sys.argv[2] or 0)
+pps = q.get("polls_per_s")
+s = (f"(11) waiting room, {q['joined']:,} buyers in line (joined at {q['joins_per_s']:,.0f}/s), "
+     f"{q['stock']:,} units (admit {q['admit_per_sec']:g}/s, factor {q['max_admitted_factor']:g}): ")
+s += f"{pps:,.0f} polls/s sustained" if pps else "polls/s n/a"
+if pps and livez > 0:
+    s += f" = {pps / livez:.2f} × (1)'s /livez ({livez:,.0f} req/s)"
+elif pps:
+    s += " ((1) did not run)"
+cpu = q.get("redis_cpu_us_per_poll")
+s += f"; Redis {cpu:.1f} µs CPU per poll" if cpu is not None else "; Redis CPU n/a"
+sec = lambda ms: "n/a" if ms is None else f"{ms / 1000:.2f} s"
+s += f"; start → last unit sold {sec(q.get('sold_out_ms'))}"
+b = q.get("baseline")
+if b:
+    s += f", against {sec(b.get('sold_out_ms'))} without a waiting room"
+    if q.get("sold_out_ms") and b.get("sold_out_ms"):
+        s += f" ({q['sold_out_ms'] / b['sold_out_ms']:.1f} ×)"
+if not q.get("ok"):
+    s += ". **INVALID**: " + "; ".join(q.get("problems", []))
+print(s + ".")
+sys.exit(0 if q.get("ok") else 1)
+EOF
+) || QUEUE_OK=0
+fi
+NOTE=$CHAOS_NOTE
+for l in "$EXPIRY_LINE" "$QUEUE_LINE"; do [[ -z $l ]] || NOTE+=${NOTE:+ }$l; done
 MODE=full
 ((QUICK)) && MODE=quick
 ((PROFILE)) && MODE=profile
@@ -628,11 +707,19 @@ else
 fi
 status=0
 "$BIN/seckill-bench" report table --dir "$OUT" --figures "${RAN[*]}" --settings "$SETTINGS" \
-    --mode "$MODE" --note "$CHAOS_NOTE${CHAOS_NOTE:+${EXPIRY_LINE:+ }}$EXPIRY_LINE" --clk-tck "$(getconf CLK_TCK)" ${REPORT:+--doc "$REPORT"} \
+    --mode "$MODE" --note "$NOTE" --clk-tck "$(getconf CLK_TCK)" ${REPORT:+--doc "$REPORT"} \
     "${ED25519[@]}" || status=$?
 if [[ -n $EXPIRY_LINE ]]; then
     echo
     echo "$EXPIRY_LINE"
+fi
+if [[ -n $QUEUE_LINE ]]; then
+    echo
+    echo "$QUEUE_LINE"
+fi
+if ((!QUEUE_OK)); then
+    err "INVALID: the run of figure 11 does not count; see $OUT/f11.log and $OUT/f11.txt"
+    status=1
 fi
 if ((!EXPIRY_OK)); then
     err "INVALID: the run of figure 10 does not count; see $OUT/f10.log and $OUT/f10.txt"

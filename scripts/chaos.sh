@@ -4,7 +4,7 @@
 # sells out, stops every gateway and worker, then audits Redis, the tickets and MySQL with
 # `seckill-bench audit`.
 #
-#   scripts/chaos.sh                     all 12 scenarios once, paced
+#   scripts/chaos.sh                     all 13 scenarios once, paced
 #   scripts/chaos.sh --runs 3            every scenario 3 times
 #   scripts/chaos.sh --scenarios "1 2"   a subset (CI runs 1 and 2)
 #   scripts/chaos.sh --rate 0            at herd speed: as fast as the gateways answer
@@ -36,6 +36,14 @@
 # the fault once $HERD_FAULT_AFTER (500) units are sold.
 # Either way the fault waits for a reservation in flight (Redis pending > 0); in scenario 11
 # it waits for a worker to cancel its first unpaid order instead.
+# Scenario 13 sells through a waiting room: stock $WR_STOCK (200), $WR_USERS (600) buyers join
+# through both gateways before the start ($WR_START_IN (8) s after the product is made), then
+# poll and buy with their admission tokens (`load --waiting-room`), $WR_ADMIT_PER_SEC (100)
+# admissions a second, factor $WR_FACTOR (1.5). Gateway 0 is SIGKILLed once admissions are
+# happening (the admin view's waiting_room.admitted > 0) and restarted $RESTART_AFTER s later;
+# buyers retry on the other gateway. It passes when every unit is sold (order rows = stock),
+# and the audit passes with its waiting-room checks 13-15 (every buyer held a valid admission,
+# the cap held in every sample, no place admitted twice).
 #
 # A run is PASS only if the audit passes (every promise kept: confirmed, paid, cancelled for
 # a payment timeout or by its buyer, or failed for an allowed reason), the sale sold out (10-12:
@@ -49,7 +57,7 @@ set -euo pipefail
 cd "$ROOT"
 [[ -f $HOME/.cargo/env ]] && . "$HOME/.cargo/env"
 
-RUNS=1 SCENARIOS="1 2 3 4 5 6 7 8 9 10 11 12" REPORT="" SPEEDS=paced
+RUNS=1 SCENARIOS="1 2 3 4 5 6 7 8 9 10 11 12 13" REPORT="" SPEEDS=paced
 while (($#)); do
     case $1 in
         --runs) RUNS=$2; shift 2 ;;
@@ -65,16 +73,17 @@ while (($#)); do
     esac
 done
 for speed in $SPEEDS; do [[ $speed == paced || $speed == herd ]] || die "unknown speed $speed"; done
-for sc in $SCENARIOS; do [[ $sc =~ ^([1-9]|1[0-2])$ ]] || die "unknown scenario $sc"; done
+for sc in $SCENARIOS; do [[ $sc =~ ^([1-9]|1[0-3])$ ]] || die "unknown scenario $sc"; done
 : "${STOCK:=1000}" "${USERS:=1000}" "${CONCURRENCY:=64}" "${RATE:=50}" "${FAULT_AFTER:=100}"
 : "${HERD_STOCK:=5000}" "${HERD_USERS:=30000}" "${HERD_FAULT_AFTER:=500}" "${RESTART_AFTER:=5}"
 : "${PAY_STOCK:=200}" "${PAY_USERS:=300}" "${PAY_WINDOW:=3}" "${PAY_RATE:=0.7}" "${PAY_HERD_RATE:=400}"
 : "${PROVIDER_PORT:=18099}"
+: "${WR_STOCK:=200}" "${WR_USERS:=600}" "${WR_ADMIT_PER_SEC:=100}" "${WR_FACTOR:=1.5}" "${WR_START_IN:=8}"
 GW_PORTS=(18081 18082) WK_PORTS=(19191 19192)
 declare -A NAME=([1]="no fault" [2]="fail rate 0.1" [3]="worker SIGKILL" [4]="gateway SIGKILL"
     [5]="MySQL down 10 s" [6]="ZooKeeper down 10 s" [7]="broker restart" [8]="Redis restart"
     [9]="Redis restart in the first second" [10]="30 % never pay" [11]="worker SIGKILL while expiring"
-    [12]="late, duplicated, reordered callbacks")
+    [12]="late, duplicated, reordered callbacks" [13]="gateway SIGKILL mid-admission")
 # Scenarios 10-12: a priced product with a payment window, a provider, buyers who pay.
 is_payment() { [[ $1 == 1[0-2] ]]; }
 # Failure reasons each scenario allows; any other failed promise fails the run.
@@ -108,6 +117,8 @@ BASE_MYSQL=${SECKILL_MYSQL_URL%/*}
 TOKEN=chaos-admin-token
 # Buyers are authenticated as in production: the load tool signs one HS256 token per buyer.
 JWT_SECRET=chaos-hs256-secret-of-at-least-32-bytes
+# The gateways sign waiting-room admissions with it (scenario 13).
+ADMISSION_SECRET=chaos-admission-secret-of-at-least-32-bytes
 # A stop that stops nothing is an error (see lib.sh).
 # shellcheck disable=SC2034 # read by lib.sh
 STOP_STRICT=1
@@ -279,6 +290,14 @@ ready_for_fault() {
     ((RUN_STOCK - BASH_REMATCH[1] >= RUN_FAULT_AFTER)) || return 1
     [[ $body =~ \"pending\":([0-9]+) ]] && ((BASH_REMATCH[1] > 0))
 }
+# Scenario 13: the waiting room is admitting (the admin view's waiting_room.admitted > 0); the
+# count in ADMITTED_AT_KILL.
+admitting_now() {
+    local body
+    body=$(admin GET "/admin/products/$PRODUCT" 2>/dev/null) || return 1
+    [[ $body =~ \"admitted\":([0-9]+) ]] && ((BASH_REMATCH[1] > 0)) || return 1
+    ADMITTED_AT_KILL=${BASH_REMATCH[1]}
+}
 # Scenario 11: MySQL's cancelled orders of the product (the admin view's orders_db).
 db_cancelled() {
     admin GET "/admin/products/$PRODUCT" |
@@ -378,6 +397,10 @@ inject() { # scenario
         4) kill_process g0 || return 1
            sleep "$RESTART_AFTER"
            start_gateway 0 || { run_error "gateway 0 did not come back"; return 1; } ;;
+        13) kill_process g0 || return 1
+           EVIDENCE+=("$ADMITTED_AT_KILL admitted, not bought, when gateway 0 was SIGKILLed")
+           sleep "$RESTART_AFTER"
+           start_gateway 0 || { run_error "gateway 0 did not come back"; return 1; } ;;
         5) outage mysql 10 || return 1 ;;
         6) outage zookeeper 10 || return 1 ;;
         7) old=$(pid_running "$TANSU_PID" tansu) || { run_error "no broker of ours runs"; return 1; }
@@ -433,6 +456,7 @@ import json, os, sys
 d, sc, name, speed, rate, run, audit_rc, recovered, took, allowed, pay_herd_rate = sys.argv[1:]
 sc, allowed = int(sc), set(allowed.split())
 payment = sc in (10, 11, 12)
+room = sc == 13
 at = lambda f: os.path.join(d, f)
 def lines(f):
     return [l.strip() for l in open(at(f))] if os.path.exists(at(f)) else []
@@ -473,6 +497,13 @@ try:
         sold = reached is True and status.get("12") == "PASS"
     elif sold is not True:
         fails.append(f"sold out reached: {sold}")
+    if room:
+        # Every unit sold, and the waiting-room checks ran and passed (not skipped).
+        if rows != a.get("initial_stock"):
+            fails.append(f"order rows {rows}, not the stock {a.get('initial_stock')}: not every unit sold")
+        for c in ("13", "14", "15"):
+            if status.get(c) != "PASS":
+                fails.append(f"waiting-room check {c}: {status.get(c, 'not run')}")
     # The audit's word is checked against its own figures.
     broken = {k: v for k, v in outcomes.items() if v and not kept_outcome(k)}
     if kept != made or broken:
@@ -556,7 +587,23 @@ elif sc not in (1, 10):
                    "evidence": fault["evidence"]}, open(at("overlap.json"), "w"), indent=1)
         overlap = (f"{len(in_flight)} in flight, {answered} answered ({inside} × 202) "
                    f"inside {(end - start) / 1e6:.1f} s")
-        if sc == 11:
+        if sc == 13:
+            # The fault is on the admissions: the room was admitting when the gateway died,
+            # and buyers were admitted and bought while it was down.
+            shown = bought = 0
+            for line in open(at("history.jsonl")) if os.path.exists(at("history.jsonl")) else []:
+                o = json.loads(line)
+                if o.get("kind") == "wr_admitted" and start <= o["at_ms"] * 1000 <= end:
+                    shown += 1
+                elif o.get("kind") == "wr_buy" and o.get("status") in (200, 202) and start <= o["sent_at_us"] <= end:
+                    bought += 1
+            overlap = (f"{fault['evidence'][-1] if fault['evidence'] else '?'}; {shown} admissions shown, "
+                       f"{bought} buys answered with a ticket; " + overlap)
+            if not shown and not bought:
+                errors.append("no buyer was admitted or bought while the gateway was down")
+            if not any("admitted, not bought" in e and not e.startswith("0 ") for e in fault["evidence"]):
+                errors.append("the room was not admitting when the gateway was killed")
+        elif sc == 11:
             # The fault is on the expiries, not the reservations: the victim was cancelling
             # unpaid orders when it was killed, and orders were still cancelled once it was back.
             e = load_json("expiry.json") or {}
@@ -582,6 +629,8 @@ open(at("verdict"), "w").write(verdict + "\n")
 open(at("reasons.txt"), "w").write("".join(f"{r}\n" for r in fails + errors))
 crash_cell = "; ".join(crashes) or "0"
 speed_cell = f"paced {rate}/s" if speed != "herd" else f"herd ({pay_herd_rate}/s)" if payment else "herd"
+if room:
+    speed_cell = "waiting room"  # buyers poll as the room tells them: no --rate
 cells = [f"{sc} {name}", speed_cell, run,
          " ".join(f"**{v}**" for v in verdict.split("+")) if verdict != "PASS" else "PASS",
          made, kept, by_reason, sold_cell, overlap, crash_cell, settle_cell, checks_cell, rows,
@@ -649,11 +698,19 @@ run_one() { # scenario speed run
         [[ $sc == 11 ]] && ready=expiring_now
         EXPIRY_VICTIM="" EXPIRED_AT_KILL="" CANCELLED_AT_KILL="" CANCELLED_AT_RESTART=""
     fi
+    if [[ $sc == 13 ]]; then
+        # A waiting room: buyers join before the start, then poll and buy when admitted. The
+        # load paces itself by the room's refresh_after_ms: no --rate.
+        RUN_STOCK=$WR_STOCK RUN_USERS=$WR_USERS rate_args=()
+        sale_args=(--waiting-room --until-sold-out --wr-timeout 150)
+        ready=admitting_now ADMITTED_AT_KILL=""
+    fi
     log "scenario $sc (${NAME[$sc]}), $speed, run $run: namespace $ns, logs in $RUN_DIR"
     mysql_root -e "CREATE DATABASE \`$db\`"
     export SECKILL_NAMESPACE=$ns SECKILL_MYSQL_URL=$BASE_MYSQL/$db SECKILL_KAFKA_TOPIC=orders-$ns \
         SECKILL_WORKER_GROUP=workers-$ns SECKILL_ADMIN_TOKEN=$TOKEN SECKILL_LOG_FORMAT=pretty \
         SECKILL_AUTH_HS256_SECRET=$JWT_SECRET SECKILL_RATE_LIMIT_PER_ADDRESS_PER_SEC=0 \
+        SECKILL_ADMISSION_SECRET=$ADMISSION_SECRET \
         SECKILL_PENDING_TIMEOUT_MS=5000 SECKILL_PENDING_LAST_RESORT_MS=30000 \
         SECKILL_KAFKA_DELIVERY_TIMEOUT_MS=2000 SECKILL_CHAOS_FAIL_RATE=0
     [[ $sc == 2 ]] && export SECKILL_CHAOS_FAIL_RATE=0.1
@@ -680,6 +737,9 @@ run_one() { # scenario speed run
         echo "$seed" >"$RUN_DIR/seed"
         start_provider "${odds[@]}" --seed "$seed" || die "the payment provider did not start; see $RUN_DIR/provider.log"
     fi
+    if [[ $sc == 13 ]]; then
+        body="{\"name\": \"chaos $ns\", \"stock\": $RUN_STOCK, \"starts_at\": \"$(date -u -d "+$WR_START_IN seconds" +%Y-%m-%dT%H:%M:%SZ)\", \"waiting_room\": {\"admit_per_sec\": $WR_ADMIT_PER_SEC, \"max_admitted_factor\": $WR_FACTOR}}"
+    fi
     PRODUCT=$(admin POST /admin/products "$body" | json_field id)
     admin POST "/admin/products/$PRODUCT/preload" >/dev/null
 
@@ -695,6 +755,8 @@ run_one() { # scenario speed run
         if ! wait_ready_for_fault "$ready"; then
             if [[ $sc == 11 ]]; then
                 run_error "no worker cancelled an unpaid order within 120 s: no fault injected"
+            elif [[ $sc == 13 ]]; then
+                run_error "the admin view showed nobody admitted within 120 s: no fault injected"
             else
                 run_error "no reservation in flight after $RUN_FAULT_AFTER units sold within 120 s: no fault injected"
             fi
@@ -758,7 +820,7 @@ TABLE=$(printf '%s\n' "$HEADER" "${ROWS[@]}")
 echo
 echo "$TABLE"
 if [[ -n $REPORT ]]; then
-    SETTINGS="Paced: stock $STOCK, $USERS users then fresh ones until sold out, $RATE req/s, fault once $FAULT_AFTER units are sold. Herd: stock $HERD_STOCK, $HERD_USERS users, unpaced, fault once $HERD_FAULT_AFTER units are sold. Concurrency $CONCURRENCY. Every fault waits for a reservation in flight; a killed process is restarted $RESTART_AFTER s later. Allowed failures: scenario 2 \`chaos\`; scenario 7 \`expired\` and \`lost\`, a stand-in limitation (tansu keeps messages in memory, so a restart loses messages it acknowledged; Kafka with acks=all would not). \"Fault hit the sale\": reservations in flight when the fault started, and buys answered while it lasted. A crash fails the run; ERROR means the fault did not happen as designed. Scenarios 10-12: stock $PAY_STOCK at a price, a $PAY_WINDOW s payment window, $PAY_USERS users then fresh ones until every unit is paid (\`--until-all-paid\`; herd is $PAY_HERD_RATE req/s), $PAY_RATE of the buyers pay; a simulated provider declines 10 % of charges and decides 200 ms after each; in 12 also 20 % late (4 s, after the deadline) and 30 % of callbacks twice. Paid and cancelled (\`payment_timeout\`, \`buyer_cancelled\`) count as kept promises; the run passes only when every unit ends paid (the load saw it, and audit check 12 with \`--expect-all-paid\`). Scenario 11 kills the first worker seen cancelling unpaid orders; its \"fault hit the sale\" counts the cancellations before and after. Scenario 12 must show late and twice-sent callbacks and at least one \`refund_due\` payment."
+    SETTINGS="Paced: stock $STOCK, $USERS users then fresh ones until sold out, $RATE req/s, fault once $FAULT_AFTER units are sold. Herd: stock $HERD_STOCK, $HERD_USERS users, unpaced, fault once $HERD_FAULT_AFTER units are sold. Concurrency $CONCURRENCY. Every fault waits for a reservation in flight; a killed process is restarted $RESTART_AFTER s later. Allowed failures: scenario 2 \`chaos\`; scenario 7 \`expired\` and \`lost\`, a stand-in limitation (tansu keeps messages in memory, so a restart loses messages it acknowledged; Kafka with acks=all would not). \"Fault hit the sale\": reservations in flight when the fault started, and buys answered while it lasted. A crash fails the run; ERROR means the fault did not happen as designed. Scenarios 10-12: stock $PAY_STOCK at a price, a $PAY_WINDOW s payment window, $PAY_USERS users then fresh ones until every unit is paid (\`--until-all-paid\`; herd is $PAY_HERD_RATE req/s), $PAY_RATE of the buyers pay; a simulated provider declines 10 % of charges and decides 200 ms after each; in 12 also 20 % late (4 s, after the deadline) and 30 % of callbacks twice. Paid and cancelled (\`payment_timeout\`, \`buyer_cancelled\`) count as kept promises; the run passes only when every unit ends paid (the load saw it, and audit check 12 with \`--expect-all-paid\`). Scenario 11 kills the first worker seen cancelling unpaid orders; its \"fault hit the sale\" counts the cancellations before and after. Scenario 12 must show late and twice-sent callbacks and at least one \`refund_due\` payment. Scenario 13: a waiting room (stock $WR_STOCK, $WR_USERS buyers joining before the start through both gateways, $WR_ADMIT_PER_SEC admissions/s, factor $WR_FACTOR; \`load --waiting-room --until-sold-out\`); gateway 0 SIGKILLed once buyers are admitted, restarted $RESTART_AFTER s later; it passes when every unit is sold and audit checks 13-15 pass (every buyer held a valid admission, the cap held in every admin-view sample, no place admitted twice)."
     python3 - "$REPORT" "$TABLE" "$RUNS" "$SCENARIOS" "$SPEEDS" "$SETTINGS" "$BUILD" <<'PY'
 import sys, datetime, platform, os
 path, table, runs, scenarios, speeds, settings, build = sys.argv[1:]

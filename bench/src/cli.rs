@@ -1,6 +1,6 @@
 //! The command line: `seckill-bench load …`, `seckill-bench audit …`,
 //! `seckill-bench mysql-ceiling …`, `seckill-bench report …`,
-//! `seckill-bench provider …` and `seckill-bench expiry …`.
+//! `seckill-bench provider …`, `seckill-bench expiry …` and `seckill-bench queue-sale …`.
 
 use clap::{Args, Parser, Subcommand};
 use secrecy::SecretString;
@@ -55,6 +55,10 @@ pub enum Command {
     /// pay; the time from each deadline to the unit being on sale again in Redis, and the
     /// expiry throughput.
     Expiry(crate::expiry::ExpiryArgs),
+    /// Measure a waiting-room sale: N buyers join a product's line and poll it until admitted,
+    /// sold out or bought; the polls per second sustained, the Redis CPU per poll, and the
+    /// time from the start to the last unit sold, next to the same sale without a waiting room.
+    QueueSale(crate::queue_bench::QueueSaleArgs),
 }
 
 #[derive(Debug, Clone, Args)]
@@ -282,6 +286,28 @@ pub struct LoadArgs {
     /// Print the summary as one JSON object on stdout instead of a table.
     #[arg(long)]
     pub json: bool,
+
+    /// Buy through the product's waiting room: each of the --users buyers joins it once
+    /// (`POST /v1/seckill/{product}/queue`), polls its entry at `refresh_after_ms` until it is
+    /// admitted, then buys with the admission token (`Seckill-Admission`); it stops when it
+    /// bought, its admission expired, or the entry is sold out (with --until-sold-out, once the
+    /// admin view shows the sale over: units that come back admit more). A request that gets
+    /// no answer, or a 5xx, is retried on the next gateway. With --admin-token, the admin view's
+    /// `waiting_room.admitted` and `stock_redis` are sampled into the history (`wr_sample`).
+    /// --concurrency bounds the requests in flight; --timeout is per request.
+    #[arg(
+        long,
+        conflicts_with_all = ["path_get", "stop", "until_all_paid", "pay_rate", "rate"]
+    )]
+    pub waiting_room: bool,
+
+    /// --waiting-room: every buyer stops this long after the start, whatever its state.
+    #[arg(long, default_value_t = 180.0, value_name = "SECS")]
+    pub wr_timeout: f64,
+
+    /// --waiting-room with --admin-token: how often to sample the admin view.
+    #[arg(long, default_value_t = 200, value_name = "MS")]
+    pub wr_sample_ms: u64,
 }
 
 fn secret(s: &str) -> Result<SecretString, String> {

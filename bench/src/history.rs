@@ -15,9 +15,22 @@
 //! {"kind":"pay_end","ticket":"…","user_id":7,"status":"paid","reason":null,"pay_by_ms":…,"paid_at_ms":…,"cancelled_at_ms":null,"attempts":1,"accepted":1,"at_ms":…}
 //! ```
 //!
+//! `load --waiting-room` adds five kinds ([`WaitingRoomLine`]), also written as they happen:
+//! each join attempt, each admission a buyer saw, each buy with the admission it carried (the
+//! buy also has its usual request line), each buyer's last state, and samples of the admin
+//! view's admitted-not-bought count against the units left.
+//!
+//! ```text
+//! {"kind":"wr_join","user_id":7,"gateway":"http://…","status":202,"queue_id":"…","state":"waiting","error":null,"sent_at_ms":…,"at_ms":…}
+//! {"kind":"wr_admitted","user_id":7,"queue_id":"…","admitted_until_ms":…,"gateway":"http://…","at_ms":…}
+//! {"kind":"wr_buy","user_id":7,"admission_token":"…","admitted_until_ms":…,"sent_at_us":…,"gateway":"http://…","status":202,"ticket":"…","error":null}
+//! {"kind":"wr_end","user_id":7,"queue_id":"…","state":"bought","polls":9,"poll_errors":0,"at_ms":…}
+//! {"kind":"wr_sample","at_ms":…,"admitted":12,"stock_redis":150,"pending":3,"max_admitted_factor":1.5}
+//! ```
+//!
 //! `load` writes it through [`HistoryWriter`], a thread fed by a channel, so file I/O stays off
-//! the request path. `audit` reads it back with [`read`], which skips the payment lines, or
-//! with [`read_with_payments`].
+//! the request path. `audit` reads it back with [`read`], which skips the payment and
+//! waiting-room lines, with [`read_with_payments`], or with [`read_all`].
 
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
@@ -199,6 +212,106 @@ pub enum PaymentLine {
     PayEnd(PayEndLine),
 }
 
+/// One join attempt of `load --waiting-room`: a line of kind `wr_join`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WrJoinLine {
+    pub user_id: u64,
+    pub gateway: String,
+    /// `None`: no answer came.
+    pub status: Option<u16>,
+    /// `202`: the entry the gateway answered with.
+    #[serde(default)]
+    pub queue_id: Option<String>,
+    #[serde(default)]
+    pub state: Option<String>,
+    /// Not `202`: the error code or the transport error.
+    #[serde(default)]
+    pub error: Option<String>,
+    /// Sent and answered, ms since the epoch, client clock.
+    pub sent_at_ms: i64,
+    pub at_ms: i64,
+}
+
+/// A poll (or join) that answered `admitted` with an admission the buyer had not seen yet: a
+/// line of kind `wr_admitted`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WrAdmittedLine {
+    pub user_id: u64,
+    pub queue_id: String,
+    /// The admission's expiry, ms since the epoch, gateway clock.
+    pub admitted_until_ms: i64,
+    pub gateway: String,
+    pub at_ms: i64,
+}
+
+/// One buy of `load --waiting-room`, with the admission it carried: a line of kind `wr_buy`.
+/// The same buy has its request line, with the same `sent_at_us`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WrBuyLine {
+    pub user_id: u64,
+    /// The `Seckill-Admission` header sent; `None`: none was.
+    #[serde(default)]
+    pub admission_token: Option<String>,
+    /// The expiry of the admission the token is for, as its poll answered it.
+    #[serde(default)]
+    pub admitted_until_ms: Option<i64>,
+    pub sent_at_us: u64,
+    pub gateway: String,
+    pub status: Option<u16>,
+    #[serde(default)]
+    pub ticket: Option<String>,
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+/// What a buyer of `load --waiting-room` last saw when it stopped: a line of kind `wr_end`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WrEndLine {
+    pub user_id: u64,
+    #[serde(default)]
+    pub queue_id: Option<String>,
+    /// `bought`, `expired`, `sold_out`, `waiting` or `admitted` (the load's timeout came
+    /// first), or `not_joined`.
+    pub state: String,
+    /// Polls answered, and polls that got no usable answer.
+    pub polls: u64,
+    pub poll_errors: u64,
+    pub at_ms: i64,
+}
+
+/// The admin view's waiting room during `load --waiting-room`: a line of kind `wr_sample`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WrSampleLine {
+    /// When the answer came, ms since the epoch, client clock.
+    pub at_ms: i64,
+    /// `waiting_room.admitted`: admitted, not bought.
+    pub admitted: u64,
+    /// `None` while Redis has lost the product.
+    pub stock_redis: Option<i64>,
+    pub pending: i64,
+    pub max_admitted_factor: f64,
+}
+
+/// The lines `load --waiting-room` adds to a history. [`parse`] and [`parse_with_payments`]
+/// skip them; [`parse_all`] returns them too.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum WaitingRoomLine {
+    WrJoin(WrJoinLine),
+    WrAdmitted(WrAdmittedLine),
+    WrBuy(WrBuyLine),
+    WrEnd(WrEndLine),
+    WrSample(WrSampleLine),
+}
+
+/// Every line of a history, by family.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AllLines {
+    pub lines: Vec<Line>,
+    pub payments: Vec<PaymentLine>,
+    pub waiting_room: Vec<WaitingRoomLine>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum Line {
@@ -230,22 +343,40 @@ pub fn read_with_payments(path: &Path) -> anyhow::Result<(Vec<Line>, Vec<Payment
 
 /// As [`parse`], and the payment lines apart, in file order.
 pub fn parse_with_payments(reader: impl BufRead) -> anyhow::Result<(Vec<Line>, Vec<PaymentLine>)> {
-    let mut out = Vec::new();
-    let mut payments = Vec::new();
+    let all = parse_all(reader)?;
+    Ok((all.lines, all.payments))
+}
+
+/// Every line of a history file, each family apart.
+pub fn read_all(path: &Path) -> anyhow::Result<AllLines> {
+    let file = std::fs::File::open(path)
+        .with_context(|| format!("opening history file {}", path.display()))?;
+    parse_all(std::io::BufReader::new(file))
+        .with_context(|| format!("reading history file {}", path.display()))
+}
+
+/// As [`parse`], and the payment and waiting-room lines apart, in file order.
+pub fn parse_all(reader: impl BufRead) -> anyhow::Result<AllLines> {
+    let mut all = AllLines::default();
     for (n, line) in reader.lines().enumerate() {
         let line = line?;
         if line.trim().is_empty() {
             continue;
         }
         match serde_json::from_str::<Line>(&line) {
-            Ok(l) => out.push(l),
-            Err(e) => match serde_json::from_str::<PaymentLine>(&line) {
-                Ok(p) => payments.push(p),
-                Err(_) => return Err(e).with_context(|| format!("line {}", n + 1)),
-            },
+            Ok(l) => all.lines.push(l),
+            Err(e) => {
+                if let Ok(p) = serde_json::from_str::<PaymentLine>(&line) {
+                    all.payments.push(p);
+                } else if let Ok(w) = serde_json::from_str::<WaitingRoomLine>(&line) {
+                    all.waiting_room.push(w);
+                } else {
+                    return Err(e).with_context(|| format!("line {}", n + 1));
+                }
+            }
         }
     }
-    Ok((out, payments))
+    Ok(all)
 }
 
 enum Msg {
@@ -502,5 +633,26 @@ mod tests {
     fn a_bad_line_is_named() {
         let err = parse("{\"kind\":\"summary\"}\n\nnot json\n".as_bytes()).unwrap_err();
         assert!(format!("{err:#}").contains("line 3"), "{err:#}");
+    }
+
+    #[test]
+    fn waiting_room_lines_are_read_apart_and_skipped_by_the_old_readers() {
+        let text = r#"{"kind":"request","sent_at_us":1,"recv_at_us":2,"gateway":"g","user_id":7,"status":202,"ticket":"3-00000000000000000000000000000001","error":null}
+{"kind":"wr_join","user_id":7,"gateway":"g","status":202,"queue_id":"q","state":"waiting","error":null,"sent_at_ms":1,"at_ms":2}
+{"kind":"wr_admitted","user_id":7,"queue_id":"q","admitted_until_ms":9,"gateway":"g","at_ms":3}
+{"kind":"wr_buy","user_id":7,"admission_token":"t","admitted_until_ms":9,"sent_at_us":1,"gateway":"g","status":202,"ticket":"3-00000000000000000000000000000001","error":null}
+{"kind":"wr_end","user_id":7,"queue_id":"q","state":"bought","polls":2,"poll_errors":0,"at_ms":4}
+{"kind":"wr_sample","at_ms":5,"admitted":1,"stock_redis":4,"pending":0,"max_admitted_factor":1.5}
+{"kind":"summary","product":3}
+"#;
+        let all = parse_all(text.as_bytes()).unwrap();
+        assert_eq!(all.lines.len(), 2);
+        assert_eq!(all.waiting_room.len(), 5);
+        assert!(all.payments.is_empty());
+        assert!(
+            matches!(&all.waiting_room[2], WaitingRoomLine::WrBuy(b) if b.admission_token.as_deref() == Some("t"))
+        );
+        assert_eq!(parse(text.as_bytes()).unwrap(), all.lines);
+        assert!(parse("{\"kind\":\"wr_nonsense\"}\n".as_bytes()).is_err());
     }
 }

@@ -15,6 +15,8 @@
 //!   calls back with signed, sometimes late or duplicated, outcomes.
 //! - [`expiry`]: `seckill-bench expiry`, the payment deadline: from each unpaid order's
 //!   `pay_by_ms` to its unit back on sale in Redis (p50, p99), and expired orders per second.
+//! - [`queue_bench`]: `seckill-bench queue-sale`, a waiting-room sale: polls per second, Redis
+//!   CPU per poll, and the time to sell out next to the same sale without a waiting room.
 
 pub mod audit;
 pub mod ceiling;
@@ -23,6 +25,7 @@ pub mod expiry;
 pub mod history;
 pub mod load;
 pub mod provider;
+pub mod queue_bench;
 pub mod report;
 pub mod stores;
 
@@ -41,6 +44,7 @@ pub async fn run(cli: cli::Cli) -> anyhow::Result<bool> {
             .await
             .map(|_| true),
         cli::Command::Expiry(args) => expiry::run(args).await,
+        cli::Command::QueueSale(args) => queue_bench::run(args).await,
     }
 }
 

@@ -9,14 +9,17 @@
 //! fail orders on purpose). Every other end breaks it.
 //!
 //! Checks 1-7 judge the promises and the units; [`payments`] (8-12) judges the payment window
-//! against the orders, the payments and Redis.
+//! against the orders, the payments and Redis; [`waiting_room`] (13-15), only for a run through
+//! a waiting room, judges the admissions.
 
 mod payments;
+mod waiting_room;
 
 pub use payments::{
     all_units_paid, late_successes_refunded, order_decided_once, paid_within_stock,
     redis_follows_payments,
 };
+pub use waiting_room::{CapSample, RoomFacts, RoomHistory, RoomRedis};
 
 use crate::history::{SaleEndCheck, SettledLine};
 use seckill_shared::payment::PaymentStatus;
@@ -296,6 +299,9 @@ pub struct AuditInput {
     pub mysql: MysqlFacts,
     /// The final state of every history ticket and every order row's ticket.
     pub ticket_states: BTreeMap<String, TicketState>,
+    /// A run through a waiting room (the history has its lines): what the load saw of it and
+    /// what Redis holds. `None` otherwise.
+    pub waiting_room: Option<RoomFacts>,
 }
 
 static UNKNOWN: TicketState = TicketState::Unknown;
@@ -1117,6 +1123,9 @@ pub fn run_all(input: &AuditInput) -> Vec<CheckResult> {
         late_successes_refunded(input),
         all_units_paid(input),
     ]
+    .into_iter()
+    .chain(waiting_room::run(input))
+    .collect()
 }
 
 #[cfg(test)]

@@ -2,13 +2,14 @@
 //! [`checks`] over them.
 
 pub mod checks;
+mod room_redis;
 
 use crate::cli::AuditArgs;
 use crate::history::{self, Line, SettledLine};
 use anyhow::Context;
 use checks::{
     AuditInput, CheckResult, HistoryFacts, HistoryTicket, MysqlFacts, OrderRow, PaymentRow,
-    Promises, RedisFacts, SettleMs, TicketState,
+    Promises, RedisFacts, RoomFacts, RoomHistory, SettleMs, TicketState,
 };
 use futures::stream::{self, StreamExt, TryStreamExt};
 use seckill_shared::payment::PaymentStatus;
@@ -286,7 +287,8 @@ pub async fn gather(
 ) -> anyhow::Result<(AuditInput, Vec<String>)> {
     let product = ProductId::new(args.product).context("--product")?;
     let mut notes = vec![];
-    let lines = history::read(&args.history)?;
+    let all = history::read_all(&args.history)?;
+    let lines = all.lines;
     let (history, foreign) = history_facts(&lines, product)?;
     if foreign > 0 {
         notes.push(format!(
@@ -298,6 +300,17 @@ pub async fn gather(
     }
 
     let store = TicketStore::new(redis_url, namespace, 0, Duration::from_secs(5))?;
+    // A run through a waiting room: its lines, and the room as Redis holds it.
+    let waiting_room = if all.waiting_room.is_empty() {
+        None
+    } else {
+        Some(RoomFacts {
+            history: RoomHistory::from_lines(&all.waiting_room),
+            redis: room_redis::read(&store, product)
+                .await
+                .context("reading the waiting room from Redis")?,
+        })
+    };
     let pool = db::pool(mysql_url, args.concurrency.clamp(1, 16) as u32)?;
     let mysql = mysql_facts(&pool, product).await?;
     let c = store.counts(product).await?;
@@ -349,6 +362,7 @@ pub async fn gather(
             redis,
             mysql,
             ticket_states,
+            waiting_room,
         },
         notes,
     ))
@@ -652,6 +666,7 @@ mod tests {
             ]
             .into_iter()
             .collect(),
+            waiting_room: None,
         }
     }
 

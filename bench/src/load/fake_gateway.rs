@@ -2,7 +2,9 @@
 //! orders fail and hand their unit back later; its admin view; ticket polls; and a record of
 //! every request with its `Authorization` header. With a payment window, confirmed orders
 //! can be paid (`POST /v1/orders/{ticket}/pay`, decided `pay_delay` later) and are cancelled,
-//! their unit back on sale, when not paid in time.
+//! their unit back on sale, when not paid in time. With `waiting_room`, buys need an admission
+//! from its waiting room: buyers (named by their HS256 token's `sub`, signed with
+//! [`ROOM_JWT_SECRET`]) join, poll, and are admitted in join order within ceil(1.5 × stock).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -32,7 +34,14 @@ pub struct Config {
     pub decline_first: u64,
     /// The first requests to pay are answered 503.
     pub unavailable_first: u64,
+    /// Sell through a waiting room.
+    pub waiting_room: bool,
 }
+
+/// The secret the buyers' tokens are signed with in a waiting-room fake.
+pub const ROOM_JWT_SECRET: &str = "k3y";
+/// The fake's admission factor.
+const ROOM_FACTOR: f64 = 1.5;
 
 impl Default for Config {
     fn default() -> Self {
@@ -47,6 +56,7 @@ impl Default for Config {
             pay_delay: Duration::from_millis(20),
             decline_first: 0,
             unavailable_first: 0,
+            waiting_room: false,
         }
     }
 }
@@ -94,6 +104,14 @@ pub struct Sale {
     live_ticket: HashMap<u64, String>,
     issued: u64,
     sold_out_once: bool,
+    /// Waiting room: the line in join order, each buyer's queue id, the admitted (user ->
+    /// until ms), the ended (user -> `bought`).
+    pub queue: std::collections::VecDeque<u64>,
+    pub entries: HashMap<u64, String>,
+    pub admitted: HashMap<u64, i64>,
+    pub done: HashMap<u64, &'static str>,
+    /// The most admitted at once.
+    pub max_admitted: usize,
 }
 
 pub type Shared = Arc<Mutex<Sale>>;
@@ -143,15 +161,7 @@ async fn serve(mut s: TcpStream, sale: Shared, cfg: Arc<Config>) {
             }
             let body = got[end + 4..end + 4 + len].to_vec();
             got.drain(..end + 4 + len);
-            let (code, answer) = answer(
-                &sale,
-                &cfg,
-                &method,
-                &path,
-                headers.get("authorization").cloned(),
-                headers.get("idempotency-key").map(String::as_str),
-                &body,
-            );
+            let (code, answer) = answer(&sale, &cfg, &method, &path, &headers, &body);
             let reply = format!(
                 "HTTP/1.1 {code} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{answer}",
                 answer.len()
@@ -172,10 +182,12 @@ fn answer(
     cfg: &Arc<Config>,
     method: &str,
     path: &str,
-    authorization: Option<String>,
-    idempotency_key: Option<&str>,
+    headers: &HashMap<String, String>,
     body: &[u8],
 ) -> (u16, String) {
+    let authorization = headers.get("authorization").cloned();
+    let idempotency_key = headers.get("idempotency-key").map(String::as_str);
+    let admission = headers.get("seckill-admission").map(String::as_str);
     let user = serde_json::from_slice::<serde_json::Value>(body)
         .ok()
         .and_then(|v| v["user_id"].as_u64());
@@ -188,10 +200,51 @@ fn answer(
     });
     let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
     match (method, parts.as_slice()) {
+        ("POST", ["v1", "seckill", _, "queue"]) if cfg.waiting_room => {
+            let Some(user) = token_user(authorization.as_deref()) else {
+                return (401, r#"{"error":"unauthenticated"}"#.into());
+            };
+            if let std::collections::hash_map::Entry::Vacant(e) = s.entries.entry(user) {
+                e.insert(format!("{user:032x}"));
+                s.queue.push_back(user);
+            }
+            (202, room_state(&mut s, user))
+        }
+        ("GET", ["v1", "seckill", _, "queue", qid]) if cfg.waiting_room => {
+            let Some(user) = token_user(authorization.as_deref()) else {
+                return (401, r#"{"error":"unauthenticated"}"#.into());
+            };
+            if s.entries.get(&user).map(String::as_str) != Some(*qid) {
+                return (404, r#"{"error":"unknown_queue_entry"}"#.into());
+            }
+            (200, room_state(&mut s, user))
+        }
         ("POST", ["v1", "seckill", product]) => {
             let Some(user) = user else {
                 return (400, r#"{"error":"invalid"}"#.into());
             };
+            if cfg.waiting_room && !s.live_ticket.contains_key(&user) {
+                let held = s
+                    .admitted
+                    .get(&user)
+                    .map(|until| admission_token(user, *until));
+                if held.is_none() || held.as_deref() != admission {
+                    return (403, r#"{"error":"admission_invalid"}"#.into());
+                }
+                if s.stock > 0 {
+                    s.admitted.remove(&user);
+                    s.done.insert(user, "bought");
+                    // As reserve.lua: the latest admissions go back to the head of the line
+                    // when the units left shrink below the cap.
+                    let cap = (ROOM_FACTOR * (s.stock - 1).max(0) as f64).ceil() as usize;
+                    while s.admitted.len() > cap {
+                        let (&latest, _) =
+                            s.admitted.iter().max_by_key(|(u, t)| (**t, **u)).unwrap();
+                        s.admitted.remove(&latest);
+                        s.queue.push_front(latest);
+                    }
+                }
+            }
             if let Some(t) = s.live_ticket.get(&user) {
                 return (200, format!(r#"{{"ticket":"{t}","status":"pending"}}"#));
             }
@@ -286,7 +339,11 @@ fn answer(
                         "paid": s.orders.values().filter(|o| o.status == "paid").count(),
                         "cancelled": s.orders.values().filter(|o| o.status == "cancelled").count(),
                     },
-                    "starts_at": null, "ends_at": null
+                    "starts_at": null, "ends_at": null,
+                    "waiting_room": cfg.waiting_room.then(|| serde_json::json!({
+                        "admit_per_sec": 100.0, "max_admitted_factor": ROOM_FACTOR,
+                        "opens_at": null, "admitted": s.admitted.len(),
+                    })),
                 })
                 .to_string(),
             )
@@ -313,6 +370,44 @@ fn answer(
         }
         _ => (404, r#"{"error":"not_found"}"#.into()),
     }
+}
+
+/// The `sub` of a buyer's HS256 token, signed with [`ROOM_JWT_SECRET`].
+fn token_user(authorization: Option<&str>) -> Option<u64> {
+    let token = authorization?.strip_prefix("Bearer ")?;
+    let mut v = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::HS256);
+    v.validate_aud = false;
+    v.required_spec_claims.clear();
+    let key = jsonwebtoken::DecodingKey::from_secret(ROOM_JWT_SECRET.as_bytes()).ok()?;
+    let claims = jsonwebtoken::decode::<super::buyer_token::Claims>(token, &key, &v).ok()?;
+    claims.claims.sub.parse().ok()
+}
+
+fn admission_token(user: u64, until: i64) -> String {
+    format!("adm-{user}-{until}")
+}
+
+/// Admits the head of the line within ceil(factor × stock), then the buyer's entry.
+fn room_state(s: &mut Sale, user: u64) -> String {
+    let cap = (ROOM_FACTOR * s.stock.max(0) as f64).ceil() as usize;
+    while s.admitted.len() < cap {
+        let Some(u) = s.queue.pop_front() else { break };
+        s.admitted.insert(u, now_ms() + 5000);
+    }
+    s.max_admitted = s.max_admitted.max(s.admitted.len());
+    let qid = s.entries[&user].clone();
+    let mut body = serde_json::json!({"queue_id": qid, "refresh_after_ms": 20});
+    body["state"] = match (s.done.get(&user), s.admitted.get(&user)) {
+        (Some(d), _) => (*d).into(),
+        (None, Some(until)) => {
+            body["admission_token"] = admission_token(user, *until).into();
+            body["admitted_until_ms"] = (*until).into();
+            "admitted".into()
+        }
+        _ if s.stock <= 0 && s.pending == 0 => "sold_out".into(),
+        _ => "waiting".into(),
+    };
+    body.to_string()
 }
 
 fn now_ms() -> i64 {

@@ -23,6 +23,9 @@
 //! `--pay-rate` makes buyers pay for their confirmed orders, or not ([`payment`]), while the
 //! load goes on; `--until-all-paid` brings fresh users until every unit is paid
 //! ([`all_paid`]). With neither, nothing of it runs.
+//!
+//! `--waiting-room` is a load of its own ([`waiting_room`]): each buyer joins the product's
+//! waiting room, polls until admitted, and buys with its admission token.
 
 pub mod all_paid;
 pub mod buyer_token;
@@ -34,6 +37,7 @@ pub mod plan;
 pub mod sale_end;
 pub mod settle;
 pub mod stats;
+pub mod waiting_room;
 
 use crate::cli::LoadArgs;
 use crate::history::{HistorySink, HistoryWriter, RequestRecord};
@@ -285,6 +289,36 @@ async fn worker(shared: Arc<Shared>, id: usize) -> WorkerResult {
     out
 }
 
+/// Every user's `Authorization` header, signed before the load starts: none of it is in the
+/// measured path. `None` without a key, or for a `--path-get` run.
+fn buyer_tokens(args: &LoadArgs, mode: Mode) -> anyhow::Result<Option<BuyerTokens>> {
+    let ed25519_pem = match &args.jwt_ed25519_key {
+        Some(path) => Some(
+            std::fs::read(path)
+                .with_context(|| format!("--jwt-ed25519-key: reading {}", path.display()))?,
+        ),
+        None => None,
+    };
+    let signing_key = match (&args.jwt_secret, &ed25519_pem, &args.jwt_kid) {
+        (Some(secret), None, _) => Some(SigningKey::Hs256(secret)),
+        (None, Some(pem), Some(kid)) => Some(SigningKey::Ed25519 { pem, kid }),
+        (None, None, _) => None,
+        _ => anyhow::bail!("--jwt-ed25519-key needs --jwt-kid, and not --jwt-secret"),
+    };
+    Ok(match (signing_key, mode) {
+        (Some(key), Mode::Buy) => {
+            let issuer = TokenIssuer::new(
+                key,
+                args.jwt_issuer.clone(),
+                args.jwt_audience.clone(),
+                Duration::from_secs(args.jwt_ttl_secs),
+            )?;
+            Some(BuyerTokens::new(issuer, args.first_user, args.users).context("signing tokens")?)
+        }
+        _ => None,
+    })
+}
+
 fn progress_bar(hidden: bool, len: Option<u64>) -> ProgressBar {
     if hidden {
         return ProgressBar::hidden();
@@ -395,6 +429,10 @@ fn validate(args: &LoadArgs) -> anyhow::Result<()> {
 /// Runs the load, the polling, writes the history and prints the summary.
 pub async fn run(args: LoadArgs) -> anyhow::Result<Summary> {
     validate(&args)?;
+    if args.waiting_room {
+        let tokens = buyer_tokens(&args, Mode::Buy)?;
+        return waiting_room::run(args, tokens).await;
+    }
     let gateways: Vec<String> = args
         .gateways
         .iter()
@@ -450,32 +488,7 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<Summary> {
     }
     let client = builder.build().context("building the HTTP client")?;
 
-    // Signed before the load starts: none of it is in the measured path.
-    let ed25519_pem = match &args.jwt_ed25519_key {
-        Some(path) => Some(
-            std::fs::read(path)
-                .with_context(|| format!("--jwt-ed25519-key: reading {}", path.display()))?,
-        ),
-        None => None,
-    };
-    let signing_key = match (&args.jwt_secret, &ed25519_pem, &args.jwt_kid) {
-        (Some(secret), None, _) => Some(SigningKey::Hs256(secret)),
-        (None, Some(pem), Some(kid)) => Some(SigningKey::Ed25519 { pem, kid }),
-        (None, None, _) => None,
-        _ => anyhow::bail!("--jwt-ed25519-key needs --jwt-kid, and not --jwt-secret"),
-    };
-    let tokens = match (signing_key, mode) {
-        (Some(key), Mode::Buy) => {
-            let issuer = TokenIssuer::new(
-                key,
-                args.jwt_issuer.clone(),
-                args.jwt_audience.clone(),
-                Duration::from_secs(args.jwt_ttl_secs),
-            )?;
-            Some(BuyerTokens::new(issuer, args.first_user, args.users).context("signing tokens")?)
-        }
-        _ => None,
-    };
+    let tokens = buyer_tokens(&args, mode)?;
     let look = match (&args.admin_token, product) {
         _ if !args.until_sold_out => None,
         (Some(token), Some(p)) => {
@@ -810,6 +823,7 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<Summary> {
         e2e,
         arrival,
         history: history_path.map(|p| p.display().to_string()),
+        waiting_room: None,
     };
     writer.line(&summary)?;
     drop(shared);

@@ -340,6 +340,9 @@ pub struct Summary {
     /// How the requests were sent, and the rate offered and achieved.
     pub arrival: ArrivalStats,
     pub history: Option<String>,
+    /// `--waiting-room`: what became of the buyers in the line (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waiting_room: Option<super::waiting_room::WaitingRoomReport>,
 }
 
 impl Summary {
@@ -489,6 +492,29 @@ impl Summary {
                 "tickets: {} issued, {} confirmed, {} failed, {} unsettled (polled for {:.2} s)",
                 t.issued, t.confirmed, t.failed, t.unsettled, self.settle_s
             );
+            if let Some(w) = &self.waiting_room {
+                let ended = w
+                    .ended
+                    .iter()
+                    .map(|(state, n)| format!("{n} {state}"))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                let _ = writeln!(
+                    s,
+                    "waiting room: {} joined ({} not), {} admitted ({} admissions), ended: \
+                     {ended}; {} polls, {} retries; {} admin samples, at most {} admitted, {} \
+                     over the cap",
+                    w.joined,
+                    w.not_joined,
+                    w.admitted_buyers,
+                    w.admissions,
+                    w.polls,
+                    w.retries,
+                    w.samples,
+                    w.max_admitted_seen,
+                    w.samples_over_cap
+                );
+            }
             if let Some(p) = &self.payments {
                 let refused = if p.refused.is_empty() {
                     "none".to_owned()

@@ -897,7 +897,9 @@ impl TicketStore {
     pub async fn counts(&self, product: ProductId) -> anyhow::Result<ProductCounts> {
         let k = self.keys(product);
         let mut c = self.conn.clone();
-        let (stock, meta, pending, buyers): (Option<i64>, HashMap<String, i64>, i64, i64) =
+        // Text, parsed field by field: the meta hash also holds decimals (a waiting room's
+        // `wr_factor`, `wr_credit`).
+        let (stock, meta, pending, buyers): (Option<i64>, HashMap<String, String>, i64, i64) =
             redis::pipe()
                 .get(k.stock())
                 .hgetall(k.meta())
@@ -906,16 +908,22 @@ impl TicketStore {
                 .query_async(&mut c)
                 .await
                 .context("reading product counts")?;
+        let int = |field: &str| -> anyhow::Result<Option<i64>> {
+            meta.get(field)
+                .map(|v| v.parse::<i64>())
+                .transpose()
+                .with_context(|| format!("meta field {field} is not a whole number"))
+        };
         Ok(ProductCounts {
             stock,
-            initial: meta.get("initial").copied(),
+            initial: int("initial")?,
             pending,
-            confirmed: meta.get("confirmed").copied().unwrap_or(0),
-            paid: meta.get("paid").copied().unwrap_or(0),
-            cancelled: meta.get("cancelled").copied().unwrap_or(0),
-            failed: meta.get("failed").copied().unwrap_or(0),
+            confirmed: int("confirmed")?.unwrap_or(0),
+            paid: int("paid")?.unwrap_or(0),
+            cancelled: int("cancelled")?.unwrap_or(0),
+            failed: int("failed")?.unwrap_or(0),
             buyers,
-            ends_at_ms: meta.get("ends_at").copied(),
+            ends_at_ms: int("ends_at")?,
         })
     }
 }

@@ -349,6 +349,13 @@ async fn two_gateways_admit_within_the_cap_and_every_waiting_buyer_sees_sold_out
     let samples = sampler.await.unwrap();
     assert!(samples > 10);
     assert_eq!(env.redis_stock(product).await, 0);
+    // The admin view reads a room's decimal settings (factor 1.5) among the counters.
+    let (status, view) = gws[1]
+        .admin_get(&format!("/admin/products/{product}"))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{view}");
+    assert_eq!(view["waiting_room"]["max_admitted_factor"], 1.5, "{view}");
+    assert_eq!(view["waiting_room"]["admitted"], 0, "{view}");
 }
 
 #[tokio::test]
