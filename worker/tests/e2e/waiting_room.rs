@@ -300,7 +300,7 @@ async fn two_gateways_admit_within_the_cap_and_every_waiting_buyer_sees_sold_out
         })
     };
     // Each buyer polls (alternating gateways) until admitted, buys, or sees sold out.
-    let outcomes: Vec<String> = futures::stream::iter(entries.clone())
+    let outcomes: Vec<(&str, std::time::Instant)> = futures::stream::iter(entries.clone())
         .map(|(user, id)| {
             let gws = &gws;
             async move {
@@ -319,13 +319,15 @@ async fn two_gateways_admit_within_the_cap_and_every_waiting_buyer_sees_sold_out
                             let (status, b) =
                                 buy_with(gw, product, user, body["admission_token"].as_str()).await;
                             match status {
-                                StatusCode::ACCEPTED => return "bought".to_owned(),
+                                StatusCode::ACCEPTED => {
+                                    return ("bought", std::time::Instant::now())
+                                }
                                 // Taken back to the head of the line to keep the cap, or sold out.
                                 StatusCode::FORBIDDEN | StatusCode::CONFLICT => continue,
                                 _ => panic!("{status} {b}"),
                             }
                         }
-                        "sold_out" => return "sold_out".to_owned(),
+                        "sold_out" => return ("sold_out", std::time::Instant::now()),
                         "waiting" => {
                             tokio::time::sleep(Duration::from_millis(
                                 body["refresh_after_ms"].as_u64().unwrap().min(300),
@@ -340,11 +342,24 @@ async fn two_gateways_admit_within_the_cap_and_every_waiting_buyer_sees_sold_out
         .buffer_unordered(BUYERS as usize)
         .collect()
         .await;
-    let bought = outcomes.iter().filter(|o| *o == "bought").count();
-    assert_eq!(bought, STOCK as usize, "{outcomes:?}");
-    assert_eq!(
-        outcomes.iter().filter(|o| *o == "sold_out").count(),
-        (BUYERS as usize) - bought
+    let when = |kind: &str| -> Vec<std::time::Instant> {
+        outcomes
+            .iter()
+            .filter(|o| o.0 == kind)
+            .map(|o| o.1)
+            .collect()
+    };
+    let (bought, sold_out) = (when("bought"), when("sold_out"));
+    assert_eq!(bought.len(), STOCK as usize, "{outcomes:?}");
+    assert_eq!(sold_out.len(), (BUYERS as usize) - bought.len());
+    // Every waiting buyer saw `sold_out` within a poll interval (here at most 300 ms) of the
+    // last sale, once its order settled (a worker confirms it in tens of milliseconds).
+    let last_sold = bought.iter().max().unwrap();
+    let last_told = sold_out.iter().max().unwrap();
+    let lag = last_told.saturating_duration_since(*last_sold);
+    assert!(
+        lag < Duration::from_millis(1500),
+        "the last waiting buyer learnt it {lag:?} after the last sale"
     );
     let samples = sampler.await.unwrap();
     assert!(samples > 10);
