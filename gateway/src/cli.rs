@@ -56,10 +56,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     telemetry::init(settings.log_format);
     settings.require_admin_token(cli.dev)?;
     settings.require_auth(cli.dev)?;
-    if cli.dev && settings.admission_secret.expose_secret().is_empty() {
-        tracing::warn!("--dev: waiting-room admission tokens use the development secret");
-        settings.admission_secret = seckill_shared::config::DEV_ADMISSION_SECRET.into();
-    }
+
     let app = Application::build(settings).await?;
     tracing::info!(port = app.port(), "gateway listening");
     app.run_until_stopped().await

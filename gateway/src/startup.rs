@@ -97,6 +97,7 @@ impl Application {
             default_payment_window_secs: settings.payment_window_secs,
             admissions: Admissions::new(
                 settings.admission_secret.clone(),
+                &settings.admin_token,
                 settings.admission_ttl_secs * 1000,
             ),
             queue_limiter: RateLimiter::for_queue(store_conn.clone(), &settings),

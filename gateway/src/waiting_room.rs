@@ -35,13 +35,19 @@ pub enum AdmissionError {
 }
 
 impl Admissions {
-    pub fn new(secret: SecretString, ttl_ms: u64) -> Self {
+    /// With `SECKILL_ADMISSION_SECRET` unset, the key is derived from the admin token, which
+    /// every gateway of a deployment shares (HMAC-SHA256 of a fixed label, so the admin token
+    /// itself never signs anything a buyer sees).
+    pub fn new(secret: SecretString, admin_token: &SecretString, ttl_ms: u64) -> Self {
+        let secret = if secret.expose_secret().is_empty() {
+            let mut m = HmacSha256::new_from_slice(admin_token.expose_secret().as_bytes())
+                .expect("HMAC takes a key of any size");
+            m.update(b"seckill admission tokens v1");
+            hex::encode(m.finalize().into_bytes()).into()
+        } else {
+            secret
+        };
         Self { secret, ttl_ms }
-    }
-
-    /// Whether tokens can be signed (`SECKILL_ADMISSION_SECRET` is set).
-    pub fn configured(&self) -> bool {
-        !self.secret.expose_secret().is_empty()
     }
 
     fn mac(&self, text: &str) -> Vec<u8> {
@@ -94,7 +100,27 @@ mod tests {
     use super::*;
 
     fn admissions(secret: &str) -> Admissions {
-        Admissions::new(secret.to_owned().into(), 60_000)
+        Admissions::new(secret.to_owned().into(), &SecretString::default(), 60_000)
+    }
+
+    #[test]
+    fn without_a_secret_the_key_comes_from_the_admin_token() {
+        let (p, u) = (ProductId::new(4).unwrap(), UserId::new(9).unwrap());
+        let a = Admissions::new(SecretString::default(), &"admin-1".into(), 60_000);
+        let b = Admissions::new(SecretString::default(), &"admin-1".into(), 60_000);
+        let c = Admissions::new(SecretString::default(), &"admin-2".into(), 60_000);
+        let t = a.sign(p, u, 1_000);
+        assert_eq!(
+            b.verify(&t, p, u, 0),
+            Ok(()),
+            "another gateway of the deployment"
+        );
+        assert_eq!(c.verify(&t, p, u, 0), Err(AdmissionError::Forged));
+        // The admin token itself does not sign.
+        assert_eq!(
+            admissions("admin-1").verify(&t, p, u, 0),
+            Err(AdmissionError::Forged)
+        );
     }
 
     #[test]

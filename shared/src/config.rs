@@ -245,7 +245,7 @@ pub struct Settings {
     pub payment_webhook_secret: SecretString,
 
     /// Gateway: admission tokens of waiting rooms are signed with this (HMAC-SHA256), so that
-    /// any gateway accepts another's. Required to serve a product with a waiting room. Secret.
+    /// any gateway accepts another's. Unset: a key derived from the admin token. Secret.
     #[serde(serialize_with = "redacted_token")]
     pub admission_secret: SecretString,
     /// Gateway: how long an admission lasts; an admitted buyer who has not bought by then
@@ -322,9 +322,6 @@ pub const DEV_ADMIN_TOKEN: &str = "dev-admin-token";
 
 /// The HS256 secret `--dev` uses when no buyer-token key is set.
 pub const DEV_AUTH_HS256_SECRET: &str = "dev-hs256-secret-for-local-use-only!";
-
-/// The admission secret `--dev` uses when none is set.
-pub const DEV_ADMISSION_SECRET: &str = "dev-admission-secret-for-local-use-only";
 
 /// The longest payment window, for a product or by default: 7 days.
 pub const MAX_PAYMENT_WINDOW_SECS: u64 = 7 * 86_400;

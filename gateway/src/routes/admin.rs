@@ -279,13 +279,6 @@ pub async fn create_product(
             let opens_at_ms = w
                 .opens_at
                 .map_or_else(seckill_shared::now_ms, |t| t.timestamp_millis());
-            if p.ends_at
-                .is_some_and(|e| e.timestamp_millis() <= opens_at_ms)
-            {
-                return Err(ApiError::BadRequest(
-                    "waiting_room.opens_at must be before ends_at".into(),
-                ));
-            }
             Some(db::WaitingRoom {
                 admit_per_sec,
                 max_admitted_factor: factor,
