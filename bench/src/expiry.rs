@@ -24,6 +24,7 @@
 //! capacity only when the deadlines fall faster than that: the report gives the deadlines'
 //! span next to it.
 
+use crate::admin::Admin;
 use crate::load::buyer_token::{BuyerTokens, SigningKey, TokenIssuer};
 use crate::now_us;
 use anyhow::Context;
@@ -31,7 +32,7 @@ use clap::Args;
 use futures::stream::{self, StreamExt};
 use seckill_shared::store::TicketStore;
 use seckill_shared::{db, now_ms, ProductId};
-use secrecy::{ExposeSecret, SecretString};
+use secrecy::SecretString;
 use serde::{Deserialize, Serialize};
 use sqlx::mysql::MySqlPool;
 use std::collections::BTreeMap;
@@ -418,51 +419,6 @@ impl ExpiryReport {
     }
 }
 
-/// The admin API, for the product.
-struct Admin<'a> {
-    http: &'a reqwest::Client,
-    base: &'a str,
-    token: &'a SecretString,
-}
-
-impl Admin<'_> {
-    async fn post(&self, path: &str, body: Option<serde_json::Value>) -> anyhow::Result<String> {
-        let mut req = self
-            .http
-            .post(format!("{}{path}", self.base))
-            .bearer_auth(self.token.expose_secret());
-        if let Some(b) = body {
-            req = req.json(&b);
-        }
-        let resp = req.send().await.with_context(|| format!("POST {path}"))?;
-        let status = resp.status();
-        let text = resp.text().await.with_context(|| format!("POST {path}"))?;
-        anyhow::ensure!(status.is_success(), "POST {path}: {status}: {text}");
-        Ok(text)
-    }
-
-    async fn create_priced(&self, stock: u64, price: u64, window: u64) -> anyhow::Result<u64> {
-        #[derive(Deserialize)]
-        struct Created {
-            id: u64,
-        }
-        let text = self
-            .post(
-                "/admin/products",
-                Some(serde_json::json!({
-                    "name": format!("expiry bench {}", now_ms()),
-                    "stock": stock,
-                    "price": price,
-                    "payment_window_secs": window,
-                })),
-            )
-            .await?;
-        Ok(serde_json::from_str::<Created>(&text)
-            .context("the created product's id")?
-            .id)
-    }
-}
-
 /// The answers to the buys, by status (`error` for no answer).
 async fn buy_all(
     http: &reqwest::Client,
@@ -566,12 +522,14 @@ pub async fn run(args: ExpiryArgs) -> anyhow::Result<bool> {
         token: &args.admin_token,
     };
     let id = admin
-        .create_priced(args.orders, args.price, args.window_secs)
+        .product(serde_json::json!({
+            "name": format!("expiry bench {}", now_ms()),
+            "stock": args.orders,
+            "price": args.price,
+            "payment_window_secs": args.window_secs,
+        }))
         .await?;
     let product = ProductId::new(id).context("the created product's id")?;
-    admin
-        .post(&format!("/admin/products/{id}/preload"), None)
-        .await?;
     // A worker that is not up yet (started after the buys) has observed nothing.
     let before = match scrape(&http, &args.worker_metrics).await {
         Ok(b) => b,
@@ -807,6 +765,7 @@ mod tests {
     use super::*;
     use crate::cli::{Cli, Command};
     use clap::{CommandFactory, Parser};
+    use secrecy::ExposeSecret;
 
     #[test]
     fn the_command_line_takes_the_connection_settings_and_hides_its_secrets() {

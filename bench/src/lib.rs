@@ -18,6 +18,7 @@
 //! - [`queue_bench`]: `seckill-bench queue-sale`, a waiting-room sale: polls per second, Redis
 //!   CPU per poll, and the time to sell out next to the same sale without a waiting room.
 
+pub mod admin;
 pub mod audit;
 pub mod ceiling;
 pub mod cli;

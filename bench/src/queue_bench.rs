@@ -27,13 +27,14 @@
 //! the Redis CPU (utime + stime from `/proc/PID/stat`) per join over the joins and per poll
 //! over the polling phase (which also carries the buys: about one per unit).
 
+use crate::admin::Admin;
 use crate::load::buyer_token::{BuyerTokens, SigningKey, TokenIssuer};
 use crate::load::engine::{Conns, EngineKind, Target};
 use anyhow::Context;
 use bytes::Bytes;
 use clap::Args;
 use seckill_shared::now_ms;
-use secrecy::{ExposeSecret, SecretString};
+use secrecy::SecretString;
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -640,45 +641,6 @@ async fn buy(ctx: &Ctx, gw: usize, user: u64, admission: &str) -> BuyOutcome {
             ctx.buys_failed.fetch_add(1, Relaxed);
             BuyOutcome::Failed
         }
-    }
-}
-
-/// The admin API of the first gateway.
-struct Admin<'a> {
-    http: &'a reqwest::Client,
-    base: &'a str,
-    token: &'a SecretString,
-}
-
-impl Admin<'_> {
-    async fn post(&self, path: &str, body: Option<serde_json::Value>) -> anyhow::Result<String> {
-        let mut req = self
-            .http
-            .post(format!("{}{path}", self.base))
-            .bearer_auth(self.token.expose_secret());
-        if let Some(b) = body {
-            req = req.json(&b);
-        }
-        let resp = req.send().await.with_context(|| format!("POST {path}"))?;
-        let status = resp.status();
-        let text = resp.text().await.with_context(|| format!("POST {path}"))?;
-        anyhow::ensure!(status.is_success(), "POST {path}: {status}: {text}");
-        Ok(text)
-    }
-
-    /// Creates and preloads a product; its id.
-    async fn product(&self, body: serde_json::Value) -> anyhow::Result<u64> {
-        #[derive(Deserialize)]
-        struct Created {
-            id: u64,
-        }
-        let text = self.post("/admin/products", Some(body)).await?;
-        let id = serde_json::from_str::<Created>(&text)
-            .context("the created product's id")?
-            .id;
-        self.post(&format!("/admin/products/{id}/preload"), None)
-            .await?;
-        Ok(id)
     }
 }
 

@@ -54,8 +54,7 @@ use sale_end::{AdminApi, Ended, Gate, Look, Phase, SaleEnd};
 use serde::Deserialize;
 use settle::IssuedTicket;
 use stats::{
-    achieved_rate, ArrivalModel, ArrivalStats, E2eLatency, OutcomeStats, ShardedHistograms,
-    Summary, TicketTotals,
+    achieved_rate, ArrivalModel, ArrivalStats, E2eLatency, ShardedHistograms, Summary, TicketTotals,
 };
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
@@ -732,16 +731,7 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<Summary> {
 
     let duration_s = duration.as_secs_f64();
     let merged = shared.histograms.merged();
-    let outcomes: Vec<OutcomeStats> = Outcome::ALL
-        .iter()
-        .filter_map(|o| {
-            merged
-                .get(*o)
-                .filter(|h| !h.is_empty())
-                .map(|h| OutcomeStats::from_histogram(o.label(), h, duration_s))
-        })
-        .collect();
-    let all = OutcomeStats::from_histogram("all", &merged.total(), duration_s);
+    let (outcomes, all) = merged.stats(duration_s);
     let count = |s: &str| settled.iter().filter(|l| l.status == s).count() as u64;
     let lag_ms = |q: f64| {
         merged.lag().filter(|h| !h.is_empty()).map(|h| {

@@ -68,6 +68,20 @@ impl OutcomeHistograms {
     }
 
     /// Every outcome together.
+    /// Latency stats of each outcome seen, then of all of them, over `duration_s`.
+    pub fn stats(&self, duration_s: f64) -> (Vec<OutcomeStats>, OutcomeStats) {
+        let outcomes = Outcome::ALL
+            .iter()
+            .filter_map(|o| {
+                self.get(*o)
+                    .filter(|h| !h.is_empty())
+                    .map(|h| OutcomeStats::from_histogram(o.label(), h, duration_s))
+            })
+            .collect();
+        let all = OutcomeStats::from_histogram("all", &self.total(), duration_s);
+        (outcomes, all)
+    }
+
     pub fn total(&self) -> Histogram<u64> {
         let mut all = new_histogram();
         for h in self.hists.iter().flatten() {

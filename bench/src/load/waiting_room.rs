@@ -21,7 +21,7 @@ use super::plan::Outcome;
 use super::sale_end::{AdminApi, Ended, Reading, SaleEndReport, StockView};
 use super::settle::{self, IssuedTicket};
 use super::stats::{
-    ArrivalModel, ArrivalStats, E2eLatency, OutcomeStats, ShardedHistograms, Summary, TicketTotals,
+    ArrivalModel, ArrivalStats, E2eLatency, ShardedHistograms, Summary, TicketTotals,
 };
 use super::{error_chain, ticket_of, SettledOut, POOL_IDLE_TIMEOUT};
 use crate::cli::LoadArgs;
@@ -708,16 +708,7 @@ pub async fn run(args: LoadArgs, tokens: Option<BuyerTokens>) -> anyhow::Result<
 
     let duration_s = duration.as_secs_f64();
     let merged = room.histograms.merged();
-    let outcomes: Vec<OutcomeStats> = Outcome::ALL
-        .iter()
-        .filter_map(|o| {
-            merged
-                .get(*o)
-                .filter(|h| !h.is_empty())
-                .map(|h| OutcomeStats::from_histogram(o.label(), h, duration_s))
-        })
-        .collect();
-    let all = OutcomeStats::from_histogram("all", &merged.total(), duration_s);
+    let (outcomes, all) = merged.stats(duration_s);
     let count = |s: &str| settled.iter().filter(|l| l.status == s).count() as u64;
     let summary = Summary {
         kind: "summary",

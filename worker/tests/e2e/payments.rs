@@ -124,6 +124,27 @@ impl Sale {
         .await
     }
 
+    /// `user` buys as soon as a unit is back on sale (`202`), then waits for the order to
+    /// settle; the settled ticket.
+    async fn buy_when_back(&self, product: ProductId, user: u64) -> Value {
+        let other = eventually("the unit back on sale", Duration::from_secs(10), || async {
+            let (status, body) = self.gw.buy(product, user).await;
+            (status == StatusCode::ACCEPTED).then_some(body)
+        })
+        .await;
+        self.gw
+            .settled(other["ticket"].as_str().unwrap(), Duration::from_secs(30))
+            .await
+    }
+
+    /// The ticket of `user`'s order, once confirmed.
+    async fn confirmed_ticket(&self, product: ProductId, user: u64) -> String {
+        self.confirmed(product, user).await["ticket"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
     /// (MySQL stock, Redis stock).
     async fn stocks(&self, product: ProductId) -> (i64, i64) {
         (
@@ -242,10 +263,7 @@ async fn an_order_paid_in_time_is_paid_and_a_repeated_callback_changes_nothing()
 async fn one_idempotency_key_charges_once_and_a_second_key_waits_for_the_first() {
     let sale = Sale::new().await;
     let product = sale.product(1, 60).await;
-    let ticket = sale.confirmed(product, 8).await["ticket"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let ticket = sale.confirmed_ticket(product, 8).await;
 
     let (s1, first) = sale.pay(&ticket, 8, "same-key").await;
     let (s2, again) = sale.pay(&ticket, 8, "same-key").await;
@@ -295,10 +313,7 @@ async fn one_idempotency_key_charges_once_and_a_second_key_waits_for_the_first()
 async fn paying_needs_the_owner_a_key_and_a_reachable_provider() {
     let sale = Sale::new().await;
     let product = sale.product(1, 60).await;
-    let ticket = sale.confirmed(product, 9).await["ticket"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let ticket = sale.confirmed_ticket(product, 9).await;
     let (status, body) = sale.pay(&ticket, 10, "k").await;
     assert_eq!(
         (status, body["error"].as_str()),
@@ -364,15 +379,7 @@ async fn an_unpaid_order_is_cancelled_at_its_deadline_and_its_unit_sold_again() 
     );
 
     // The unit is on sale again, to someone else.
-    let other = eventually("the unit back on sale", Duration::from_secs(10), || async {
-        let (status, body) = sale.gw.buy(product, 12).await;
-        (status == StatusCode::ACCEPTED).then_some(body)
-    })
-    .await;
-    let other = sale
-        .gw
-        .settled(other["ticket"].as_str().unwrap(), Duration::from_secs(30))
-        .await;
+    let other = sale.buy_when_back(product, 12).await;
     assert_eq!(other["status"], "confirmed", "{other}");
     assert_eq!(sale.env.mysql_stock(product).await, 0);
     assert_eq!(sale.env.redis_stock(product).await, 0);
@@ -392,10 +399,7 @@ async fn an_unpaid_order_is_cancelled_at_its_deadline_and_its_unit_sold_again() 
 async fn a_buyer_cancels_and_the_unit_goes_back_at_once() {
     let sale = Sale::new().await;
     let product = sale.product(1, 60).await;
-    let ticket = sale.confirmed(product, 13).await["ticket"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let ticket = sale.confirmed_ticket(product, 13).await;
     let (status, body) = sale.cancel(&ticket, 13).await;
     assert_eq!(
         (status, body["status"].as_str(), body["reason"].as_str()),
@@ -428,22 +432,11 @@ async fn a_buyer_cancels_and_the_unit_goes_back_at_once() {
 async fn a_payment_that_lands_after_the_cancel_is_refund_due_and_nothing_is_oversold() {
     let sale = Sale::new().await;
     let product = sale.product(1, 2).await;
-    let ticket = sale.confirmed(product, 15).await["ticket"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let ticket = sale.confirmed_ticket(product, 15).await;
     let (status, paid) = sale.pay(&ticket, 15, "slow").await;
     assert_eq!(status, StatusCode::ACCEPTED, "{paid}");
     sale.cancelled(&ticket, 15).await;
-    let other = eventually("the unit back on sale", Duration::from_secs(10), || async {
-        let (status, body) = sale.gw.buy(product, 16).await;
-        (status == StatusCode::ACCEPTED).then_some(body)
-    })
-    .await;
-    let other = sale
-        .gw
-        .settled(other["ticket"].as_str().unwrap(), Duration::from_secs(30))
-        .await;
+    let other = sale.buy_when_back(product, 16).await;
     assert_eq!(other["status"], "confirmed");
 
     // The provider's success arrives now: the order stays cancelled, the payment is refunded.
@@ -478,10 +471,7 @@ async fn a_payment_that_lands_after_the_cancel_is_refund_due_and_nothing_is_over
 async fn a_forged_or_stale_callback_gets_401_and_changes_nothing() {
     let sale = Sale::new().await;
     let product = sale.product(1, 60).await;
-    let ticket = sale.confirmed(product, 17).await["ticket"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let ticket = sale.confirmed_ticket(product, 17).await;
     let (_, paid) = sale.pay(&ticket, 17, "k").await;
     let body = json!({"payment_id": paid["payment_id"], "status": "succeeded"});
     let now = now_ms() / 1000;
@@ -537,12 +527,7 @@ async fn a_cancel_interrupted_after_its_commit_gives_its_unit_back_exactly_once(
     let product = sale.product(3, 60).await;
     let mut tickets = vec![];
     for user in 20..23 {
-        tickets.push(
-            sale.confirmed(product, user).await["ticket"]
-                .as_str()
-                .unwrap()
-                .to_owned(),
-        );
+        tickets.push(sale.confirmed_ticket(product, user).await);
     }
     // A worker's expiry round commits the cancels, then crashes before Redis: MySQL has the
     // units back, Redis not yet.
@@ -625,12 +610,7 @@ async fn a_rebuild_after_redis_lost_the_sale_keeps_paid_cancelled_and_every_unit
     let product = sale.product(4, 60).await;
     let mut t = vec![];
     for user in 40..44 {
-        t.push(
-            sale.confirmed(product, user).await["ticket"]
-                .as_str()
-                .unwrap()
-                .to_owned(),
-        );
+        t.push(sale.confirmed_ticket(product, user).await);
     }
     // 40 pays, 41 cancels, 42's order is cancelled by an expiry that crashed after its commit
     // (its unit is back in MySQL, not yet in Redis), 43 waits to pay.
