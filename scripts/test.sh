@@ -8,6 +8,10 @@ set -euo pipefail
 cd "$ROOT"
 [[ -f $HOME/.cargo/env ]] && . "$HOME/.cargo/env"
 
+# No incremental caches: a test run is not an edit loop, and they fill the disk.
+export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
+log "disk: $(df -h --output=avail "$ROOT" | tail -n 1 | tr -d ' ') free under $ROOT"
+
 scripts/dev-up.sh
 eval "$(dev_env)"
 
@@ -111,3 +115,4 @@ run_schemathesis
 # audit of Redis, the tickets and MySQL. The whole suite is scripts/chaos.sh.
 log "chaos scenarios 1 and 2"
 PROFILE=debug scripts/chaos.sh --scenarios "1 2"
+log "disk: target/ holds $(du -sh target 2>/dev/null | cut -f1); $(df -h --output=avail "$ROOT" | tail -n 1 | tr -d ' ') free"
