@@ -157,10 +157,14 @@ check_port_free() {
 
 # ------------------------------------------------------------- packages ---
 
+# The Debian packages dev-up.sh installs when missing. prometheus is for its promtool
+# (scripts/check-monitoring.sh; its server is not started at install: see the policy-rc.d
+# below); chromium and chromium-driver run the dashboard's browser tests headless.
 DEV_PACKAGES=(
     redis-server redis-tools mariadb-server mariadb-client zookeeper kcat
     netcat-openbsd python3-venv curl wrk
     build-essential pkg-config libssl-dev zlib1g-dev libsasl2-dev
+    prometheus chromium chromium-driver
 )
 
 pkg_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }

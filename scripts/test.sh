@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up the local services and run the whole test suite: formatting, lints, unit tests, the
-# end-to-end tests against real Redis, MariaDB, ZooKeeper and Kafka (tansu) on loopback,
+# end-to-end tests against real Redis, MariaDB, ZooKeeper and Kafka (tansu) on loopback (and
+# the dashboard in headless Chromium), the Prometheus rules with promtool,
 # schemathesis against a live gateway, and two chaos scenarios.
 # Works on a fresh Debian 12 machine as root. Usage: scripts/test.sh [extra cargo test args]
 set -euo pipefail
@@ -34,6 +35,8 @@ log "cargo fmt --check"
 cargo fmt --all -- --check
 log "cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
+log "monitoring: Prometheus config, alert rules and their unit tests, the Grafana dashboard"
+scripts/check-monitoring.sh
 log "cargo test"
 cargo test --workspace "$@" -- --test-threads 4
 

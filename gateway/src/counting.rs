@@ -16,7 +16,7 @@ pub async fn count_requests(
     next: Next<impl MessageBody>,
 ) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
     let state = req.app_data::<web::Data<AppState>>().cloned();
-    let route = route_label(req.match_name());
+    let route = route_label(req.match_name(), req.method().as_str());
     let res = next.call(req).await;
     if let Some(state) = state {
         match &res {

@@ -3,8 +3,8 @@
 //! [`crate::counting`].
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
-    TextEncoder,
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder,
 };
 
 #[derive(Clone)]
@@ -24,6 +24,8 @@ pub struct Metrics {
     pub payments: IntCounterVec,
     /// Orders cancelled by their buyers.
     pub cancels: IntCounter,
+    /// 1 while the last check (every second) of each dependency passed.
+    pub dependency_up: IntGaugeVec,
 }
 
 const BUCKETS: &[f64] = &[
@@ -101,6 +103,15 @@ impl Metrics {
             "Orders cancelled by their buyers",
         )
         .unwrap();
+        let dependency_up = IntGaugeVec::new(
+            Opts::new(
+                "seckill_gateway_dependency_up",
+                "1 while the last check (every second) of the dependency passed",
+            ),
+            &["dependency"],
+        )
+        .unwrap();
+        registry.register(Box::new(dependency_up.clone())).unwrap();
         registry.register(Box::new(payments.clone())).unwrap();
         registry.register(Box::new(cancels.clone())).unwrap();
         registry.register(Box::new(requests.clone())).unwrap();
@@ -125,6 +136,7 @@ impl Metrics {
             max_in_flight,
             payments,
             cancels,
+            dependency_up,
         }
     }
 

@@ -83,6 +83,18 @@ impl SoldOutMarkers {
         self.markers.len()
     }
 
+    /// The products marked sold out now (markers past their TTL left out), in order.
+    pub fn marked(&self) -> Vec<ProductId> {
+        let mut out: Vec<ProductId> = self
+            .markers
+            .iter()
+            .filter(|e| e.value().elapsed() < self.ttl)
+            .map(|e| *e.key())
+            .collect();
+        out.sort();
+        out
+    }
+
     pub fn is_watching(&self) -> bool {
         self.watching.load(Ordering::SeqCst)
     }

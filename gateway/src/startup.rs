@@ -17,6 +17,7 @@ use actix_web::dev::{Server, ServerHandle};
 use actix_web::middleware::from_fn;
 use actix_web::{web, App, HttpServer};
 use anyhow::Context;
+use seckill_shared::live::LivePublisher;
 use seckill_shared::settle::{Chaos, Settler};
 use seckill_shared::store::TicketStore;
 use seckill_shared::{db, GatewayMode, Settings};
@@ -90,6 +91,7 @@ impl Application {
             sold_out,
             metrics,
             admin_token: settings.admin_token.clone(),
+            namespace: settings.namespace.clone(),
             sync_mode: settings.gateway_mode == GatewayMode::Sync,
             recovery: Recovery::new(&settings)?,
             locator,
@@ -103,6 +105,11 @@ impl Application {
             queue_limiter: RateLimiter::for_queue(store_conn.clone(), &settings),
         });
         tokio::spawn(forget_idle_addresses(state.clone(), shutdown.clone()));
+        tokio::spawn(crate::live::run(
+            state.clone(),
+            LivePublisher::new(store_conn.clone(), &settings.namespace),
+            shutdown.clone(),
+        ));
         let data = state.clone();
         let mut server = HttpServer::new(move || {
             App::new()

@@ -25,6 +25,8 @@ pub struct AppState {
     pub sold_out: Arc<SoldOutMarkers>,
     pub metrics: Metrics,
     pub admin_token: SecretString,
+    /// `SECKILL_NAMESPACE`: the prefix of every Redis key, topic and ZooKeeper node.
+    pub namespace: String,
     pub sync_mode: bool,
     pub settler: Settler,
     /// Caps the buys in flight (`SECKILL_MAX_IN_FLIGHT`).

@@ -58,6 +58,8 @@ pub struct WaitingRoom {
 
 const PRODUCT_BY_ID: &str =
     "SELECT id, name, stock, initial_stock, starts_at_ms, ends_at_ms, loaded_at_ms, closed_at_ms, price, currency, payment_window_secs, wr_admit_per_sec, wr_max_admitted_factor, wr_opens_at_ms FROM products WHERE id = ?";
+const PRODUCTS_PAGE: &str =
+    "SELECT id, name, stock, initial_stock, starts_at_ms, ends_at_ms, loaded_at_ms, closed_at_ms, price, currency, payment_window_secs, wr_admit_per_sec, wr_max_admitted_factor, wr_opens_at_ms FROM products WHERE id < ? ORDER BY id DESC LIMIT ?";
 const PRODUCT_BY_ID_FOR_UPDATE: &str =
     "SELECT id, name, stock, initial_stock, starts_at_ms, ends_at_ms, loaded_at_ms, closed_at_ms, price, currency, payment_window_secs, wr_admit_per_sec, wr_max_admitted_factor, wr_opens_at_ms FROM products WHERE id = ? FOR UPDATE";
 
@@ -158,6 +160,46 @@ pub async fn mark_loaded(pool: &MySqlPool, id: ProductId, now_ms: i64) -> anyhow
         .await
         .context("marking a product loaded")?;
     Ok(())
+}
+
+/// A page of products, newest first: at most `limit`, with ids below `before` when given.
+pub async fn list_products(
+    pool: &MySqlPool,
+    before: Option<ProductId>,
+    limit: u32,
+) -> anyhow::Result<Vec<Product>> {
+    let rows = sqlx::query(PRODUCTS_PAGE)
+        .bind(before.map_or(i64::MAX, |b| b.as_i64()))
+        .bind(limit)
+        .fetch_all(pool)
+        .await
+        .context("listing products")?;
+    Ok(rows.into_iter().map(product_from_row).collect())
+}
+
+pub async fn count_products(pool: &MySqlPool) -> anyhow::Result<i64> {
+    sqlx::query_scalar("SELECT COUNT(*) FROM products")
+        .fetch_one(pool)
+        .await
+        .context("counting products")
+}
+
+/// A product's tickets that failed for good, by reason.
+pub async fn failed_by_reason(
+    pool: &MySqlPool,
+    product: ProductId,
+) -> anyhow::Result<std::collections::BTreeMap<String, i64>> {
+    let rows = sqlx::query(
+        "SELECT reason, COUNT(*) AS n FROM failed_tickets WHERE product_id = ? GROUP BY reason",
+    )
+    .bind(product.as_i64())
+    .fetch_all(pool)
+    .await
+    .context("counting failed tickets")?;
+    Ok(rows
+        .into_iter()
+        .map(|r| (r.get("reason"), r.get::<i64, _>("n")))
+        .collect())
 }
 
 /// Products loaded for sale whose sale the sweeper has not closed. The sweeper's work is

@@ -9,8 +9,8 @@ use rdkafka::consumer::{
 use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::{ClientContext, Statistics};
 use seckill_shared::settle::{BatchReport, Claimed, Outcome, Settler};
-use seckill_shared::{kafka, recovery, OrderMessage};
-use std::collections::{BTreeMap, BTreeSet};
+use seckill_shared::{kafka, recovery, OrderMessage, Ticket};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -48,7 +48,33 @@ impl ClientContext for WorkerContext {
     /// up to one batch.
     fn stats(&self, statistics: Statistics) {
         self.metrics.consumer_lag.set(consumer_lag(&statistics));
+        let lags = partition_lags(&statistics);
+        let mut known = self.metrics.partition_lags.lock().expect("lock poisoned");
+        for gone in known.keys().filter(|p| !lags.contains_key(p)) {
+            let _ = self
+                .metrics
+                .partition_lag
+                .remove_label_values(&[&gone.to_string()]);
+        }
+        for (p, lag) in &lags {
+            self.metrics
+                .partition_lag
+                .with_label_values(&[&p.to_string()])
+                .set(*lag);
+        }
+        *known = lags;
     }
+}
+
+/// The `consumer_lag` of each partition this consumer has (see [`consumer_lag`]).
+pub fn partition_lags(statistics: &Statistics) -> BTreeMap<i32, i64> {
+    statistics
+        .topics
+        .values()
+        .flat_map(|t| t.partitions.values())
+        .filter(|p| p.partition >= 0 && p.consumer_lag >= 0)
+        .map(|p| (p.partition, p.consumer_lag))
+        .collect()
 }
 
 /// The sum of `consumer_lag` (high watermark less committed offset) over the partitions this
@@ -335,9 +361,20 @@ impl Pipeline {
         self.metrics
             .saw_products(orders.iter().map(|o| o.product_id));
         self.metrics.batch_size.observe(orders.len() as f64);
+        let now_ms = seckill_shared::now_ms();
+        let reserved_at: HashMap<&Ticket, i64> = orders
+            .iter()
+            .map(|o| (&o.ticket, o.reserved_at_ms))
+            .collect();
         for (ticket, outcome) in &report.outcomes {
             let label = match outcome {
-                Outcome::Confirmed { .. } => "confirmed",
+                Outcome::Confirmed { .. } => {
+                    if let Some(at) = reserved_at.get(ticket) {
+                        let secs = (now_ms - at).max(0) as f64 / 1000.0;
+                        self.metrics.confirm_latency.observe(secs);
+                    }
+                    "confirmed"
+                }
                 Outcome::Failed { .. } => "failed",
                 Outcome::Skipped { .. } => "skipped",
             };

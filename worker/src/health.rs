@@ -72,40 +72,8 @@ async fn healthz(state: web::Data<HealthState>) -> HttpResponse {
 }
 
 async fn metrics_text(state: web::Data<HealthState>) -> HttpResponse {
-    refresh_pending(&state).await;
+    crate::live::refresh_pending(&state.store, &state.metrics).await;
     HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4")
         .body(state.metrics.render())
-}
-
-/// Reads the pending tickets of every product this worker has seen: one pipelined `ZCARD`
-/// each. On a Redis error the gauges keep their last values.
-async fn refresh_pending(state: &HealthState) {
-    let products = state.metrics.seen_products();
-    if products.is_empty() {
-        return;
-    }
-    let mut pipe = redis::pipe();
-    for p in &products {
-        pipe.zcard(state.store.keys(*p).pending());
-    }
-    let mut conn = state.store.connection();
-    match tokio::time::timeout(
-        Duration::from_secs(1),
-        pipe.query_async::<Vec<i64>>(&mut conn),
-    )
-    .await
-    {
-        Ok(Ok(counts)) => {
-            for (p, n) in products.iter().zip(counts) {
-                state
-                    .metrics
-                    .pending_tickets
-                    .with_label_values(&[&p.to_string()])
-                    .set(n);
-            }
-        }
-        Ok(Err(e)) => tracing::debug!(error = %e, "could not read pending tickets"),
-        Err(_) => tracing::debug!("reading pending tickets timed out"),
-    }
 }

@@ -13,11 +13,14 @@
 //!   back on sale (see `seckill_shared::cancel`).
 //! - [`health`]: `/livez`, `/healthz` (dependencies and assigned partitions) and `/metrics`.
 //! - [`metrics`]: Prometheus counters and histograms of this process.
+//! - [`live`]: once a second, the gauges read rather than counted, and this worker's share of
+//!   the admin dashboard's live figures.
 
 pub mod announce;
 pub mod consume;
 pub mod expire;
 pub mod health;
+pub mod live;
 pub mod metrics;
 pub mod startup;
 pub mod sweep;

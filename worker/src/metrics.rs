@@ -1,9 +1,10 @@
 //! Prometheus metrics of one worker.
 
 use prometheus::{
-    Encoder, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
-    Registry, TextEncoder,
+    Encoder, Gauge, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec,
+    Opts, Registry, TextEncoder,
 };
+use seckill_shared::live::CONFIRM_LATENCY_BUCKETS;
 use seckill_shared::ProductId;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -45,6 +46,18 @@ pub struct Metrics {
     /// Unsettled tickets (`ZCARD` of the pending set) of each product this worker has seen,
     /// read when `/metrics` is scraped.
     pub pending_tickets: IntGaugeVec,
+    /// Consumer lag of each partition this worker owns, from librdkafka's statistics.
+    pub partition_lag: IntGaugeVec,
+    /// The same, for the dashboard's heartbeat.
+    pub partition_lags: Arc<Mutex<BTreeMap<i32, i64>>>,
+    /// Age of the oldest unsettled ticket of the products this worker has seen (0: none).
+    pub oldest_pending_age: Gauge,
+    /// `SECKILL_PENDING_TIMEOUT_MS`, in seconds, for alerts to compare with.
+    pub pending_timeout: Gauge,
+    /// From the reservation (the 202) to the order confirmed in MySQL.
+    pub confirm_latency: Histogram,
+    /// 1 while the last check (every second) of each dependency passed.
+    pub dependency_up: IntGaugeVec,
     /// Products seen in a batch, and when last: the ones `pending_tickets` reports.
     seen_products: Arc<Mutex<BTreeMap<ProductId, Instant>>>,
 }
@@ -153,9 +166,54 @@ impl Metrics {
         registry.register(Box::new(units_back.clone())).unwrap();
         registry.register(Box::new(expiry_lag.clone())).unwrap();
         registry.register(Box::new(consumer_lag.clone())).unwrap();
+        let partition_lag = IntGaugeVec::new(
+            Opts::new(
+                "seckill_worker_partition_lag",
+                "Consumer lag of each partition this worker owns (librdkafka statistics)",
+            ),
+            &["partition"],
+        )
+        .unwrap();
+        let oldest_pending_age = Gauge::new(
+            "seckill_worker_oldest_pending_age_seconds",
+            "Age of the oldest unsettled ticket of the products this worker has seen (0: none)",
+        )
+        .unwrap();
+        let pending_timeout = Gauge::new(
+            "seckill_worker_pending_timeout_seconds",
+            "SECKILL_PENDING_TIMEOUT_MS in seconds: a ticket pending this long is failed by the sweeper",
+        )
+        .unwrap();
+        let confirm_latency = Histogram::with_opts(
+            HistogramOpts::new(
+                "seckill_worker_confirm_latency_seconds",
+                "From the reservation (the 202) to the order confirmed in MySQL",
+            )
+            .buckets(CONFIRM_LATENCY_BUCKETS.to_vec()),
+        )
+        .unwrap();
+        let dependency_up = IntGaugeVec::new(
+            Opts::new(
+                "seckill_worker_dependency_up",
+                "1 while the last check (every second) of the dependency passed",
+            ),
+            &["dependency"],
+        )
+        .unwrap();
         registry
             .register(Box::new(pending_tickets.clone()))
             .unwrap();
+        registry.register(Box::new(partition_lag.clone())).unwrap();
+        registry
+            .register(Box::new(oldest_pending_age.clone()))
+            .unwrap();
+        registry
+            .register(Box::new(pending_timeout.clone()))
+            .unwrap();
+        registry
+            .register(Box::new(confirm_latency.clone()))
+            .unwrap();
+        registry.register(Box::new(dependency_up.clone())).unwrap();
         registry.register(Box::new(batch_size.clone())).unwrap();
         registry.register(Box::new(commit_seconds.clone())).unwrap();
         registry.register(Box::new(orders.clone())).unwrap();
@@ -189,6 +247,12 @@ impl Metrics {
             expiry_lag,
             consumer_lag,
             pending_tickets,
+            partition_lag,
+            partition_lags: Arc::default(),
+            oldest_pending_age,
+            pending_timeout,
+            confirm_latency,
+            dependency_up,
             seen_products: Arc::default(),
         }
     }

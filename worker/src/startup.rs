@@ -8,6 +8,7 @@ use actix_web::dev::Server;
 use anyhow::Context;
 use backon::{ExponentialBuilder, Retryable};
 use rdkafka::consumer::{Consumer, StreamConsumer};
+use seckill_shared::live::LivePublisher;
 use seckill_shared::settle::{BatchReport, Chaos, Settler};
 use seckill_shared::store::TicketStore;
 use seckill_shared::{db, kafka, recovery, zk, OrderMessage, Settings};
@@ -74,6 +75,9 @@ impl Worker {
 
         let store = TicketStore::from_settings(&settings)?;
         let metrics = Metrics::new();
+        metrics
+            .pending_timeout
+            .set(settings.pending_timeout().as_secs_f64());
         let assigned: Assignment = Arc::default();
         let consumer: StreamConsumer<WorkerContext> = kafka::consumer_config(&settings)
             .create_with_context(WorkerContext {
@@ -161,15 +165,19 @@ impl Worker {
             .context("subscribing to the order topic")?;
         let http_handle = http.handle();
         let http_task = tokio::spawn(http);
-        let assigned = self.assigned.clone();
-        let metrics = self.pipeline.metrics.clone();
-        let gauge = tokio::spawn(async move {
-            loop {
-                let n = assigned.lock().map(|s| s.len()).unwrap_or(0);
-                metrics.assigned_partitions.set(n as i64);
-                tokio::time::sleep(Duration::from_millis(500)).await;
+        let live = tokio::spawn(
+            crate::live::LiveLoop {
+                store: self.pipeline.settler.store.clone(),
+                db: self.pipeline.settler.db.clone(),
+                assigned: self.assigned.clone(),
+                metrics: self.pipeline.metrics.clone(),
+                publisher: LivePublisher::new(
+                    self.pipeline.settler.store.connection(),
+                    &self.settings.namespace,
+                ),
             }
-        });
+            .run(shutdown.clone()),
+        );
         let sweeper = tokio::spawn(
             crate::sweep::Sweeper {
                 store: self.pipeline.settler.store.clone(),
@@ -208,7 +216,7 @@ impl Worker {
             }
         }
         self.announcer_stop.cancel();
-        gauge.abort();
+        live.abort();
         // Closing the consumer blocks on the broker (and can hang: confluentinc/librdkafka#4884),
         // so it happens off the runtime's threads.
         let consumer = self.pipeline.consumer;

@@ -13,7 +13,7 @@ use subtle::ConstantTimeEq;
 use utoipa::ToSchema;
 
 /// Checks the bearer token in constant time: `401` without one, `403` when it is wrong.
-fn authorize(req: &HttpRequest, state: &AppState) -> Result<(), ApiError> {
+pub(crate) fn authorize(req: &HttpRequest, state: &AppState) -> Result<(), ApiError> {
     let given = req
         .headers()
         .get(header::AUTHORIZATION)
@@ -159,6 +159,10 @@ pub struct ProductView {
     /// Redis: orders cancelled (not paid in time, or by their buyer); their units went back.
     cancelled: i64,
     failed: i64,
+    /// MySQL: tickets that failed for good, by reason.
+    failed_by_reason: std::collections::BTreeMap<String, i64>,
+    /// Where the sale stands now.
+    state: SaleState,
     /// MySQL: orders by state.
     orders_db: OrdersByState,
     /// In minor units.
@@ -184,6 +188,35 @@ pub struct WaitingRoomView {
     opens_at: Option<DateTime<Utc>>,
     /// Admitted buyers who have not bought yet; at most `ceil(factor × stock_redis)`.
     admitted: u64,
+    /// Buyers in the queue, not yet admitted (Redis).
+    waiting: u64,
+}
+
+/// Where a product's sale stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SaleState {
+    /// Before `starts_at`, or not preloaded yet.
+    NotStarted,
+    OnSale,
+    /// No unit left in Redis (units of failed or cancelled orders may still come back).
+    SoldOut,
+    /// Past `ends_at`.
+    Ended,
+}
+
+impl SaleState {
+    fn of(p: &db::Product, stock_redis: Option<i64>, now_ms: i64) -> Self {
+        if p.ends_at_ms.is_some_and(|e| now_ms >= e) {
+            Self::Ended
+        } else if p.starts_at_ms.is_some_and(|s| now_ms < s) || p.loaded_at_ms.is_none() {
+            Self::NotStarted
+        } else if stock_redis.unwrap_or(p.stock) <= 0 {
+            Self::SoldOut
+        } else {
+            Self::OnSale
+        }
+    }
 }
 
 /// MySQL's orders of a product, by state.
@@ -479,18 +512,40 @@ pub async fn get_product(
     authorize(&req, &state)?;
     let id = product_id(&path)?;
     let product = mysql_product(&state, id).await?;
-    let counts = state
-        .store
-        .counts(id)
-        .await
-        .map_err(|e| ApiError::unavailable("Redis", e))?;
-    let by_state = db::orders_by_status(&state.db, id)
-        .await
-        .map_err(|e| ApiError::unavailable("MySQL", e))?;
+    Ok(HttpResponse::Ok().json(product_view(&state, product).await?))
+}
+
+/// A product as the admin API shows it: MySQL's row, Redis's counts and MySQL's orders.
+pub(crate) async fn product_view(
+    state: &AppState,
+    product: db::Product,
+) -> Result<ProductView, ApiError> {
+    let id = ProductId::new(product.id).map_err(|_| ApiError::UnknownProduct)?;
+    let redis = |e| ApiError::unavailable("Redis", e);
+    let mysql = |e| ApiError::unavailable("MySQL", e);
+    let counts = state.store.counts(id).await.map_err(redis)?;
+    let (by_state, failed_by_reason) = tokio::try_join!(
+        db::orders_by_status(&state.db, id),
+        db::failed_by_reason(&state.db, id),
+    )
+    .map_err(mysql)?;
     let count = |s: OrderStatus| by_state.get(&s).copied().unwrap_or(0);
-    Ok(HttpResponse::Ok().json(ProductView {
+    let waiting_room = match product.waiting_room {
+        None => None,
+        Some(w) => {
+            let (admitted, waiting) = state.store.room_counts(id).await.map_err(redis)?;
+            Some(WaitingRoomView {
+                admit_per_sec: w.admit_per_sec,
+                max_admitted_factor: w.max_admitted_factor,
+                opens_at: DateTime::<Utc>::from_timestamp_millis(w.opens_at_ms),
+                admitted,
+                waiting,
+            })
+        }
+    };
+    Ok(ProductView {
         id: id.get(),
-        name: product.name,
+        state: SaleState::of(&product, counts.stock, seckill_shared::now_ms()),
         stock_db: product.stock,
         initial_stock: product.initial_stock,
         stock_redis: counts.stock,
@@ -499,6 +554,7 @@ pub async fn get_product(
         paid: counts.paid,
         cancelled: counts.cancelled,
         failed: counts.failed,
+        failed_by_reason,
         orders_db: OrdersByState {
             confirmed: count(OrderStatus::Confirmed),
             paid: count(OrderStatus::Paid),
@@ -507,27 +563,113 @@ pub async fn get_product(
         price: product.price,
         currency: product.currency,
         payment_window_secs: product.payment_window_secs,
-        waiting_room: match product.waiting_room {
-            None => None,
-            Some(w) => Some(WaitingRoomView {
-                admit_per_sec: w.admit_per_sec,
-                max_admitted_factor: w.max_admitted_factor,
-                opens_at: DateTime::<Utc>::from_timestamp_millis(w.opens_at_ms),
-                admitted: state
-                    .store
-                    .admitted_and_stock(id)
-                    .await
-                    .map_err(|e| ApiError::unavailable("Redis", e))?
-                    .0,
-            }),
-        },
+        waiting_room,
         starts_at: product
             .starts_at_ms
             .and_then(DateTime::<Utc>::from_timestamp_millis),
         ends_at: product
             .ends_at_ms
             .and_then(DateTime::<Utc>::from_timestamp_millis),
-    }))
+        name: product.name,
+    })
+}
+
+/// Query of `GET /admin/products`.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct PageQuery {
+    /// Products per page, 1 to 100. Default 20.
+    #[param(minimum = 1, maximum = 100)]
+    limit: Option<u32>,
+    /// Only products with a smaller id: the `next_before` of the previous page.
+    #[param(minimum = 1)]
+    before: Option<u64>,
+}
+
+/// The body of `200` to `GET /admin/products`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProductPage {
+    /// Newest first.
+    products: Vec<ProductView>,
+    /// All products in MySQL.
+    total: i64,
+    /// Pass as `before` for the next page; `null` on the last.
+    #[schema(required = true)]
+    next_before: Option<u64>,
+}
+
+/// Most products one page holds.
+pub(crate) const MAX_PAGE: u32 = 100;
+
+/// A page of products, newest first, as [`get_product`] shows each.
+pub(crate) async fn product_page(
+    state: &AppState,
+    limit: Option<u32>,
+    before: Option<u64>,
+) -> Result<ProductPage, ApiError> {
+    let limit = limit.unwrap_or(20);
+    if !(1..=MAX_PAGE).contains(&limit) {
+        return Err(ApiError::BadRequest(format!(
+            "limit must be 1 to {MAX_PAGE}"
+        )));
+    }
+    let before = before.map(product_id_of).transpose()?;
+    let mysql = |e| ApiError::unavailable("MySQL", e);
+    let (products, total) = tokio::try_join!(
+        db::list_products(&state.db, before, limit),
+        db::count_products(&state.db),
+    )
+    .map_err(mysql)?;
+    let full = products.len() == limit as usize;
+    let next_before = products.last().filter(|_| full).map(|p| p.id);
+    let mut views = Vec::with_capacity(products.len());
+    for p in products {
+        views.push(product_view(state, p).await?);
+    }
+    Ok(ProductPage {
+        products: views,
+        total,
+        next_before,
+    })
+}
+
+impl ProductPage {
+    pub(crate) fn into_parts(self) -> (Vec<ProductView>, i64) {
+        (self.products, self.total)
+    }
+}
+
+fn product_id_of(id: u64) -> Result<ProductId, ApiError> {
+    ProductId::new(id).map_err(|e| ApiError::BadRequest(e.to_string()))
+}
+
+/// `GET /admin/products`: the products, newest first, a page at a time.
+#[utoipa::path(
+    get,
+    path = "/admin/products",
+    operation_id = "listProducts",
+    tag = "admin",
+    summary = "The products, newest first, a page at a time",
+    security(("bearer" = [])),
+    params(PageQuery),
+    responses(
+        (status = 200, description = "A page of products.", body = ProductPage),
+        e::BadRequest,
+        e::Unauthorized,
+        e::Forbidden,
+        e::Unavailable,
+    ),
+)]
+pub async fn list_products(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    query: web::Query<PageQuery>,
+) -> Result<HttpResponse, ApiError> {
+    authorize(&req, &state)?;
+    let q = query.into_inner();
+    Ok(HttpResponse::Ok().json(product_page(&state, q.limit, q.before).await?))
 }
 
 #[cfg(test)]

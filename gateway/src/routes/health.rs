@@ -39,7 +39,7 @@ enum HealthStatus {
 /// Each dependency, checked separately.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct Dependencies {
+pub(crate) struct Dependencies {
     redis: DependencyCheck,
     mysql: DependencyCheck,
     kafka: DependencyCheck,
@@ -101,7 +101,41 @@ pub async fn livez() -> HttpResponse {
     ),
 )]
 pub async fn healthz(state: web::Data<AppState>) -> HttpResponse {
-    let limit = Duration::from_secs(2);
+    let dependencies = check_dependencies(&state, Duration::from_secs(2)).await;
+    let ok = dependencies.all_up();
+    let body = Health {
+        status: if ok {
+            HealthStatus::Ok
+        } else {
+            HealthStatus::Degraded
+        },
+        dependencies,
+    };
+    if ok {
+        HttpResponse::Ok().json(body)
+    } else {
+        HttpResponse::ServiceUnavailable().json(body)
+    }
+}
+
+impl Dependencies {
+    fn all_up(&self) -> bool {
+        self.up().iter().all(|d| d.1)
+    }
+
+    /// Each dependency's name, and whether it is up.
+    pub(crate) fn up(&self) -> [(&'static str, bool); 4] {
+        [
+            ("redis", self.redis.ok),
+            ("mysql", self.mysql.ok),
+            ("kafka", self.kafka.ok),
+            ("zookeeper", self.zookeeper.ok),
+        ]
+    }
+}
+
+/// Checks every dependency at once, each within `limit`.
+pub(crate) async fn check_dependencies(state: &AppState, limit: Duration) -> Dependencies {
     let check = |r: Result<anyhow::Result<()>, tokio::time::error::Elapsed>| match r {
         Ok(Ok(())) => DependencyCheck::up(),
         Ok(Err(e)) => DependencyCheck::down(format!("{e:#}")),
@@ -123,32 +157,11 @@ pub async fn healthz(state: web::Data<AppState>) -> HttpResponse {
     } else {
         DependencyCheck::down("no ZooKeeper session; sold-out markers are off".into())
     };
-    let dependencies = Dependencies {
+    Dependencies {
         redis: check(redis),
         mysql: check(mysql),
         kafka: check(kafka),
         zookeeper,
-    };
-    let ok = [
-        &dependencies.redis,
-        &dependencies.mysql,
-        &dependencies.kafka,
-        &dependencies.zookeeper,
-    ]
-    .iter()
-    .all(|d| d.ok);
-    let body = Health {
-        status: if ok {
-            HealthStatus::Ok
-        } else {
-            HealthStatus::Degraded
-        },
-        dependencies,
-    };
-    if ok {
-        HttpResponse::Ok().json(body)
-    } else {
-        HttpResponse::ServiceUnavailable().json(body)
     }
 }
 

@@ -12,7 +12,7 @@
 //! served document and check that every documented status is produced. `scripts/test.sh` also
 //! runs schemathesis against a live gateway.
 
-use super::{admin, buy, health, orders, payments, queue};
+use super::{admin, buy, dashboard, health, orders, payments, queue};
 use crate::error::documented;
 use actix_web::http::header::ContentType;
 use actix_web::HttpResponse;
@@ -44,7 +44,12 @@ use utoipa::{IntoResponses, Modify, OpenApi, PartialSchema, ToSchema};
         payments::cancel,
         payments::callback,
         admin::create_product,
+        admin::list_products,
         admin::get_product,
+        dashboard::overview,
+        dashboard::page,
+        dashboard::script,
+        dashboard::style,
         admin::preload,
         admin::reconcile,
         health::healthz,
@@ -606,10 +611,16 @@ mod tests {
                 .filter_map(|s| s.strip_prefix('{')?.strip_suffix('}'))
                 .collect();
             assert_eq!(declared, in_path, "{method} {path}");
-            // The admin routes, and only they, need the admin token; the buyer routes, and
-            // only they, the buyer's. The payment provider's callback is signed instead.
+            // The admin routes, and only they, need the admin token (but for the dashboard's
+            // page and assets, which hold no data); the buyer routes, and only they, the
+            // buyer's. The payment provider's callback is signed instead.
             let admin = op["security"] == serde_json::json!([{"bearer": []}]);
-            assert_eq!(admin, path.starts_with("/admin/"), "{method} {path}");
+            let page = path.starts_with("/admin/dashboard");
+            assert_eq!(
+                admin,
+                path.starts_with("/admin/") && !page,
+                "{method} {path}"
+            );
             let buyer = op["security"] == serde_json::json!([{"buyer": []}]);
             let signed = *path == "/v1/payments/callback";
             assert_eq!(

@@ -503,6 +503,18 @@ impl TicketStore {
         Ok((admitted, stock.unwrap_or(0)))
     }
 
+    /// A waiting room's admitted buyers who have not bought, and the buyers still waiting.
+    pub async fn room_counts(&self, product: ProductId) -> anyhow::Result<(u64, u64)> {
+        let k = self.keys(product);
+        let mut c = self.conn.clone();
+        redis::pipe()
+            .zcard(k.admitted())
+            .zcard(k.queue())
+            .query_async(&mut c)
+            .await
+            .context("reading the waiting room")
+    }
+
     /// Gives back a reservation that never reached Kafka and marks its ticket failed with
     /// `reason`. `true` when it was released.
     pub async fn release(

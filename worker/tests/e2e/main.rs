@@ -8,6 +8,7 @@ mod auth;
 mod bad_input;
 mod binaries;
 mod connections;
+mod dashboard;
 mod fuzz;
 mod lifecycle;
 mod limits;

@@ -960,8 +960,31 @@ async fn every_documented_status_is_produced_and_every_answer_matches_the_docume
         .await;
     assert_eq!(s, 202, "{body}");
 
-    // Operations.
-    for path in ["/healthz", "/readyz", "/livez", "/metrics", "/openapi.json"] {
+    // The product list and the dashboard's overview.
+    for path in ["/admin/products", "/admin/overview"] {
+        assert_eq!(r.send(&gw, M::GET, path, t, None, None).await.0, 200);
+        let bad = format!("{path}?limit=0");
+        assert_eq!(r.send(&gw, M::GET, &bad, t, None, None).await.0, 400);
+        assert_eq!(r.send(&gw, M::GET, path, None, None, None).await.0, 401);
+        let wrong = Some("wrong");
+        assert_eq!(r.send(&gw, M::GET, path, wrong, None, None).await.0, 403);
+        assert_eq!(
+            r.send(&mysql_down, M::GET, path, t, None, None).await.0,
+            503
+        );
+    }
+
+    // Operations, and the dashboard's page (it holds no data, and asks for the token).
+    for path in [
+        "/healthz",
+        "/readyz",
+        "/livez",
+        "/metrics",
+        "/openapi.json",
+        "/admin/dashboard",
+        "/admin/dashboard/app.js",
+        "/admin/dashboard/style.css",
+    ] {
         assert_eq!(
             r.send(&gw, M::GET, path, None, None, None).await.0,
             200,

@@ -1,0 +1,240 @@
+//! The live dashboard: `GET /admin/dashboard` (a page and its two assets, built into the
+//! binary) and `GET /admin/overview`, the aggregate it polls once a second.
+//!
+//! The page itself needs no token: it asks for the admin token, keeps it in the tab's
+//! `sessionStorage` and sends it as the bearer header to `/admin/overview`, which is behind the
+//! admin token like every admin route. The token never goes into a URL.
+//!
+//! The overview merges the whole fleet: every gateway and worker publishes its counts and a
+//! heartbeat to Redis once a second ([`seckill_shared::live`]), so any gateway answers for all
+//! of them, without knowing their addresses.
+
+use super::admin::{authorize, product_page, ProductView};
+use crate::error::{documented as e, ApiError};
+use crate::state::AppState;
+use actix_web::http::header;
+use actix_web::{web, HttpRequest, HttpResponse};
+use seckill_shared::live::{self, field, Heartbeat, LiveReader, ProcessKind};
+use seckill_shared::now_ms;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+use utoipa::ToSchema;
+
+const INDEX_HTML: &str = include_str!("../dashboard/index.html");
+const APP_JS: &str = include_str!("../dashboard/app.js");
+const STYLE_CSS: &str = include_str!("../dashboard/style.css");
+
+/// The page loads nothing but its own two assets, runs no inline script, and cannot be framed.
+const CSP: &str = "default-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+/// Seconds of history the charts show.
+pub const SERIES_SECS: i64 = 300;
+
+/// Products the overview shows at most.
+const MAX_OVERVIEW_PRODUCTS: u32 = 50;
+
+fn asset(content_type: &'static str, body: &'static str) -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type(content_type)
+        .insert_header((header::CONTENT_SECURITY_POLICY, CSP))
+        .insert_header((header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
+        .insert_header((header::REFERRER_POLICY, "no-referrer"))
+        .insert_header((header::CACHE_CONTROL, "no-cache"))
+        .body(body)
+}
+
+/// The dashboard page
+#[utoipa::path(
+    get,
+    path = "/admin/dashboard",
+    operation_id = "dashboard",
+    tag = "operations",
+    summary = "The live dashboard (HTML); it asks for the admin token itself",
+    responses((status = 200, description = "The page.", content_type = "text/html", body = String)),
+)]
+pub async fn page() -> HttpResponse {
+    asset("text/html; charset=utf-8", INDEX_HTML)
+}
+
+/// The dashboard's script
+#[utoipa::path(
+    get,
+    path = "/admin/dashboard/app.js",
+    operation_id = "dashboardScript",
+    tag = "operations",
+    responses((status = 200, description = "The script.", content_type = "text/javascript", body = String)),
+)]
+pub async fn script() -> HttpResponse {
+    asset("text/javascript; charset=utf-8", APP_JS)
+}
+
+/// The dashboard's style sheet
+#[utoipa::path(
+    get,
+    path = "/admin/dashboard/style.css",
+    operation_id = "dashboardStyle",
+    tag = "operations",
+    responses((status = 200, description = "The style sheet.", content_type = "text/css", body = String)),
+)]
+pub async fn style() -> HttpResponse {
+    asset("text/css; charset=utf-8", STYLE_CSS)
+}
+
+/// Query of `GET /admin/overview`.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct OverviewQuery {
+    /// Products shown (the newest), 1 to 50. Default 50.
+    #[param(minimum = 1, maximum = 50)]
+    limit: Option<u32>,
+}
+
+/// The body of `200` to `GET /admin/overview`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Overview {
+    now_ms: i64,
+    /// The series' step.
+    step_ms: i64,
+    /// The newest products, as `GET /admin/products/{id}` shows each.
+    products: Vec<ProductView>,
+    /// All products in MySQL.
+    products_total: i64,
+    series: Series,
+    gateways: Vec<ProcessView>,
+    workers: Vec<ProcessView>,
+}
+
+/// Per second, oldest first, summed over every gateway and worker of the namespace.
+#[derive(Debug, Default, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Series {
+    /// The start of each second, ms since the epoch.
+    t_ms: Vec<i64>,
+    /// Buys answered `202`.
+    reservations: Vec<u64>,
+    /// Buys answered `409`.
+    sold_out: Vec<u64>,
+    /// Orders confirmed in MySQL.
+    confirmations: Vec<u64>,
+    /// Units given back to Redis.
+    compensations: Vec<u64>,
+    /// Batches the workers settled.
+    batches: Vec<u64>,
+    /// 202 → confirmed, the 99th percentile of the orders confirmed in that second; `null`
+    /// when none were.
+    confirm_p99_ms: Vec<Option<f64>>,
+}
+
+/// One gateway or worker, from its last heartbeat.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessView {
+    id: String,
+    seen_ms_ago: i64,
+    /// Each dependency it checks, and whether the last check passed.
+    dependencies: BTreeMap<String, bool>,
+    /// Gateways: products whose local sold-out marker is set.
+    sold_out_markers: Vec<u64>,
+    /// Workers: consumer lag of each partition they own.
+    partition_lag: BTreeMap<String, i64>,
+    /// Workers: age of the oldest unsettled ticket.
+    #[schema(required = true)]
+    oldest_pending_age_ms: Option<i64>,
+}
+
+impl ProcessView {
+    fn of(h: Heartbeat, now_ms: i64) -> Self {
+        Self {
+            id: h.id,
+            seen_ms_ago: (now_ms - h.at_ms).max(0),
+            dependencies: h.dependencies,
+            sold_out_markers: h.sold_out_markers,
+            partition_lag: h
+                .partition_lag
+                .into_iter()
+                .map(|(p, lag)| (p.to_string(), lag))
+                .collect(),
+            oldest_pending_age_ms: h.oldest_pending_age_ms,
+        }
+    }
+}
+
+impl Series {
+    fn of(seconds: Vec<(i64, HashMap<String, u64>)>) -> Self {
+        let mut s = Series::default();
+        for (sec, counts) in seconds {
+            let n = |f: &str| counts.get(f).copied().unwrap_or(0);
+            s.t_ms.push(sec * 1000);
+            s.reservations.push(n(field::RESERVATIONS));
+            s.sold_out.push(n(field::SOLD_OUT));
+            s.confirmations.push(n(field::CONFIRMATIONS));
+            s.compensations.push(n(field::COMPENSATIONS));
+            s.batches.push(n(field::BATCHES));
+            s.confirm_p99_ms.push(live::p99_ms(&counts));
+        }
+        s
+    }
+}
+
+/// `GET /admin/overview`: what the dashboard shows, for the whole fleet.
+#[utoipa::path(
+    get,
+    path = "/admin/overview",
+    operation_id = "overview",
+    tag = "admin",
+    summary = "The dashboard's data: products, the last minutes per second, every gateway and worker",
+    security(("bearer" = [])),
+    params(OverviewQuery),
+    responses(
+        (status = 200, description = "The overview.", body = Overview),
+        e::BadRequest,
+        e::Unauthorized,
+        e::Forbidden,
+        e::Unavailable,
+    ),
+)]
+pub async fn overview(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    query: web::Query<OverviewQuery>,
+) -> Result<HttpResponse, ApiError> {
+    authorize(&req, &state)?;
+    let limit = query.limit.unwrap_or(MAX_OVERVIEW_PRODUCTS);
+    if !(1..=MAX_OVERVIEW_PRODUCTS).contains(&limit) {
+        return Err(ApiError::BadRequest(format!(
+            "limit must be 1 to {MAX_OVERVIEW_PRODUCTS}"
+        )));
+    }
+    let page = product_page(&state, Some(limit), None).await?;
+    let reader = LiveReader::new(state.store.connection(), &state.namespace);
+    let now = now_ms();
+    let redis = |e| ApiError::unavailable("Redis", e);
+    let (seconds, beats) = tokio::try_join!(
+        reader.seconds(now / 1000, SERIES_SECS),
+        reader.heartbeats(now),
+    )
+    .map_err(redis)?;
+    let (gateways, workers): (Vec<_>, Vec<_>) = beats
+        .into_iter()
+        .partition(|h| h.kind == ProcessKind::Gateway);
+    let (products, products_total) = page.into_parts();
+    Ok(HttpResponse::Ok()
+        .insert_header((header::CACHE_CONTROL, "no-store"))
+        .json(Overview {
+            now_ms: now,
+            step_ms: 1000,
+            products,
+            products_total,
+            series: Series::of(seconds),
+            gateways: gateways
+                .into_iter()
+                .map(|h| ProcessView::of(h, now))
+                .collect(),
+            workers: workers
+                .into_iter()
+                .map(|h| ProcessView::of(h, now))
+                .collect(),
+        }))
+}

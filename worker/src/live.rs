@@ -1,0 +1,167 @@
+//! Once a second: the worker's gauges that are read rather than counted (its partitions, its
+//! dependencies, the oldest pending ticket), and its share of the dashboard's live figures
+//! (see [`seckill_shared::live`]).
+
+use crate::consume::Assignment;
+use crate::metrics::Metrics;
+use seckill_shared::live::{self, field, Deltas, Heartbeat, LivePublisher, ProcessKind};
+use seckill_shared::now_ms;
+use seckill_shared::store::TicketStore;
+use sqlx::MySqlPool;
+use std::collections::BTreeMap;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// A dependency check that takes longer than this failed.
+const CHECK_TIMEOUT: Duration = Duration::from_millis(900);
+
+pub struct LiveLoop {
+    pub store: TicketStore,
+    pub db: MySqlPool,
+    pub assigned: Assignment,
+    pub metrics: Metrics,
+    pub publisher: LivePublisher,
+}
+
+impl LiveLoop {
+    pub async fn run(self, stop: CancellationToken) {
+        let id = live::process_id(ProcessKind::Worker);
+        let mut deltas = Deltas::default();
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            let n = self.assigned.lock().map(|s| s.len()).unwrap_or(0);
+            self.metrics.assigned_partitions.set(n as i64);
+            let dependencies = self.check_dependencies().await;
+            let oldest_pending_age_ms = refresh_pending(&self.store, &self.metrics).await;
+            let now = now_ms();
+            let heartbeat = Heartbeat {
+                id: id.clone(),
+                kind: ProcessKind::Worker,
+                at_ms: now,
+                dependencies,
+                sold_out_markers: Vec::new(),
+                partition_lag: self
+                    .metrics
+                    .partition_lags
+                    .lock()
+                    .expect("lock poisoned")
+                    .clone(),
+                oldest_pending_age_ms,
+            };
+            let totals = totals(&self.metrics);
+            let pending = deltas.pending(&totals);
+            match self
+                .publisher
+                .publish(now / 1000, &pending, &heartbeat)
+                .await
+            {
+                Ok(()) => deltas.commit(&totals),
+                Err(e) => tracing::debug!(error = %e, "could not publish live figures"),
+            }
+        }
+    }
+
+    async fn check_dependencies(&self) -> BTreeMap<String, bool> {
+        let (redis, mysql) = tokio::join!(
+            tokio::time::timeout(CHECK_TIMEOUT, self.store.ping()),
+            tokio::time::timeout(CHECK_TIMEOUT, sqlx::query("SELECT 1").execute(&self.db)),
+        );
+        let checks = [
+            ("redis", matches!(redis, Ok(Ok(())))),
+            ("mysql", matches!(mysql, Ok(Ok(_)))),
+        ];
+        for (name, up) in checks {
+            self.metrics
+                .dependency_up
+                .with_label_values(&[name])
+                .set(up as i64);
+        }
+        checks.into_iter().map(|(n, up)| (n.into(), up)).collect()
+    }
+}
+
+/// This worker's running totals of what the dashboard charts.
+fn totals(m: &Metrics) -> Vec<(String, u64)> {
+    let mut out = vec![
+        (
+            field::CONFIRMATIONS.to_string(),
+            m.orders.with_label_values(&["confirmed"]).get(),
+        ),
+        (field::COMPENSATIONS.to_string(), m.compensations.get()),
+        (field::BATCHES.to_string(), m.batch_size.get_sample_count()),
+    ];
+    let h = m.confirm_latency.clone();
+    let cumulative: Vec<(f64, u64)> = live::CONFIRM_LATENCY_BUCKETS
+        .iter()
+        .copied()
+        .zip(cumulative_counts(&h))
+        .collect();
+    out.extend(live::latency_totals(&cumulative, h.get_sample_count()));
+    out
+}
+
+fn cumulative_counts(h: &prometheus::Histogram) -> Vec<u64> {
+    use prometheus::core::Metric;
+    h.metric()
+        .get_histogram()
+        .get_bucket()
+        .iter()
+        .map(|b| b.cumulative_count())
+        .collect()
+}
+
+/// Reads the pending tickets of every product this worker has seen, and the oldest one's
+/// reservation time: one pipelined `ZCARD` and `ZRANGE 0 0` each. Sets the gauges and returns
+/// the oldest's age. On a Redis error the gauges keep their last values.
+pub async fn refresh_pending(store: &TicketStore, metrics: &Metrics) -> Option<i64> {
+    let products = metrics.seen_products();
+    if products.is_empty() {
+        metrics.oldest_pending_age.set(0.0);
+        return None;
+    }
+    let (mut counts, mut firsts) = (redis::pipe(), redis::pipe());
+    for p in &products {
+        let key = store.keys(*p).pending();
+        counts.zcard(&key);
+        firsts.zrange_withscores(&key, 0, 0);
+    }
+    let mut conn = store.connection();
+    let mut conn2 = conn.clone();
+    let read = async {
+        tokio::try_join!(
+            counts.query_async::<Vec<i64>>(&mut conn),
+            firsts.query_async::<Vec<Vec<(String, f64)>>>(&mut conn2),
+        )
+    };
+    let (counts, firsts) = match tokio::time::timeout(Duration::from_secs(1), read).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => {
+            tracing::debug!(error = %e, "could not read pending tickets");
+            return None;
+        }
+        Err(_) => {
+            tracing::debug!("reading pending tickets timed out");
+            return None;
+        }
+    };
+    let mut oldest: Option<f64> = None;
+    for ((p, n), first) in products.iter().zip(counts).zip(firsts) {
+        metrics
+            .pending_tickets
+            .with_label_values(&[&p.to_string()])
+            .set(n);
+        if let Some((_, at)) = first.first() {
+            oldest = Some(oldest.map_or(*at, |o: f64| o.min(*at)));
+        }
+    }
+    let age_ms = oldest.map(|at| (now_ms() - at as i64).max(0));
+    metrics
+        .oldest_pending_age
+        .set(age_ms.unwrap_or(0) as f64 / 1000.0);
+    age_ms
+}
