@@ -19,9 +19,10 @@ stop_kafka
 stop_zookeeper
 stop_mysql
 stop_redis
+stop_redis_cluster
 
 if ((purge)); then
     log "purging data and logs under $DEV_DIR (keeping $VENV)"
-    rm -rf "$REDIS_DIR" "$MYSQL_DIR" "$ZK_DIR" "$TANSU_DIR" "$LOG_DIR" "$DEV_DIR/env"
+    rm -rf "$REDIS_DIR" "$REDIS_CLUSTER_DIR" "$MYSQL_DIR" "$ZK_DIR" "$TANSU_DIR" "$LOG_DIR" "$DEV_DIR/env"
 fi
 log "dev stack is down"

@@ -30,7 +30,7 @@ use crate::now_us;
 use anyhow::Context;
 use clap::Args;
 use futures::stream::{self, StreamExt};
-use seckill_shared::store::TicketStore;
+use seckill_shared::store::{TicketStore, Topology};
 use seckill_shared::{db, now_ms, ProductId};
 use secrecy::SecretString;
 use serde::{Deserialize, Serialize};
@@ -498,7 +498,12 @@ pub async fn run(args: ExpiryArgs) -> anyhow::Result<bool> {
     )?;
     anyhow::ensure!(args.first_user >= 1, "--first-user must be at least 1");
     let gateway = args.gateway.trim_end_matches('/');
-    let store = TicketStore::new(&redis_url, &namespace, 0, Duration::from_secs(5))?;
+    let store = TicketStore::new(
+        &Topology::parse(&redis_url, false)?,
+        &namespace,
+        0,
+        Duration::from_secs(5),
+    )?;
     let pool = db::pool(&mysql_url, 4)?;
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(args.concurrency.max(1))

@@ -7,8 +7,8 @@
 //! expires once it would be full again.
 
 use anyhow::Context;
-use redis::aio::ConnectionManager;
 use redis::Script;
+use seckill_shared::store::RedisConn;
 use seckill_shared::{Settings, UserId};
 use std::sync::LazyLock;
 use std::time::Duration;
@@ -34,7 +34,7 @@ impl Decision {
 }
 
 pub struct RateLimiter {
-    conn: ConnectionManager,
+    conn: RedisConn,
     namespace: String,
     /// `rl` for buys, `rlq` for waiting-room joins and polls: separate buckets.
     kind: &'static str,
@@ -44,7 +44,7 @@ pub struct RateLimiter {
 
 impl RateLimiter {
     /// `None` when the limit is off (`SECKILL_RATE_LIMIT_PER_USER_PER_SEC=0`).
-    pub fn new(conn: ConnectionManager, settings: &Settings) -> Option<Self> {
+    pub fn new(conn: RedisConn, settings: &Settings) -> Option<Self> {
         settings.rate_limit_enabled().then(|| Self {
             conn,
             namespace: settings.namespace.clone(),
@@ -56,7 +56,7 @@ impl RateLimiter {
 
     /// The limit of waiting-room joins and polls (`SECKILL_QUEUE_RATE_LIMIT_PER_USER_PER_SEC`,
     /// the same burst as buys); `None` when off.
-    pub fn for_queue(conn: ConnectionManager, settings: &Settings) -> Option<Self> {
+    pub fn for_queue(conn: RedisConn, settings: &Settings) -> Option<Self> {
         (settings.queue_rate_limit_per_user_per_sec > 0.0).then(|| Self {
             conn,
             namespace: settings.namespace.clone(),

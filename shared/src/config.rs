@@ -110,7 +110,8 @@ impl fmt::Display for AuthMode {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Settings {
-    /// Redis, e.g. `redis://127.0.0.1:6379/`. Secret, because it may hold a password
+    /// Redis, e.g. `redis://127.0.0.1:6379/`, or a Redis Cluster: several nodes
+    /// (`redis+cluster://h1:7001,h2:7002`). Secret, because it may hold a password
     /// (`redis://:password@host:6379/`).
     #[serde(serialize_with = "redacted_secret_url")]
     pub redis_url: SecretString,
@@ -177,6 +178,8 @@ pub struct Settings {
     pub sold_out_ttl_ms: u64,
     /// Redis commands fail after this long, so a dead Redis gets a quick 503.
     pub redis_timeout_ms: u64,
+    /// `redis_url` names a node of a Redis Cluster (a URL with several nodes says so itself).
+    pub redis_cluster: bool,
     /// How long the fast Redis copy of a ticket lives; after that, reads fall back to MySQL.
     pub ticket_ttl_secs: u64,
     /// Gateway: buys each user may make per second, refilling a token bucket shared by every
@@ -287,6 +290,7 @@ impl Default for Settings {
             gateway_mode: GatewayMode::Async,
             sold_out_ttl_ms: 5000,
             redis_timeout_ms: 1000,
+            redis_cluster: false,
             ticket_ttl_secs: 86_400,
             rate_limit_per_user_per_sec: 5.0,
             rate_limit_burst: 10,
@@ -392,6 +396,11 @@ impl Settings {
             .collect()
     }
 
+    /// One Redis server, or a cluster (see [`crate::store::Topology`]).
+    pub fn redis_topology(&self) -> anyhow::Result<crate::store::Topology> {
+        crate::store::Topology::parse(self.redis_url.expose_secret(), self.redis_cluster)
+    }
+
     /// Checks values and combinations. Each error names the setting.
     pub fn validate(&self) -> anyhow::Result<()> {
         fn check(ok: bool, name: &str, why: &str) -> anyhow::Result<()> {
@@ -401,12 +410,9 @@ impl Settings {
                 Err(anyhow!("{ENV_PREFIX}{}: {why}", name.to_ascii_uppercase()))
             }
         }
-        check(
-            self.redis_url.expose_secret().starts_with("redis://")
-                || self.redis_url.expose_secret().starts_with("rediss://"),
-            "redis_url",
-            "must start with redis:// or rediss://",
-        )?;
+        if let Err(e) = self.redis_topology() {
+            return Err(anyhow!("{ENV_PREFIX}REDIS_URL: {e}"));
+        }
         check(
             self.mysql_url.expose_secret().starts_with("mysql://"),
             "mysql_url",

@@ -6,8 +6,8 @@
 //! whole fleet's, a gateway that restarts still shows the last minutes, and no process
 //! needs to know the others' addresses. All keys of a namespace share one hash tag.
 
+use crate::store::RedisConn;
 use anyhow::Context;
-use redis::aio::ConnectionManager;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 
@@ -209,12 +209,12 @@ pub fn p99_ms(counts: &HashMap<String, u64>) -> Option<f64> {
 /// Publishes one process's counts and heartbeat.
 #[derive(Clone)]
 pub struct LivePublisher {
-    conn: ConnectionManager,
+    conn: RedisConn,
     keys: LiveKeys,
 }
 
 impl LivePublisher {
-    pub fn new(conn: ConnectionManager, namespace: &str) -> Self {
+    pub fn new(conn: RedisConn, namespace: &str) -> Self {
         Self {
             conn,
             keys: LiveKeys::new(namespace),
@@ -259,12 +259,12 @@ impl LivePublisher {
 /// Reads the fleet's live figures.
 #[derive(Clone)]
 pub struct LiveReader {
-    conn: ConnectionManager,
+    conn: RedisConn,
     keys: LiveKeys,
 }
 
 impl LiveReader {
-    pub fn new(conn: ConnectionManager, namespace: &str) -> Self {
+    pub fn new(conn: RedisConn, namespace: &str) -> Self {
         Self {
             conn,
             keys: LiveKeys::new(namespace),

@@ -116,7 +116,7 @@ fn cumulative_counts(h: &prometheus::Histogram) -> Vec<u64> {
 }
 
 /// Reads the pending tickets of every product this worker has seen, and the oldest one's
-/// reservation time: one pipelined `ZCARD` and `ZRANGE 0 0` each. Sets the gauges and returns
+/// reservation time: `ZCARD` and `ZRANGE 0 0`, pipelined per product. Sets the gauges and returns
 /// the oldest's age. On a Redis error the gauges keep their last values.
 pub async fn refresh_pending(store: &TicketStore, metrics: &Metrics) -> Option<i64> {
     let products = metrics.seen_products();
@@ -124,21 +124,20 @@ pub async fn refresh_pending(store: &TicketStore, metrics: &Metrics) -> Option<i
         metrics.oldest_pending_age.set(0.0);
         return None;
     }
-    let (mut counts, mut firsts) = (redis::pipe(), redis::pipe());
-    for p in &products {
+    // One pipeline per product: in a Redis Cluster each product's keys live in their own slot.
+    let reads = products.iter().map(|p| {
         let key = store.keys(*p).pending();
-        counts.zcard(&key);
-        firsts.zrange_withscores(&key, 0, 0);
-    }
-    let mut conn = store.connection();
-    let mut conn2 = conn.clone();
-    let read = async {
-        tokio::try_join!(
-            counts.query_async::<Vec<i64>>(&mut conn),
-            firsts.query_async::<Vec<Vec<(String, f64)>>>(&mut conn2),
-        )
-    };
-    let (counts, firsts) = match tokio::time::timeout(Duration::from_secs(1), read).await {
+        let mut conn = store.connection();
+        async move {
+            redis::pipe()
+                .zcard(&key)
+                .zrange_withscores(&key, 0, 0)
+                .query_async::<(i64, Vec<(String, f64)>)>(&mut conn)
+                .await
+        }
+    });
+    let read = futures::future::try_join_all(reads);
+    let replies = match tokio::time::timeout(Duration::from_secs(1), read).await {
         Ok(Ok(r)) => r,
         Ok(Err(e)) => {
             tracing::debug!(error = %e, "could not read pending tickets");
@@ -150,7 +149,7 @@ pub async fn refresh_pending(store: &TicketStore, metrics: &Metrics) -> Option<i
         }
     };
     let mut oldest: Option<f64> = None;
-    for ((p, n), first) in products.iter().zip(counts).zip(firsts) {
+    for (p, (n, first)) in products.iter().zip(replies) {
         metrics
             .pending_tickets
             .with_label_values(&[&p.to_string()])

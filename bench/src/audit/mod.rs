@@ -13,7 +13,7 @@ use checks::{
 };
 use futures::stream::{self, StreamExt, TryStreamExt};
 use seckill_shared::payment::PaymentStatus;
-use seckill_shared::store::TicketStore;
+use seckill_shared::store::{TicketStore, Topology};
 use seckill_shared::{db, CancelReason, OrderStatus, ProductId, Ticket, TicketStatus};
 use serde::Serialize;
 use sqlx::mysql::MySqlPool;
@@ -299,7 +299,12 @@ pub async fn gather(
         notes.push("the history has no summary line: the load did not finish".into());
     }
 
-    let store = TicketStore::new(redis_url, namespace, 0, Duration::from_secs(5))?;
+    let store = TicketStore::new(
+        &Topology::parse(redis_url, false)?,
+        namespace,
+        0,
+        Duration::from_secs(5),
+    )?;
     // A run through a waiting room: its lines, and the room as Redis holds it.
     let waiting_room = if all.waiting_room.is_empty() {
         None

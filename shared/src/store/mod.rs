@@ -19,9 +19,10 @@
 
 use crate::domain::{OrderMessage, ProductId, Ticket, TicketStatus, UserId};
 use anyhow::Context;
-use redis::aio::ConnectionManager;
+mod conn;
+
+pub use conn::{RedisConn, Topology};
 use redis::{AsyncCommands, Script};
-use secrecy::ExposeSecret;
 use std::collections::HashMap;
 use std::sync::LazyLock;
 use std::time::Duration;
@@ -288,7 +289,7 @@ pub struct ProductCounts {
 /// that reconnects on its own.
 #[derive(Clone)]
 pub struct TicketStore {
-    conn: ConnectionManager,
+    conn: RedisConn,
     namespace: String,
     ticket_ttl_secs: u64,
 }
@@ -297,19 +298,12 @@ impl TicketStore {
     /// Connects lazily: the first command opens the connection, so a process can start while
     /// Redis is down and fail only the requests that need it.
     pub fn new(
-        url: &str,
+        topology: &Topology,
         namespace: &str,
         ticket_ttl_secs: u64,
         timeout: Duration,
     ) -> anyhow::Result<Self> {
-        let client = redis::Client::open(url).context("parsing SECKILL_REDIS_URL")?;
-        let config = redis::aio::ConnectionManagerConfig::new()
-            .set_response_timeout(Some(timeout))
-            .set_connection_timeout(Some(timeout))
-            .set_number_of_retries(1)
-            .set_max_delay(Duration::from_millis(500));
-        let conn = ConnectionManager::new_lazy_with_config(client, config)
-            .context("creating the Redis connection manager")?;
+        let conn = RedisConn::open(topology, timeout)?;
         Ok(Self {
             conn,
             namespace: namespace.to_owned(),
@@ -321,7 +315,7 @@ impl TicketStore {
     /// `SECKILL_REDIS_TIMEOUT_MS`.
     pub fn from_settings(s: &crate::Settings) -> anyhow::Result<Self> {
         Self::new(
-            s.redis_url.expose_secret(),
+            &s.redis_topology()?,
             &s.namespace,
             s.ticket_ttl_secs,
             s.redis_timeout(),
@@ -332,7 +326,7 @@ impl TicketStore {
         ProductKeys::new(&self.namespace, product)
     }
 
-    pub fn connection(&self) -> ConnectionManager {
+    pub fn connection(&self) -> RedisConn {
         self.conn.clone()
     }
 

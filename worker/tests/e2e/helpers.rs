@@ -114,7 +114,7 @@ impl TestEnv {
         .await
         .expect("creating the test topic");
         let store = TicketStore::new(
-            settings.redis_url.expose_secret(),
+            &settings.redis_topology().unwrap(),
             &ns,
             3600,
             Duration::from_secs(2),
