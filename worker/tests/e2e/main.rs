@@ -10,6 +10,7 @@ mod binaries;
 mod connections;
 mod dashboard;
 mod fuzz;
+mod hung_broker;
 mod lifecycle;
 mod limits;
 mod logs;
