@@ -3,6 +3,7 @@
 //! [`Settings`], so a misspelt variable, a host name that is not a service, a wrong port or a
 //! value the programs would reject fails here instead of in a container.
 
+use seckill_shared::store::Topology;
 use seckill_shared::Settings;
 use secrecy::ExposeSecret;
 use serde_norway::Value;
@@ -23,6 +24,24 @@ const CONNECTIONS: [(&str, &str, u16); 4] = [
     ("SECKILL_KAFKA_BROKERS", "kafka", 9092),
     ("SECKILL_ZK_HOSTS", "zookeeper", 2181),
 ];
+/// The profile that runs Redis as a cluster, its nodes (`redis-node-1`...), and the one-shot
+/// service that creates it.
+const CLUSTER_PROFILE: &str = "cluster";
+const CLUSTER_NODE_PREFIX: &str = "redis-node-";
+const CLUSTER_INIT: &str = "redis-cluster-init";
+/// Three primaries, each with one replica.
+const CLUSTER_PRIMARIES: usize = 3;
+const CLUSTER_REPLICAS: usize = 1;
+
+/// The host's environment that compose interpolates `${VAR}` from (and reads
+/// `COMPOSE_PROFILES` from).
+type Host = BTreeMap<String, String>;
+
+fn host(vars: &[(&str, &str)]) -> Host {
+    vars.iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -50,8 +69,15 @@ impl Role {
 
 // ---------------------------------------------------------------- the checks
 
-/// Checks a compose file's text; `Err` lists every problem found.
+/// Checks a compose file's text, as `docker compose up` on a host with no variable set
+/// sees it; `Err` lists every problem found.
 fn check_compose(text: &str) -> Result<(), Vec<String>> {
+    check_compose_in(text, &Host::new())
+}
+
+/// Checks a compose file's text as `docker compose up` sees it on a host with `host`'s
+/// variables (its `COMPOSE_PROFILES` are the profiles on).
+fn check_compose_in(text: &str, host: &Host) -> Result<(), Vec<String>> {
     let mut doc: Value =
         serde_norway::from_str(text).map_err(|e| vec![format!("not valid YAML: {e}")])?;
     // `<<: *anchor` merge keys are not applied by serde_norway on its own.
@@ -68,6 +94,10 @@ fn check_compose(text: &str) -> Result<(), Vec<String>> {
 
     let mut problems = Vec::new();
     let known: BTreeSet<String> = Settings::env_names().into_iter().collect();
+    let on: BTreeSet<String> = host
+        .get("COMPOSE_PROFILES")
+        .map(|p| p.split(',').map(|p| p.trim().to_string()).collect())
+        .unwrap_or_default();
 
     let apps = GATEWAYS
         .iter()
@@ -102,9 +132,30 @@ fn check_compose(text: &str) -> Result<(), Vec<String>> {
         }
     }
 
+    // A dependency on a service whose profile is off must be `required: false`, or
+    // `docker compose up` refuses to start without that profile.
+    for (name, service) in &services {
+        if !is_on(service, &on) {
+            continue;
+        }
+        for (dep, how) in depends_on(service) {
+            match services.get(&dep) {
+                None => problems.push(format!("{name}: depends on `{dep}`, not a service")),
+                Some(target) if !is_on(target, &on) && how.required => problems.push(format!(
+                    "{name}: depends on `{dep}` (profiles {:?}) without `required: false`, \
+                     so it does not start without that profile",
+                    profiles(target)
+                )),
+                Some(_) => {}
+            }
+        }
+    }
+
+    check_cluster_profile(text, &doc, &services, &mut problems);
+
     for (name, role) in apps {
         if let Some(service) = services.get(name) {
-            check_app(name, role, service, &services, &mut problems);
+            check_app(name, role, service, &services, host, &on, &mut problems);
         }
     }
 
@@ -121,6 +172,8 @@ fn check_app(
     role: Role,
     service: &Value,
     services: &BTreeMap<String, &Value>,
+    vars: &Host,
+    on: &BTreeSet<String>,
     problems: &mut Vec<String>,
 ) {
     let mut problem = |p: String| problems.push(format!("{name}: {p}"));
@@ -162,7 +215,7 @@ fn check_app(
     let mut resolved = Vec::new();
     for (key, value) in &env {
         let Some(value) = value else { continue };
-        match interpolate(value) {
+        match interpolate_in(value, vars) {
             Ok(v) => resolved.push((key.clone(), v)),
             Err(e) => problem(format!("{key}: {e}")),
         }
@@ -235,6 +288,22 @@ fn check_app(
         }
     }
 
+    // Redis: one server, or a cluster (whose nodes are checked like a single server, below).
+    let topology = match settings.redis_topology() {
+        Ok(t) => Some(t),
+        Err(e) => {
+            problem(format!("SECKILL_REDIS_URL: {e:#}"));
+            None
+        }
+    };
+    let cluster = matches!(topology, Some(Topology::Cluster(_)));
+    if on.contains(CLUSTER_PROFILE) && !cluster {
+        problem(format!(
+            "the `{CLUSTER_PROFILE}` profile is on, but SECKILL_REDIS_URL `{}` is not a cluster",
+            settings.redis_url.expose_secret()
+        ));
+    }
+
     // Connections: each host is a service of the right kind, on its port, and healthy first.
     let depends = depends_on(service);
     for (key, image, port) in CONNECTIONS {
@@ -242,9 +311,11 @@ fn check_app(
             continue;
         }
         let endpoints = match key {
-            "SECKILL_REDIS_URL" => {
-                url_host_port(settings.redis_url.expose_secret()).map(|e| vec![e])
-            }
+            "SECKILL_REDIS_URL" => match &topology {
+                None => continue, // reported above
+                Some(Topology::Single(url)) => url_host_port(url).map(|e| vec![e]),
+                Some(Topology::Cluster(nodes)) => nodes.iter().map(|n| url_host_port(n)).collect(),
+            },
             "SECKILL_MYSQL_URL" => {
                 url_host_port(settings.mysql_url.expose_secret()).map(|e| vec![e])
             }
@@ -270,6 +341,12 @@ fn check_app(
                 ));
                 continue;
             };
+            if !is_on(target, on) {
+                problem(format!(
+                    "{key}: `{host}` runs only with profiles {:?}, which are off",
+                    profiles(target)
+                ));
+            }
             let target_image = target
                 .get("image")
                 .and_then(scalar)
@@ -284,14 +361,39 @@ fn check_app(
                 let shown = got_port.map_or("no port".to_string(), |p| p.to_string());
                 problem(format!("{key}: {host} listens on {port}, not {shown}"));
             }
-            if depends.get(&host).map(String::as_str) != Some("service_healthy") {
+            if key == "SECKILL_REDIS_URL" && is_cluster_node(target) != cluster {
+                problem(format!(
+                    "{key}: `{host}` {} a cluster node, but the URL names {}",
+                    if cluster { "is not" } else { "is" },
+                    if cluster { "a cluster" } else { "one server" },
+                ));
+            }
+            if key == "SECKILL_REDIS_URL" && cluster {
+                // A node is healthy before the cluster exists: wait for the service that
+                // creates it, which waits for the node.
+                let waits = depends.iter().any(|(dep, how)| {
+                    how.condition == "service_completed_successfully"
+                        && services.get(dep).is_some_and(|d| {
+                            depends_on(d)
+                                .get(&host)
+                                .is_some_and(|h| h.condition == "service_healthy")
+                        })
+                });
+                if !waits {
+                    problem(format!(
+                        "does not wait (condition: service_completed_successfully) for a \
+                         service that creates the cluster once `{host}` is healthy"
+                    ));
+                }
+            } else if depends.get(&host).map(|d| d.condition.as_str()) != Some("service_healthy") {
                 problem(format!(
                     "does not depend on `{host}` with condition: service_healthy"
                 ));
             }
             if key == "SECKILL_KAFKA_BROKERS" {
                 // Clients reconnect to the advertised address, so it must be the same one.
-                let advertised = env_of(target, "KAFKA_ADVERTISED_LISTENERS").unwrap_or_default();
+                let advertised =
+                    env_of(target, "KAFKA_ADVERTISED_LISTENERS", vars).unwrap_or_default();
                 let wanted = format!("{host}:{}", got_port.unwrap_or(port));
                 if !advertised
                     .split(',')
@@ -307,6 +409,7 @@ fn check_app(
                     settings.mysql_url.expose_secret(),
                     &host,
                     target,
+                    vars,
                     &mut problem,
                 );
             }
@@ -314,8 +417,307 @@ fn check_app(
     }
 }
 
+/// The `cluster` profile: its six nodes, the one-shot service that makes them a cluster of
+/// three primaries with a replica each, the programs' wait for it, and the cluster URL the
+/// file tells its users to set.
+fn check_cluster_profile(
+    text: &str,
+    doc: &Value,
+    services: &BTreeMap<String, &Value>,
+    problems: &mut Vec<String>,
+) {
+    let count = CLUSTER_PRIMARIES * (1 + CLUSTER_REPLICAS);
+    let node_names: Vec<String> = (1..=count)
+        .map(|n| format!("{CLUSTER_NODE_PREFIX}{n}"))
+        .collect();
+    let port_of = |name: &str| services.get(name).and_then(|s| redis_port(s));
+
+    // The nodes.
+    for name in services.keys() {
+        if name.starts_with(CLUSTER_NODE_PREFIX) && !node_names.contains(name) {
+            problems.push(format!(
+                "{name}: not one of the cluster nodes {node_names:?}"
+            ));
+        }
+    }
+    let single_image = services
+        .get("redis")
+        .and_then(|s| s.get("image"))
+        .and_then(scalar);
+    let declared: BTreeSet<String> = doc
+        .get("volumes")
+        .and_then(Value::as_mapping)
+        .map(|m| m.keys().filter_map(scalar).collect())
+        .unwrap_or_default();
+    for name in &node_names {
+        let Some(node) = services.get(name) else {
+            problems.push(format!("service `{name}` is missing"));
+            continue;
+        };
+        let mut problem = |p: String| problems.push(format!("{name}: {p}"));
+        let image = node.get("image").and_then(scalar);
+        if image.is_none() || image != single_image {
+            problem(format!(
+                "runs image {image:?}, not {single_image:?} as `redis` does"
+            ));
+        }
+        if profiles(node) != [CLUSTER_PROFILE] {
+            problem(format!(
+                "has profiles {:?}, not [{CLUSTER_PROFILE}]",
+                profiles(node)
+            ));
+        }
+        let argv = argv_of(node);
+        if argv.first().map(String::as_str) != Some("redis-server") {
+            problem(format!("runs {argv:?}, not redis-server"));
+        }
+        for (flag, want) in [
+            ("--cluster-enabled", "yes"),
+            ("--cluster-node-timeout", "5000"),
+            ("--appendonly", "yes"),
+        ] {
+            if flag_value(&argv, flag).as_deref() != Some(want) {
+                problem(format!("does not run with `{flag} {want}`"));
+            }
+        }
+        let port = port_of(name).unwrap_or_default();
+        match healthcheck(node) {
+            Some(t)
+                if t.contains("redis-cli")
+                    && t.contains("ping")
+                    && t.contains(&format!("-p {port}")) => {}
+            Some(t) => problem(format!(
+                "healthcheck `{t}` does not ping port {port} with redis-cli"
+            )),
+            None => problem("no healthcheck".into()),
+        }
+        let data: Vec<String> = mounts(node)
+            .into_iter()
+            .filter(|(_, target)| target == "/data")
+            .map(|(source, _)| source)
+            .collect();
+        match data.as_slice() {
+            [volume] if declared.contains(volume) => {
+                for (other, service) in services {
+                    if other != name && mounts(service).iter().any(|(s, _)| s == volume) {
+                        problem(format!("shares volume `{volume}` with `{other}`"));
+                    }
+                }
+            }
+            _ => problem(format!(
+                "does not keep /data on a named volume of its own (mounts {data:?} there)"
+            )),
+        }
+    }
+
+    // The service that creates the cluster.
+    match services.get(CLUSTER_INIT) {
+        None => problems.push(format!("service `{CLUSTER_INIT}` is missing")),
+        Some(init) => check_cluster_init(init, services, &node_names, problems),
+    }
+
+    // The programs wait for it, with the profile only.
+    let apps = GATEWAYS.iter().map(|g| g.0).chain(WORKERS);
+    for app in apps {
+        let Some(service) = services.get(app) else {
+            continue; // reported already
+        };
+        match depends_on(service).get(CLUSTER_INIT) {
+            Some(d) if d.condition == "service_completed_successfully" && !d.required => {}
+            _ => problems.push(format!(
+                "{app}: does not depend on `{CLUSTER_INIT}` with condition: \
+                 service_completed_successfully and required: false"
+            )),
+        }
+    }
+
+    // What the file tells its users to set.
+    let urls = documented_redis_urls(text);
+    if urls.is_empty() {
+        problems.push("no `SECKILL_REDIS_URL=redis+cluster://...` documented".into());
+    }
+    for url in &urls {
+        let mut problem =
+            |p: String| problems.push(format!("documented SECKILL_REDIS_URL={url}: {p}"));
+        let nodes = match Topology::parse(url, false) {
+            Ok(Topology::Cluster(nodes)) => nodes,
+            Ok(Topology::Single(_)) => {
+                problem("is one server, not a cluster".into());
+                continue;
+            }
+            Err(e) => {
+                problem(format!("{e:#}"));
+                continue;
+            }
+        };
+        let mut named = BTreeSet::new();
+        for node in &nodes {
+            match url_host_port(node) {
+                Ok((host, port)) => {
+                    if !node_names.contains(&host) || !services.contains_key(&host) {
+                        problem(format!("`{host}` is not a cluster node"));
+                    } else if port != port_of(&host) {
+                        problem(format!(
+                            "{host} listens on {:?}, not {port:?}",
+                            port_of(&host)
+                        ));
+                    }
+                    named.insert(host);
+                }
+                Err(e) => problem(e),
+            }
+        }
+        let missing: Vec<&String> = node_names.iter().filter(|n| !named.contains(*n)).collect();
+        if !missing.is_empty() {
+            problem(format!("does not name {missing:?}"));
+        }
+    }
+}
+
+/// The one-shot service that creates the cluster from exactly the nodes, once.
+fn check_cluster_init(
+    init: &Value,
+    services: &BTreeMap<String, &Value>,
+    node_names: &[String],
+    problems: &mut Vec<String>,
+) {
+    let mut problem = |p: String| problems.push(format!("{CLUSTER_INIT}: {p}"));
+    if profiles(init) != [CLUSTER_PROFILE] {
+        problem(format!(
+            "has profiles {:?}, not [{CLUSTER_PROFILE}]",
+            profiles(init)
+        ));
+    }
+    // Restarted after it exits 0, it would never count as completed.
+    let restart = init.get("restart").and_then(scalar);
+    if !matches!(restart.as_deref(), None | Some("no") | Some("on-failure")) {
+        problem(format!(
+            "restart: {restart:?} restarts it after it completes"
+        ));
+    }
+    let deps = depends_on(init);
+    for node in node_names {
+        if deps.get(node).map(|d| d.condition.as_str()) != Some("service_healthy") {
+            problem(format!(
+                "does not wait for `{node}` with condition: service_healthy"
+            ));
+        }
+    }
+
+    // CLUSTER_NODES: every node, on its port, and nothing else.
+    let listed: Vec<String> = env_of(init, "CLUSTER_NODES", &Host::new())
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    let listed_count = listed.len();
+    let listed: BTreeSet<String> = listed.into_iter().collect();
+    let want: BTreeSet<String> = node_names
+        .iter()
+        .map(|n| {
+            let port = services.get(n).and_then(|s| redis_port(s)).unwrap_or(6379);
+            format!("{n}:{port}")
+        })
+        .collect();
+    if listed != want || listed_count != want.len() {
+        problem(format!(
+            "CLUSTER_NODES {listed:?} are not exactly the nodes {want:?}"
+        ));
+    }
+
+    // The script, as the container's shell gets it.
+    let script = match interpolate(&argv_of(init).join(" ")) {
+        Ok(s) => s,
+        Err(e) => {
+            problem(format!("command: {e}"));
+            return;
+        }
+    };
+    let Some(create_at) = script.find("--cluster create") else {
+        problem("does not run `redis-cli --cluster create`".into());
+        return;
+    };
+    if !script.contains("$CLUSTER_NODES") && !script.contains("${CLUSTER_NODES}") {
+        problem("does not create the cluster from $CLUSTER_NODES".into());
+    }
+    let create_line: Vec<String> = script[create_at..]
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    if !create_line.iter().any(|w| w == "--cluster-yes") {
+        problem("`--cluster create` without --cluster-yes waits for a `yes` nobody types".into());
+    }
+    match flag_value(&create_line, "--cluster-replicas").map(|r| r.parse::<usize>()) {
+        Some(Ok(replicas)) => {
+            let per_shard = replicas + 1;
+            let primaries = listed_count / per_shard;
+            if !listed_count.is_multiple_of(per_shard)
+                || primaries != CLUSTER_PRIMARIES
+                || replicas != CLUSTER_REPLICAS
+            {
+                problem(format!(
+                    "makes {listed_count} nodes into {primaries} primaries with {replicas} \
+                     replicas each, not {CLUSTER_PRIMARIES} with {CLUSTER_REPLICAS}"
+                ));
+            }
+        }
+        _ => problem("`--cluster create` without a number of --cluster-replicas".into()),
+    }
+    // Idempotent: `--cluster create` fails on nodes that already are a cluster.
+    let guard = ["cluster_known_nodes", "cluster_state:ok"]
+        .iter()
+        .filter_map(|g| script.find(g))
+        .min();
+    if guard.is_none_or(|g| g > create_at) {
+        problem(
+            "runs `--cluster create` without first checking whether the cluster exists \
+             (cluster_known_nodes or cluster_state:ok), so it fails on a restart"
+                .into(),
+        );
+    }
+    // It refuses to go on when the programs would not use the cluster; it must see what
+    // they see.
+    let raw = |service: &Value, key: &str| environment(service).ok()?.remove(key)?;
+    let apps_url = raw(init, "APPS_REDIS_URL");
+    for app in GATEWAYS.iter().map(|g| g.0).chain(WORKERS) {
+        if let Some(service) = services.get(app) {
+            if apps_url.is_none() || apps_url != raw(service, "SECKILL_REDIS_URL") {
+                problem(format!(
+                    "APPS_REDIS_URL {apps_url:?} is not what `{app}` gets as SECKILL_REDIS_URL"
+                ));
+            }
+        }
+    }
+    if !script.contains("$APPS_REDIS_URL") {
+        problem("does not check APPS_REDIS_URL".into());
+    }
+}
+
+/// Every `SECKILL_REDIS_URL=redis...` that the text shows its users.
+fn documented_redis_urls(text: &str) -> Vec<String> {
+    text.match_indices("SECKILL_REDIS_URL=")
+        .map(|(i, m)| &text[i + m.len()..])
+        .filter(|rest| rest.starts_with("redis"))
+        .map(|rest| {
+            rest.split(|c: char| c.is_whitespace() || "\"'`;".contains(c))
+                .next()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect()
+}
+
 /// The user, password and database in the URL are the ones the MySQL container creates.
-fn check_mysql_credentials(url: &str, host: &str, mysql: &Value, problem: &mut impl FnMut(String)) {
+fn check_mysql_credentials(
+    url: &str,
+    host: &str,
+    mysql: &Value,
+    vars: &Host,
+    problem: &mut impl FnMut(String),
+) {
     let rest = url.split_once("://").map_or(url, |(_, r)| r);
     let (creds, after) = rest.rsplit_once('@').unwrap_or(("", rest));
     let (user, password) = creds.split_once(':').unwrap_or((creds, ""));
@@ -326,7 +728,7 @@ fn check_mysql_credentials(url: &str, host: &str, mysql: &Value, problem: &mut i
         ("password", password, "MYSQL_PASSWORD"),
         ("database", database, "MYSQL_DATABASE"),
     ] {
-        let want = env_of(mysql, var).unwrap_or_default();
+        let want = env_of(mysql, var, vars).unwrap_or_default();
         if got != want {
             problem(format!(
                 "SECKILL_MYSQL_URL: {what} `{got}` is not {host}'s {var} `{want}`"
@@ -452,13 +854,18 @@ fn environment(service: &Value) -> Result<BTreeMap<String, Option<String>>, Stri
 }
 
 /// One environment value of a service, interpolated.
-fn env_of(service: &Value, key: &str) -> Option<String> {
+fn env_of(service: &Value, key: &str, vars: &Host) -> Option<String> {
     let value = environment(service).ok()?.remove(key)??;
-    interpolate(&value).ok()
+    interpolate_in(&value, vars).ok()
 }
 
 /// Compose's `${VAR:-default}` interpolation, as on a host where no variable is set.
 fn interpolate(raw: &str) -> Result<String, String> {
+    interpolate_in(raw, &Host::new())
+}
+
+/// Compose's `${VAR:-default}` interpolation, on a host with `vars` set.
+fn interpolate_in(raw: &str, vars: &Host) -> Result<String, String> {
     let is_name = |c: char| c.is_ascii_alphanumeric() || c == '_';
     let mut out = String::new();
     let mut rest = raw;
@@ -488,16 +895,32 @@ fn interpolate(raw: &str) -> Result<String, String> {
             if name.is_empty() {
                 return Err(format!("bad `${{{expr}}}` in {raw:?}"));
             }
+            // With a colon, an empty value counts as unset.
+            let value = vars.get(name).map(String::as_str);
+            let set = value.is_some_and(|v| !op.starts_with(':') || !v.is_empty());
             if let Some(default) = op.strip_prefix(":-").or_else(|| op.strip_prefix('-')) {
-                out.push_str(&interpolate(default)?);
+                match value.filter(|_| set) {
+                    Some(v) => out.push_str(v),
+                    None => out.push_str(&interpolate_in(default, vars)?),
+                }
             } else if op.starts_with(":?") || op.starts_with('?') {
-                return Err(format!(
-                    "`${{{expr}}}` needs {name} from the host; give it a default (`${{{name}:-...}}`)"
-                ));
-            } else if !(op.is_empty() || op.starts_with(":+") || op.starts_with('+')) {
+                match value.filter(|_| set) {
+                    Some(v) => out.push_str(v),
+                    None => {
+                        return Err(format!(
+                            "`${{{expr}}}` needs {name} from the host; give it a default (`${{{name}:-...}}`)"
+                        ))
+                    }
+                }
+            } else if let Some(alt) = op.strip_prefix(":+").or_else(|| op.strip_prefix('+')) {
+                if set {
+                    out.push_str(&interpolate_in(alt, vars)?);
+                }
+            } else if op.is_empty() {
+                out.push_str(value.unwrap_or_default());
+            } else {
                 return Err(format!("bad `${{{expr}}}` in {raw:?}"));
             }
-            // `${VAR}` and `${VAR:+alt}` with VAR unset: nothing.
         } else {
             let n = rest.find(|c| !is_name(c)).unwrap_or(rest.len());
             if n == 0 {
@@ -505,6 +928,7 @@ fn interpolate(raw: &str) -> Result<String, String> {
                     "a lone `$` in {raw:?}; write `$$` for a literal `$`"
                 ));
             }
+            out.push_str(vars.get(&rest[..n]).map_or("", String::as_str));
             rest = &rest[n..];
         }
     }
@@ -536,25 +960,81 @@ fn healthcheck(service: &Value) -> Option<String> {
     }
 }
 
-/// `depends_on` as service → condition (the list form means `service_started`).
-fn depends_on(service: &Value) -> BTreeMap<String, String> {
+/// One `depends_on` entry.
+struct Dependency {
+    condition: String,
+    /// `required: false` makes compose only warn when the service is not started.
+    required: bool,
+}
+
+/// `depends_on` as service → dependency (the list form means `service_started`, required).
+fn depends_on(service: &Value) -> BTreeMap<String, Dependency> {
+    let started = || "service_started".to_string();
     match service.get("depends_on") {
         Some(Value::Sequence(items)) => items
             .iter()
             .filter_map(scalar)
-            .map(|s| (s, "service_started".to_string()))
+            .map(|s| {
+                let how = Dependency {
+                    condition: started(),
+                    required: true,
+                };
+                (s, how)
+            })
             .collect(),
         Some(Value::Mapping(map)) => map
             .iter()
             .filter_map(|(k, v)| {
-                let condition = v.get("condition").and_then(scalar);
-                Some((
-                    scalar(k)?,
-                    condition.unwrap_or_else(|| "service_started".into()),
-                ))
+                let how = Dependency {
+                    condition: v.get("condition").and_then(scalar).unwrap_or_else(started),
+                    required: v.get("required").and_then(scalar).as_deref() != Some("false"),
+                };
+                Some((scalar(k)?, how))
             })
             .collect(),
         _ => BTreeMap::new(),
+    }
+}
+
+/// The service's `profiles`; none means it always runs.
+fn profiles(service: &Value) -> Vec<String> {
+    service
+        .get("profiles")
+        .and_then(Value::as_sequence)
+        .map(|p| p.iter().filter_map(scalar).collect())
+        .unwrap_or_default()
+}
+
+/// Whether `up` starts the service with the profiles `on`.
+fn is_on(service: &Value, on: &BTreeSet<String>) -> bool {
+    let p = profiles(service);
+    p.is_empty() || p.iter().any(|p| on.contains(p))
+}
+
+/// A command's `--flag value` (the last one, as redis-server reads it).
+fn flag_value(argv: &[String], flag: &str) -> Option<String> {
+    argv.iter()
+        .rposition(|w| w == flag)
+        .and_then(|i| argv.get(i + 1).cloned())
+}
+
+/// The argv of a service: entrypoint and command.
+fn argv_of(service: &Value) -> Vec<String> {
+    let mut argv = service.get("entrypoint").map(words).unwrap_or_default();
+    argv.extend(service.get("command").map(words).unwrap_or_default());
+    argv
+}
+
+/// A Redis server started with `--cluster-enabled yes`.
+fn is_cluster_node(service: &Value) -> bool {
+    flag_value(&argv_of(service), "--cluster-enabled").as_deref() == Some("yes")
+}
+
+/// The port a redis-server listens on.
+fn redis_port(service: &Value) -> Option<u16> {
+    match flag_value(&argv_of(service), "--port") {
+        Some(p) => p.parse().ok(),
+        None => Some(6379),
     }
 }
 
@@ -614,6 +1094,27 @@ fn published_ports(service: &Value) -> Result<Vec<(Option<u16>, u16)>, String> {
         }
     }
     Ok(out)
+}
+
+/// A service's volumes as (source, target).
+fn mounts(service: &Value) -> Vec<(String, String)> {
+    let Some(items) = service.get("volumes").and_then(Value::as_sequence) else {
+        return Vec::new();
+    };
+    items
+        .iter()
+        .filter_map(|v| match v {
+            Value::Mapping(_) => Some((
+                v.get("source").and_then(scalar)?,
+                v.get("target").and_then(scalar)?,
+            )),
+            v => {
+                let s = scalar(v)?;
+                let mut parts = s.split(':');
+                Some((parts.next()?.to_string(), parts.next()?.to_string()))
+            }
+        })
+        .collect()
 }
 
 /// `redis`, `mysql`, `kafka` from `redis:7`, `mysql:8.0`, `apache/kafka:3.8.0`.
@@ -852,4 +1353,300 @@ fn interpolation_is_compose_like_with_an_empty_host_environment() {
     assert!(interpolate("${A:?required}").is_err());
     assert!(interpolate("${A").is_err());
     assert!(interpolate("a $ b").is_err());
+}
+
+#[test]
+fn interpolation_reads_the_host_environment() {
+    let vars = host(&[("A", "a"), ("E", "")]);
+    assert_eq!(interpolate_in("${A:-x}", &vars).unwrap(), "a");
+    assert_eq!(interpolate_in("${E:-x}", &vars).unwrap(), "x");
+    assert_eq!(interpolate_in("${E-x}", &vars).unwrap(), "");
+    assert_eq!(interpolate_in("${U-x}", &vars).unwrap(), "x");
+    assert_eq!(
+        interpolate_in("${A:+set}|${E:+set}", &vars).unwrap(),
+        "set|"
+    );
+    assert_eq!(interpolate_in("$A-${A}-$$A", &vars).unwrap(), "a-a-$A");
+    assert_eq!(interpolate_in("${A:?required}", &vars).unwrap(), "a");
+    assert!(interpolate_in("${E:?required}", &vars).is_err());
+}
+
+/// The host of `COMPOSE_PROFILES=cluster SECKILL_REDIS_URL=<url> docker compose up`.
+fn cluster_host(url: &str) -> Host {
+    host(&[
+        ("COMPOSE_PROFILES", CLUSTER_PROFILE),
+        ("SECKILL_REDIS_URL", url),
+    ])
+}
+
+/// The cluster URL the compose file documents (its header, and the init's error message).
+fn documented_cluster_url() -> String {
+    let urls = documented_redis_urls(&compose_text());
+    assert!(
+        !urls.is_empty(),
+        "docker-compose.yml documents no cluster URL"
+    );
+    assert!(urls.iter().all(|u| *u == urls[0]), "{urls:?}");
+    urls[0].clone()
+}
+
+#[test]
+fn compose_file_runs_on_the_cluster_profile() {
+    let url = documented_cluster_url();
+    assert!(
+        matches!(Topology::parse(&url, false), Ok(Topology::Cluster(ref n)) if n.len() == 6),
+        "{url}"
+    );
+    if let Err(problems) = check_compose_in(&compose_text(), &cluster_host(&url)) {
+        panic!(
+            "docker-compose.yml with the cluster profile and SECKILL_REDIS_URL={url}:\n  {}",
+            problems.join("\n  ")
+        );
+    }
+}
+
+/// The checker, with the profile on and the documented URL set, must reject `text`.
+fn assert_rejected_on_the_cluster(text: &str, needles: &[&str]) {
+    let problems = check_compose_in(text, &cluster_host(&documented_cluster_url()))
+        .expect_err("the checker accepted a broken cluster profile");
+    assert!(
+        problems
+            .iter()
+            .any(|p| needles.iter().all(|n| p.contains(n))),
+        "no problem mentions {needles:?}; got:\n{}",
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn checker_catches_a_broken_cluster_node() {
+    assert_rejected(
+        &compose_with(
+            "\"--cluster-enabled\", \"yes\"",
+            "\"--cluster-enabled\", \"no\"",
+        ),
+        &["redis-node-1", "does not run with `--cluster-enabled yes`"],
+    );
+    assert_rejected(
+        &compose_with(
+            "\"--cluster-node-timeout\", \"5000\"",
+            "\"--cluster-node-timeout\", \"15000\"",
+        ),
+        &["redis-node-1", "`--cluster-node-timeout 5000`"],
+    );
+    // The nodes' healthcheck comes from their anchor.
+    assert_rejected(
+        &compose_with(
+            "  profiles: [cluster]\n  restart: unless-stopped\n  healthcheck:\n    test: [\"CMD\", \"redis-cli\", \"-p\", \"6379\", \"ping\"]",
+            "  profiles: [cluster]\n  restart: unless-stopped\n  healthcheck:\n    test: [\"NONE\"]",
+        ),
+        &["redis-node-4: no healthcheck"],
+    );
+    assert_rejected(
+        &compose_with("  profiles: [cluster]\n  restart: unless-stopped\n", ""),
+        &["redis-node-2", "has profiles [], not [cluster]"],
+    );
+    assert_rejected(
+        &compose_with("- redis-node-2-data:/data", "- redis-node-1-data:/data"),
+        &["redis-node-2", "shares volume `redis-node-1-data`"],
+    );
+    assert_rejected(
+        &compose_with("- redis-node-3-data:/data", "- ./redis3:/data"),
+        &["redis-node-3", "named volume of its own"],
+    );
+    assert_rejected(
+        &compose_with("  redis-node-6:\n", "  redis-node-7:\n"),
+        &["service `redis-node-6` is missing"],
+    );
+    assert_rejected(
+        &compose_with(
+            "  image: redis:7\n  profiles:",
+            "  image: redis:latest\n  profiles:",
+        ),
+        &["redis-node-5", "runs image Some(\"redis:latest\")"],
+    );
+}
+
+#[test]
+fn checker_catches_a_wrong_cluster_init() {
+    assert_rejected(
+        &compose_with(
+            "redis-node-5:6379 redis-node-6:6379\n",
+            "redis-node-5:6379\n",
+        ),
+        &[
+            "redis-cluster-init",
+            "CLUSTER_NODES",
+            "not exactly the nodes",
+        ],
+    );
+    assert_rejected(
+        &compose_with(
+            "redis-node-5:6379 redis-node-6:6379\n",
+            "redis-node-5:6379 redis-node-5:6379\n",
+        ),
+        &["redis-cluster-init", "not exactly the nodes"],
+    );
+    assert_rejected(
+        &compose_with("--cluster-replicas 1", "--cluster-replicas 0"),
+        &[
+            "redis-cluster-init",
+            "6 nodes into 6 primaries with 0 replicas",
+        ],
+    );
+    assert_rejected(
+        &compose_with("--cluster-replicas 1 --cluster-yes", "--cluster-replicas 1"),
+        &["redis-cluster-init", "--cluster-yes"],
+    );
+    assert_rejected(
+        &compose_with("s/^cluster_known_nodes://p", "s/^cluster_size://p"),
+        &[
+            "redis-cluster-init",
+            "without first checking whether the cluster exists",
+        ],
+    );
+    assert_rejected(
+        &compose_with("    restart: \"no\"\n", "    restart: unless-stopped\n"),
+        &["redis-cluster-init", "restarts it after it completes"],
+    );
+    assert_rejected(
+        &compose_with(
+            "      redis-node-3:\n        condition: service_healthy",
+            "      redis-node-3:\n        condition: service_started",
+        ),
+        &["redis-cluster-init", "does not wait for `redis-node-3`"],
+    );
+    assert_rejected(
+        &compose_with(
+            "APPS_REDIS_URL: *redis-url",
+            "APPS_REDIS_URL: redis+cluster://redis-node-1:6379",
+        ),
+        &["redis-cluster-init", "APPS_REDIS_URL", "gateway-1"],
+    );
+}
+
+#[test]
+fn checker_catches_a_wrong_documented_cluster_url() {
+    let documented = format!("SECKILL_REDIS_URL={}", documented_cluster_url());
+    let with_url = |url: &str| compose_with(&documented, &format!("SECKILL_REDIS_URL={url}"));
+    assert_rejected(
+        &with_url("redis+cluster://redis:6379,redis-node-2:6379,redis-node-3:6379,redis-node-4:6379,redis-node-5:6379,redis-node-6:6379"),
+        &["documented SECKILL_REDIS_URL", "`redis` is not a cluster node"],
+    );
+    assert_rejected(
+        &with_url("redis+cluster://redis-node-1:7001,redis-node-2:6379,redis-node-3:6379,redis-node-4:6379,redis-node-5:6379,redis-node-6:6379"),
+        &["documented SECKILL_REDIS_URL", "redis-node-1 listens on Some(6379), not Some(7001)"],
+    );
+    assert_rejected(
+        &with_url("redis://redis-node-1:6379/"),
+        &["documented SECKILL_REDIS_URL", "one server, not a cluster"],
+    );
+    assert_rejected(
+        &with_url("redis+cluster://redis-node-1:6379,redis-node-2:6379,redis-node-3:6379"),
+        &[
+            "documented SECKILL_REDIS_URL",
+            "does not name",
+            "redis-node-6",
+        ],
+    );
+    assert_rejected(
+        &with_url("redis+cluster://redis-node-1:6379/3"),
+        &["documented SECKILL_REDIS_URL", "database 0 only"],
+    );
+}
+
+#[test]
+fn checker_catches_a_required_or_missing_wait_for_the_cluster() {
+    // Without `required: false`, `docker compose up` without the profile fails.
+    let required = compose_with(
+        "      condition: service_completed_successfully\n      required: false\n",
+        "      condition: service_completed_successfully\n",
+    );
+    assert_rejected(
+        &required,
+        &[
+            "gateway-2",
+            "depends on `redis-cluster-init`",
+            "without `required: false`",
+        ],
+    );
+    assert_rejected(
+        &required,
+        &[
+            "worker-1",
+            "does not depend on `redis-cluster-init`",
+            "required: false",
+        ],
+    );
+    // Started is not created: the programs would race the cluster's creation.
+    let started = compose_with(
+        "      condition: service_completed_successfully\n      required: false\n",
+        "      condition: service_started\n      required: false\n",
+    );
+    assert_rejected(
+        &started,
+        &[
+            "worker-2",
+            "does not depend on `redis-cluster-init` with condition",
+        ],
+    );
+    assert_rejected_on_the_cluster(
+        &started,
+        &[
+            "gateway-1",
+            "does not wait",
+            "creates the cluster once `redis-node-1`",
+        ],
+    );
+}
+
+#[test]
+fn checker_catches_programs_that_miss_the_cluster() {
+    let text = compose_text();
+    // The profile on, but SECKILL_REDIS_URL left at the single server.
+    let problems =
+        check_compose_in(&text, &host(&[("COMPOSE_PROFILES", CLUSTER_PROFILE)])).unwrap_err();
+    assert!(
+        problems.iter().any(|p| p.starts_with("worker-1:")
+            && p.contains("`cluster` profile is on, but SECKILL_REDIS_URL `redis://redis:6379/` is not a cluster")),
+        "{problems:?}"
+    );
+    // The cluster URL without the profile: its nodes do not run.
+    let problems = check_compose_in(
+        &text,
+        &host(&[("SECKILL_REDIS_URL", &documented_cluster_url())]),
+    )
+    .unwrap_err();
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.starts_with("gateway-2:")
+                && p.contains("`redis-node-3` runs only with profiles")),
+        "{problems:?}"
+    );
+    // A URL the programs cannot be given from the host.
+    assert_rejected_on_the_cluster(
+        &compose_with(
+            "${SECKILL_REDIS_URL:-redis://redis:6379/}",
+            "redis://redis:6379/",
+        ),
+        &["gateway-1", "`cluster` profile is on", "is not a cluster"],
+    );
+    // One node of the cluster URL as a single server.
+    let problems =
+        check_compose_in(&text, &cluster_host("redis://redis-node-1:6379/")).unwrap_err();
+    assert!(
+        problems.iter().any(|p| p.starts_with("worker-2:")
+            && p.contains("`redis-node-1` is a cluster node, but the URL names one server")),
+        "{problems:?}"
+    );
+    // The single server named as a cluster.
+    let problems =
+        check_compose_in(&text, &cluster_host("redis+cluster://redis:6379")).unwrap_err();
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.starts_with("gateway-1:") && p.contains("`redis` is not a cluster node")),
+        "{problems:?}"
+    );
 }
