@@ -13,8 +13,9 @@ cd "$ROOT"
 export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
 log "disk: $(df -h --output=avail "$ROOT" | tail -n 1 | tr -d ' ') free under $ROOT"
 
-scripts/dev-up.sh
-eval "$(dev_env)"
+# The single Redis and, for the second run of the end-to-end tests, a Redis Cluster.
+REDIS_MODE=cluster scripts/dev-up.sh
+eval "$(REDIS_MODE=single dev_env)"
 
 # Each end-to-end test makes its own database (sk_t...), and the schemathesis run one
 # (sk_st...); drop those of earlier runs.
@@ -22,10 +23,14 @@ mysql_root -N -e "SELECT schema_name FROM information_schema.schemata WHERE sche
     while read -r db; do mysql_root -e "DROP DATABASE \`$db\`"; done
 # ... and their Redis keys (sk:{t...:P}:..., sk:{st...}) and ZooKeeper nodes (/seckill/t...).
 # Their topics live in the local broker's memory and go with its restart.
-redis-cli -h 127.0.0.1 -p "$REDIS_PORT" --scan --pattern 'sk:{t*' |
-    xargs -r -n 500 redis-cli -h 127.0.0.1 -p "$REDIS_PORT" DEL >/dev/null
-redis-cli -h 127.0.0.1 -p "$REDIS_PORT" --scan --pattern 'sk:{st*' |
-    xargs -r -n 500 redis-cli -h 127.0.0.1 -p "$REDIS_PORT" DEL >/dev/null
+# One UNLINK per key, so keys of different cluster slots never share a command; a replica
+# refuses them (its primary does the work).
+for port in "$REDIS_PORT" $(redis_cluster_ports); do
+    for pattern in 'sk:{t*' 'sk:{st*'; do
+        redis-cli -p "$port" --scan --pattern "$pattern" | sed 's/^/UNLINK /' |
+            redis-cli -p "$port" >/dev/null 2>&1 || true
+    done
+done
 for node in $(/usr/share/zookeeper/bin/zkCli.sh -server "127.0.0.1:$ZK_PORT" ls /seckill 2>/dev/null |
     tail -n 1 | tr -d '[],' | tr ' ' '\n' | grep -E '^s?t[0-9a-f]+$'); do
     /usr/share/zookeeper/bin/zkCli.sh -server "127.0.0.1:$ZK_PORT" deleteall "/seckill/$node" >/dev/null 2>&1 || true
@@ -39,6 +44,8 @@ log "monitoring: Prometheus config, alert rules and their unit tests, the Grafan
 scripts/check-monitoring.sh
 log "cargo test"
 cargo test --workspace "$@" -- --test-threads 4
+log "the end-to-end tests again, on the Redis Cluster"
+(eval "$(REDIS_MODE=cluster dev_env)" && cargo test -p seckill-worker --test e2e "$@" -- --test-threads 4)
 
 # schemathesis against a live gateway (with the admin token) and a worker, on a fresh
 # namespace and database: every check, every phase including the stateful one, and zero
