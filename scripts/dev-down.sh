@@ -17,12 +17,13 @@ done
 
 stop_kafka
 stop_zookeeper
+stop_zk_ensemble
 stop_mysql
 stop_redis
 stop_redis_cluster
 
 if ((purge)); then
     log "purging data and logs under $DEV_DIR (keeping $VENV)"
-    rm -rf "$REDIS_DIR" "$REDIS_CLUSTER_DIR" "$MYSQL_DIR" "$ZK_DIR" "$TANSU_DIR" "$LOG_DIR" "$DEV_DIR/env"
+    rm -rf "$REDIS_DIR" "$REDIS_CLUSTER_DIR" "$MYSQL_DIR" "$ZK_DIR" "$ZKE_DIR" "$TANSU_DIR" "$LOG_DIR" "$DEV_DIR/env"
 fi
 log "dev stack is down"
