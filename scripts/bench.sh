@@ -31,6 +31,11 @@
 # phase); and the time from the start until the last unit is sold, next to the same sale
 # without a waiting room. Like (10), its line follows the table and goes into the note.
 #
+# Each load-style figure ((1), (2), (2N), (2E), (2L), (3), (4), (9), (9L)) is also drawn over
+# time (`seckill-bench plot load` of its summary: answers per second and latency p50/p99 per
+# outcome) to OUT/plots/f<figure>.svg; when the doc is rewritten, they are copied to img/bench/
+# next to it and the table links them. The drains, (5), (7), (10) and (11) have no time series.
+#
 # A figure counts only when its run was valid (`seckill-bench report table`, rules in
 # bench/src/report/rules.rs): otherwise it shows INVALID with the reason, never met, and the
 # script exits 1. (1) counts only 200s; (2), (2N), (2E) and (2L) only 202s, from buyers with the
@@ -705,10 +710,34 @@ elif [[ -f $CRITERION_ED25519 ]]; then
 else
     warn "(2E) is not judged: no Ed25519 verify cost (run 'cargo bench -p seckill-gateway --bench auth' or set BENCH_ED25519_VERIFY_US)"
 fi
+# The time series of the load-style figures that ran, titled as in the table.
+declare -A PLOT_TITLE=([f1]="(1) bare HTTP, GET /livez" [f2]="(2) accept path, HS256 tokens"
+    [f2n]="(2N) accept path, authentication off" [f2e]="(2E) accept path, EdDSA tokens"
+    [f2l]="(2L) accept path, per-user limit on" [f3]="(3) sold-out path, marker set"
+    [f4]="(4) sync mode" [f9]="(9) end to end, open loop" [f9l]="(9L) end to end, lower rate")
+PLOTS=$OUT/plots PLOT_ARGS=()
+mkdir -p "$PLOTS"
+# (BENCH_BIN's seckill-bench may be from before `plot`: then no time series.)
+"$BIN/seckill-bench" plot --help >/dev/null 2>&1 && PLOT_ARGS=(--plots "$PLOTS")
+for f in f1 f2 f2n f2e f2l f3 f4 f9 f9l; do
+    [[ -f $OUT/$f.json && ${#PLOT_ARGS[@]} -gt 0 ]] || continue
+    "$BIN/seckill-bench" plot load --summary "$OUT/$f.json" --out "$PLOTS/$f.svg" \
+        --title "${PLOT_TITLE[$f]}" 2>>"$OUT/plots.log" || warn "no time series for $f: see $OUT/plots.log"
+done
+if [[ -n $REPORT ]]; then
+    # Next to the doc, replacing the previous run's.
+    IMG_DIR=$(dirname "$REPORT")/img/bench
+    mkdir -p "$IMG_DIR"
+    rm -f "$IMG_DIR"/f*.svg
+    cp "$PLOTS"/*.svg "$IMG_DIR"/ 2>/dev/null || true
+    PLOTS=$IMG_DIR
+    ((${#PLOT_ARGS[@]} == 0)) || PLOT_ARGS=(--plots "$PLOTS")
+fi
+((${#PLOT_ARGS[@]} == 0)) || log "time series in $PLOTS"
 status=0
 "$BIN/seckill-bench" report table --dir "$OUT" --figures "${RAN[*]}" --settings "$SETTINGS" \
     --mode "$MODE" --note "$NOTE" --clk-tck "$(getconf CLK_TCK)" ${REPORT:+--doc "$REPORT"} \
-    "${ED25519[@]}" || status=$?
+    "${PLOT_ARGS[@]}" "${ED25519[@]}" || status=$?
 if [[ -n $EXPIRY_LINE ]]; then
     echo
     echo "$EXPIRY_LINE"

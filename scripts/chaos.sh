@@ -10,7 +10,8 @@
 #   scripts/chaos.sh --rate 0            at herd speed: as fast as the gateways answer
 #   scripts/chaos.sh --rate 20           paced at 20 req/s
 #   scripts/chaos.sh --speeds "paced herd"   each scenario at both speeds
-#   scripts/chaos.sh --report docs/RELIABILITY.md   also write the table there
+#   scripts/chaos.sh --report docs/RELIABILITY.md   also write the table there, with each
+#                                        scenario's timeline (run 1) under img/chaos/ beside it
 #
 # Scenarios: 1 no fault, 2 SECKILL_CHAOS_FAIL_RATE=0.1, 3 a worker SIGKILLed and restarted
 # $RESTART_AFTER (5) s later, as a supervisor's back-off would, 4 the same for a gateway,
@@ -51,6 +52,9 @@
 # non-zero on SIGTERM, panicked, or left a core), and the fault really hit the sale. FAIL:
 # the audit or a crash. ERROR: the fault did not happen as designed (a step failed, it had no
 # effect, or it missed the sale), so the run proves nothing. Exit status 1 unless all PASS.
+# Each run leaves timeline.svg in its folder (`seckill-bench plot chaos`): tickets accepted,
+# confirmed and compensated, and reservations pending, over time, from the admin view the load
+# samples every $SAMPLE_MS (250) ms, with the fault's window (fault.json) shaded.
 # PROFILE=debug reuses the debug build; BIN_DIR=DIR uses the binaries in DIR, unbuilt.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -77,7 +81,7 @@ for sc in $SCENARIOS; do [[ $sc =~ ^([1-9]|1[0-3])$ ]] || die "unknown scenario 
 : "${STOCK:=1000}" "${USERS:=1000}" "${CONCURRENCY:=64}" "${RATE:=50}" "${FAULT_AFTER:=100}"
 : "${HERD_STOCK:=5000}" "${HERD_USERS:=30000}" "${HERD_FAULT_AFTER:=500}" "${RESTART_AFTER:=5}"
 : "${PAY_STOCK:=200}" "${PAY_USERS:=300}" "${PAY_WINDOW:=3}" "${PAY_RATE:=0.7}" "${PAY_HERD_RATE:=400}"
-: "${PROVIDER_PORT:=18099}"
+: "${PROVIDER_PORT:=18099}" "${SAMPLE_MS:=250}"
 : "${WR_STOCK:=200}" "${WR_USERS:=600}" "${WR_ADMIT_PER_SEC:=100}" "${WR_FACTOR:=1.5}" "${WR_START_IN:=8}"
 GW_PORTS=(18081 18082) WK_PORTS=(19191 19192)
 declare -A NAME=([1]="no fault" [2]="fail rate 0.1" [3]="worker SIGKILL" [4]="gateway SIGKILL"
@@ -665,6 +669,26 @@ keys = ["victim", "victim_expired_at_kill", "cancelled_at_kill", "cancelled_at_r
 json.dump(dict(zip(keys, map(num, v))), open(path, "w"), indent=1)
 PY2
 }
+# The run's timeline to RUN_DIR/timeline.svg. Run 1 of each scenario and speed goes into the
+# report: TIMELINES holds "scenario|speed|verdict|svg" for it. A run whose timeline cannot be
+# drawn is judged all the same (the plot is not evidence).
+TIMELINES=()
+speed_text() { # speed scenario
+    if [[ $1 == herd ]]; then is_payment "$2" && echo "herd ($PAY_HERD_RATE/s)" || echo herd
+    elif [[ $2 == 13 ]]; then echo "waiting room"
+    else echo "paced $RATE/s"; fi
+}
+plot_run() { # scenario speed run verdict
+    local title
+    title="Scenario $1: ${NAME[$1]}, $(speed_text "$2" "$1"), run $3: $4"
+    if "$BIN/seckill-bench" plot chaos --run-dir "$RUN_DIR" --out "$RUN_DIR/timeline.svg" \
+        --title "$title" 2>"$RUN_DIR/plot.log"; then
+        (($3 == 1)) && TIMELINES+=("$1|$2|$4|$RUN_DIR/timeline.svg")
+    else
+        warn "no timeline for this run: $(tail -n 1 "$RUN_DIR/plot.log")"
+    fi
+    return 0
+}
 run_one() { # scenario speed run
     local sc=$1 speed=$2 run=$3 ns db started fault_at recovered=- load_pid rate_args=() allow_args=() r
     local body sale_args=() audit_args=() odds=() seed ready=ready_for_fault
@@ -746,7 +770,7 @@ run_one() { # scenario speed run
     "$BIN/seckill-bench" load --quiet --json \
         --gateway "http://127.0.0.1:${GW_PORTS[0]}" --gateway "http://127.0.0.1:${GW_PORTS[1]}" \
         --product "$PRODUCT" --users "$RUN_USERS" --concurrency "$CONCURRENCY" "${rate_args[@]}" \
-        "${sale_args[@]}" --settle-timeout 60 --timeout 10 \
+        "${sale_args[@]}" --settle-timeout 60 --timeout 10 --sample-admin-ms "$SAMPLE_MS" \
         --history "$RUN_DIR/history.jsonl" >"$RUN_DIR/load.json" 2>"$RUN_DIR/load.log" &
     load_pid=$!
     if [[ $sc == 2 || $sc == 12 ]]; then
@@ -800,6 +824,7 @@ run_one() { # scenario speed run
     echo "${ROWS[-1]}"
     local verdict
     verdict=$(cat "$RUN_DIR/verdict")
+    plot_run "$sc" "$speed" "$run" "$verdict"
     if [[ $verdict != PASS ]]; then
         NOT_PASS=$((NOT_PASS + 1))
         warn "run $verdict: $RUN_DIR"
@@ -821,9 +846,20 @@ echo
 echo "$TABLE"
 if [[ -n $REPORT ]]; then
     SETTINGS="Paced: stock $STOCK, $USERS users then fresh ones until sold out, $RATE req/s, fault once $FAULT_AFTER units are sold. Herd: stock $HERD_STOCK, $HERD_USERS users, unpaced, fault once $HERD_FAULT_AFTER units are sold. Concurrency $CONCURRENCY. Every fault waits for a reservation in flight; a killed process is restarted $RESTART_AFTER s later. Allowed failures: scenario 2 \`chaos\`; scenario 7 \`expired\` and \`lost\`, a stand-in limitation (tansu keeps messages in memory, so a restart loses messages it acknowledged; Kafka with acks=all would not). \"Fault hit the sale\": reservations in flight when the fault started, and buys answered while it lasted. A crash fails the run; ERROR means the fault did not happen as designed. Scenarios 10-12: stock $PAY_STOCK at a price, a $PAY_WINDOW s payment window, $PAY_USERS users then fresh ones until every unit is paid (\`--until-all-paid\`; herd is $PAY_HERD_RATE req/s), $PAY_RATE of the buyers pay; a simulated provider declines 10 % of charges and decides 200 ms after each; in 12 also 20 % late (4 s, after the deadline) and 30 % of callbacks twice. Paid and cancelled (\`payment_timeout\`, \`buyer_cancelled\`) count as kept promises; the run passes only when every unit ends paid (the load saw it, and audit check 12 with \`--expect-all-paid\`). Scenario 11 kills the first worker seen cancelling unpaid orders; its \"fault hit the sale\" counts the cancellations before and after. Scenario 12 must show late and twice-sent callbacks and at least one \`refund_due\` payment. Scenario 13: a waiting room (stock $WR_STOCK, $WR_USERS buyers joining before the start through both gateways, $WR_ADMIT_PER_SEC admissions/s, factor $WR_FACTOR; \`load --waiting-room --until-sold-out\`); gateway 0 SIGKILLed once buyers are admitted, restarted $RESTART_AFTER s later; it passes when every unit is sold and audit checks 13-15 pass (every buyer held a valid admission, the cap held in every admin-view sample, no place admitted twice)."
-    python3 - "$REPORT" "$TABLE" "$RUNS" "$SCENARIOS" "$SPEEDS" "$SETTINGS" "$BUILD" <<'PY'
+    # The timelines next to the report, under img/chaos/ (the previous run's are removed).
+    IMG_DIR=$(dirname "$REPORT")/img/chaos
+    mkdir -p "$IMG_DIR"
+    rm -f "$IMG_DIR"/*.svg
+    GALLERY=""
+    for t in "${TIMELINES[@]}"; do
+        IFS='|' read -r sc speed verdict svg <<<"$t"
+        cp "$svg" "$IMG_DIR/$sc-$speed.svg"
+        GALLERY+="**$sc ${NAME[$sc]}**, $(speed_text "$speed" "$sc"), run 1: $verdict"$'\n\n'
+        GALLERY+="![scenario $sc, $speed: tickets accepted, confirmed, compensated and pending over time](img/chaos/$sc-$speed.svg)"$'\n\n'
+    done
+    python3 - "$REPORT" "$TABLE" "$RUNS" "$SCENARIOS" "$SPEEDS" "$SETTINGS" "$BUILD" "$GALLERY" <<'PY'
 import sys, datetime, platform, os
-path, table, runs, scenarios, speeds, settings, build = sys.argv[1:]
+path, table, runs, scenarios, speeds, settings, build, gallery = sys.argv[1:]
 cpu = ""
 try:
     cpu = [l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")][0]
@@ -841,6 +877,20 @@ body = f"""
 {settings}
 
 {table}
+"""
+if gallery:
+    body += f"""
+### Timelines
+
+One per scenario and speed (its run 1), drawn by `seckill-bench plot chaos` from the run's folder.
+Top: tickets so far: accepted (the `202`s the load tool received, wide pale line), confirmed, and
+compensated (failed, the unit given back), and paid and cancelled in the payment scenarios; from the
+admin view (`GET /admin/products/{{id}}`, Redis's counters) sampled every few hundred ms. Bottom:
+reservations pending, and a cross at 0 for each look at the admin view that got no answer. The
+shaded band is the fault, from its start to its end (a kill: until the restart; an outage: until the
+service is started again; scenarios 2 and 12: the whole sale). Time runs from the load's start.
+
+{gallery.rstrip()}
 """
 open(path, "w").write(head + body)
 PY

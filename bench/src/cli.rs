@@ -1,6 +1,7 @@
 //! The command line: `seckill-bench load …`, `seckill-bench audit …`,
 //! `seckill-bench mysql-ceiling …`, `seckill-bench report …`,
-//! `seckill-bench provider …`, `seckill-bench expiry …` and `seckill-bench queue-sale …`.
+//! `seckill-bench provider …`, `seckill-bench expiry …`, `seckill-bench queue-sale …` and
+//! `seckill-bench plot …`.
 
 use clap::{Args, Parser, Subcommand};
 use secrecy::SecretString;
@@ -35,6 +36,8 @@ impl Cli {
     }
 }
 
+// Parsed once per process: the size of the largest variant (`load`'s flags) costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Drive the gateways: buy requests for one product (or GETs of one path with
@@ -59,6 +62,9 @@ pub enum Command {
     /// sold out or bought; the polls per second sustained, the Redis CPU per poll, and the
     /// time from the start to the last unit sold, next to the same sale without a waiting room.
     QueueSale(crate::queue_bench::QueueSaleArgs),
+    /// Draw SVG charts of a load run (from its `load --json` summary) or of a chaos run (from
+    /// its folder) over time.
+    Plot(crate::plot::PlotArgs),
 }
 
 #[derive(Debug, Clone, Args)]
@@ -304,6 +310,17 @@ pub struct LoadArgs {
     /// --waiting-room: every buyer stops this long after the start, whatever its state.
     #[arg(long, default_value_t = 180.0, value_name = "SECS")]
     pub wr_timeout: f64,
+
+    /// Sample the product's admin view (`GET /admin/products/{id}`, needs --admin-token) every
+    /// MS ms while the load runs and its tickets settle, into the summary's `admin_samples`:
+    /// the data of a chaos run's timeline (`seckill-bench plot chaos`).
+    #[arg(long, value_name = "MS", conflicts_with = "path_get")]
+    pub sample_admin_ms: Option<u64>,
+
+    /// Draw the run as an SVG chart to this file: answers per second and latency (p50, p99)
+    /// over time, per outcome.
+    #[arg(long, value_name = "SVG", conflicts_with = "waiting_room")]
+    pub plot: Option<PathBuf>,
 
     /// --waiting-room with --admin-token: how often to sample the admin view.
     #[arg(long, default_value_t = 200, value_name = "MS")]

@@ -15,6 +15,8 @@
 //!   calls back with signed, sometimes late or duplicated, outcomes.
 //! - [`expiry`]: `seckill-bench expiry`, the payment deadline: from each unpaid order's
 //!   `pay_by_ms` to its unit back on sale in Redis (p50, p99), and expired orders per second.
+//! - [`plot`]: `seckill-bench plot` (and `load --plot`), SVG charts of load and chaos runs
+//!   over time.
 //! - [`queue_bench`]: `seckill-bench queue-sale`, a waiting-room sale: polls per second, Redis
 //!   CPU per poll, and the time to sell out next to the same sale without a waiting room.
 
@@ -25,6 +27,7 @@ pub mod cli;
 pub mod expiry;
 pub mod history;
 pub mod load;
+pub mod plot;
 pub mod provider;
 pub mod queue_bench;
 pub mod report;
@@ -46,6 +49,7 @@ pub async fn run(cli: cli::Cli) -> anyhow::Result<bool> {
             .map(|_| true),
         cli::Command::Expiry(args) => expiry::run(args).await,
         cli::Command::QueueSale(args) => queue_bench::run(args).await,
+        cli::Command::Plot(args) => plot::run(args),
     }
 }
 

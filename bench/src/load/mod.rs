@@ -26,7 +26,13 @@
 //!
 //! `--waiting-room` is a load of its own ([`waiting_room`]): each buyer joins the product's
 //! waiting room, polls until admitted, and buys with its admission token.
+//!
+//! Over time: every answer also goes on a [`timeline`] (answers per second and latency
+//! percentiles per outcome, in the summary's `timeline`; `--plot` draws it), and
+//! `--sample-admin-ms` reads the product's admin view at a steady pace ([`admin_samples`]), the
+//! data of a chaos run's timeline.
 
+pub mod admin_samples;
 pub mod all_paid;
 pub mod buyer_token;
 pub mod engine;
@@ -37,11 +43,13 @@ pub mod plan;
 pub mod sale_end;
 pub mod settle;
 pub mod stats;
+pub mod timeline;
 pub mod waiting_room;
 
 use crate::cli::LoadArgs;
 use crate::history::{HistorySink, HistoryWriter, RequestRecord};
 use crate::now_us;
+use admin_samples::AdminSampler;
 use all_paid::AllPaid;
 use anyhow::Context;
 use buyer_token::{BuyerTokens, SigningKey, TokenIssuer};
@@ -241,7 +249,10 @@ async fn worker(shared: Arc<Shared>, id: usize) -> WorkerResult {
             Outcome::classify(status)
         };
         shared.counts[outcome.index()].fetch_add(1, Ordering::Relaxed);
-        shared.histograms.record(id, outcome, latency_us, lag_us);
+        let at_ms = answered.duration_since(shared.started).as_millis() as u64;
+        shared
+            .histograms
+            .record(id, outcome, latency_us, lag_us, Some(at_ms));
         let mut ticket = None;
         if shared.mode == Mode::Buy {
             shared.sale_end.record(gw, outcome);
@@ -635,6 +646,10 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<Summary> {
         }
         _ => (None, None),
     };
+    let admin_samples = match product {
+        Some(p) => AdminSampler::from_args(&args, &client, &gateways, p)?,
+        None => None,
+    };
     let workers: Vec<_> = (0..args.concurrency)
         .map(|id| tokio::spawn(worker(shared.clone(), id)))
         .collect();
@@ -704,6 +719,10 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<Summary> {
         Vec::new()
     };
     let settle_s = settle_started.elapsed().as_secs_f64();
+    let admin_samples = match admin_samples {
+        Some(s) => Some(s.finish().await),
+        None => None,
+    };
     // The paying buyers stop by themselves: each by its ticket's deadline and the grace.
     let payments = match &payers {
         Some(p) => {
@@ -814,6 +833,8 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<Summary> {
         arrival,
         history: history_path.map(|p| p.display().to_string()),
         waiting_room: None,
+        timeline: Some(merged.timeline(duration_s)),
+        admin_samples,
     };
     writer.line(&summary)?;
     drop(shared);
@@ -822,6 +843,9 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<Summary> {
         .await
         .context("the history writer task failed")??;
 
+    if let Some(path) = &args.plot {
+        crate::plot::load_chart::write(&summary, path)?;
+    }
     if args.json {
         println!("{}", serde_json::to_string(&summary)?);
     } else {
@@ -946,6 +970,44 @@ mod tests {
         assert!((a.achieved_per_s / 200.0 - 1.0).abs() < 0.05, "{a:?}");
         assert!(a.max_in_flight < 64, "{a:?}");
         assert!(s.all.p50_ms >= 40.0, "{:?}", s.all);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_summary_carries_the_runs_timeline_and_plot_draws_it() {
+        // 200/s for 1 s, 10 ms answers: every answer is a 200, in buckets over the second.
+        let addr = slow_server(Duration::from_millis(10)).await;
+        let svg = std::env::temp_dir().join(format!("load-plot-{}.svg", std::process::id()));
+        let s = get_run(
+            addr,
+            &["--rate", "200", "-c", "8", "--plot", svg.to_str().unwrap()],
+        )
+        .await;
+        let t = s.timeline.as_ref().expect("a timeline");
+        assert_eq!(t.series.len(), 1);
+        let ok = t.get("200").expect("the 200s");
+        assert_eq!(ok.points.iter().map(|p| p.count).sum::<u64>(), s.all.count);
+        // About 200 answers over 1 s: buckets of 20 answers on average, so 0.1 s (0.2 s when
+        // fewer than 200 came back in time).
+        assert!(t.bucket_s == 0.1 || t.bucket_s == 0.2, "{}", t.bucket_s);
+        assert!(ok.points.len() >= 5, "{}", ok.points.len());
+        let busy = ok.points.iter().filter(|p| p.count > 0);
+        assert!(busy.clone().all(|p| p.p50_ms.unwrap() >= 10.0));
+        // The JSON summary holds it too, for `plot load`.
+        let saved: crate::plot::load_chart::SavedRun =
+            serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        let saved = saved.timeline.expect("a saved timeline");
+        assert_eq!(saved.bucket_s, t.bucket_s);
+        let counts = |t: &crate::load::timeline::Timeline| -> Vec<(f64, u64)> {
+            t.series[0]
+                .points
+                .iter()
+                .map(|p| (p.t_s, p.count))
+                .collect()
+        };
+        assert_eq!(counts(&saved), counts(t));
+        let text = std::fs::read_to_string(&svg).unwrap();
+        std::fs::remove_file(&svg).unwrap();
+        assert!(text.starts_with("<svg") && text.contains("200 ok"));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

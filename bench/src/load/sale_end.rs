@@ -104,6 +104,7 @@ impl StockView {
 }
 
 /// `GET {gateway}/admin/products/{id}` with the admin token, on each gateway in turn.
+#[derive(Clone)]
 pub struct AdminApi {
     client: reqwest::Client,
     urls: Vec<String>,

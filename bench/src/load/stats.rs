@@ -1,6 +1,7 @@
 //! Latency histograms per outcome, the run's summary and its table.
 
 use super::plan::Outcome;
+use super::timeline::{Timeline, TimelineRecorder};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
@@ -18,6 +19,8 @@ pub struct OutcomeHistograms {
     hists: Vec<Option<Histogram<u64>>>,
     /// `--rate`: how late each request went out, against when it was due (µs).
     lag: Option<Histogram<u64>>,
+    /// Each answer's time and latency, for the plot.
+    timeline: TimelineRecorder,
 }
 
 impl Default for OutcomeHistograms {
@@ -25,12 +28,23 @@ impl Default for OutcomeHistograms {
         Self {
             hists: (0..Outcome::COUNT).map(|_| None).collect(),
             lag: None,
+            timeline: TimelineRecorder::default(),
         }
     }
 }
 
 impl OutcomeHistograms {
-    pub fn record(&mut self, outcome: Outcome, latency_us: u64, lag_us: Option<u64>) {
+    /// One answer; `at_ms` (ms after the start) also puts it on the timeline.
+    pub fn record(
+        &mut self,
+        outcome: Outcome,
+        latency_us: u64,
+        lag_us: Option<u64>,
+        at_ms: Option<u64>,
+    ) {
+        if let Some(at) = at_ms {
+            self.timeline.record(outcome, at, latency_us);
+        }
         self.hists[outcome.index()]
             .get_or_insert_with(new_histogram)
             .saturating_record(latency_us.max(1));
@@ -56,6 +70,12 @@ impl OutcomeHistograms {
                 .add(h)
                 .expect("histograms share their bounds");
         }
+        self.timeline.merge(&other.timeline);
+    }
+
+    /// The answers over time, in buckets, over a run of `duration_s` seconds.
+    pub fn timeline(&self, duration_s: f64) -> Timeline {
+        Timeline::build(&self.timeline, duration_s)
     }
 
     /// Send lag of the scheduled requests, if the run had a schedule.
@@ -106,11 +126,18 @@ impl ShardedHistograms {
         }
     }
 
-    pub fn record(&self, shard: usize, outcome: Outcome, latency_us: u64, lag_us: Option<u64>) {
+    pub fn record(
+        &self,
+        shard: usize,
+        outcome: Outcome,
+        latency_us: u64,
+        lag_us: Option<u64>,
+        at_ms: Option<u64>,
+    ) {
         let s = &self.shards[shard % self.shards.len()];
         s.lock()
             .unwrap_or_else(|e| e.into_inner())
-            .record(outcome, latency_us, lag_us);
+            .record(outcome, latency_us, lag_us, at_ms);
     }
 
     pub fn merged(&self) -> OutcomeHistograms {
@@ -357,6 +384,12 @@ pub struct Summary {
     /// `--waiting-room`: what became of the buyers in the line (absent otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub waiting_room: Option<super::waiting_room::WaitingRoomReport>,
+    /// The answers over time, per outcome (absent for `--waiting-room`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeline: Option<super::timeline::Timeline>,
+    /// `--sample-admin-ms`: the product's admin view over the run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admin_samples: Option<Vec<super::admin_samples::AdminSample>>,
 }
 
 impl Summary {
@@ -635,9 +668,9 @@ mod tests {
     fn histograms_merge_and_give_percentiles() {
         let shared = ShardedHistograms::new(3);
         for i in 1..=1000u64 {
-            shared.record(i as usize, Outcome::Accepted, i * 10, Some(i));
+            shared.record(i as usize, Outcome::Accepted, i * 10, Some(i), None);
         }
-        shared.record(0, Outcome::SoldOut, 0, None);
+        shared.record(0, Outcome::SoldOut, 0, None, None);
         let merged = shared.merged();
         let h = merged.get(Outcome::Accepted).unwrap();
         assert_eq!(h.len(), 1000);

@@ -15,6 +15,7 @@
 //! each buy with its token, each buyer's end, and, with `--admin-token`, samples of the admin
 //! view's `waiting_room.admitted` against `stock_redis` that the audit checks the cap with.
 
+use super::admin_samples::AdminSampler;
 use super::buyer_token::BuyerTokens;
 use super::engine::EngineKind;
 use super::plan::Outcome;
@@ -340,7 +341,7 @@ impl Room {
             } else {
                 Outcome::classify(a.status)
             };
-            self.histograms.record(0, outcome, service_us, None);
+            self.histograms.record(0, outcome, service_us, None, None);
             let ticket = outcome.has_ticket().then(|| ticket_of(&a.body)).flatten();
             let error = a.error_text();
             if self.history.enabled() {
@@ -623,6 +624,7 @@ pub async fn run(args: LoadArgs, tokens: Option<BuyerTokens>) -> anyhow::Result<
         retries: AtomicU64::new(0),
         admissions: AtomicU64::new(0),
     });
+    let admin_samples = AdminSampler::from_args(&args, &client, &gateways, product)?;
     let stop = Arc::new(AtomicBool::new(false));
     let sampler = api.map(|api| {
         tokio::spawn(sample(
@@ -659,6 +661,10 @@ pub async fn run(args: LoadArgs, tokens: Option<BuyerTokens>) -> anyhow::Result<
     )
     .await;
     let settle_s = settle_started.elapsed().as_secs_f64();
+    let admin_samples = match admin_samples {
+        Some(s) => Some(s.finish().await),
+        None => None,
+    };
     for line in &settled {
         writer.line(&SettledOut {
             kind: "settled",
@@ -763,6 +769,8 @@ pub async fn run(args: LoadArgs, tokens: Option<BuyerTokens>) -> anyhow::Result<
         },
         history: history_path.map(|p| p.display().to_string()),
         waiting_room: Some(report),
+        timeline: None,
+        admin_samples,
     };
     writer.line(&summary)?;
     drop(room);

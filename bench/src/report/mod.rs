@@ -5,11 +5,13 @@
 //!   was valid ([`rules`]): otherwise it is INVALID with the reason, and a ratio that needs it
 //!   is not judged. Below the table, the drain details and the CPU time per request by process
 //!   ([`cpu`]). With `--doc`, the block between the `bench:begin` and `bench:end` markers of
-//!   that file is rewritten. Exits 1 when a figure's run is invalid.
+//!   that file is rewritten. Exits 1 when a figure's run is invalid. With `--plots`, each
+//!   figure's time series is linked from the table and shown under it ([`plots`]).
 //! - `report outcome`: one number of a `load --json` summary, for the script.
 
 pub mod cpu;
 pub mod inputs;
+pub mod plots;
 pub mod rules;
 
 use anyhow::Context;
@@ -60,6 +62,12 @@ pub struct TableArgs {
     /// Rewrite the results block of this Markdown file (appended when it has none).
     #[arg(long, value_name = "FILE")]
     pub doc: Option<PathBuf>,
+
+    /// A folder of the figures' time series (`f2.svg`, `f2n.svg`, … from `seckill-bench plot
+    /// load`): the table links each figure's chart, and the results block shows them. Links
+    /// are relative to --doc's folder.
+    #[arg(long, value_name = "DIR")]
+    pub plots: Option<PathBuf>,
 
     /// Clock ticks per second of /proc/<pid>/stat (`getconf CLK_TCK`).
     #[arg(long, default_value_t = 100, value_name = "N")]
@@ -301,7 +309,7 @@ pub struct Row {
 }
 
 impl Row {
-    fn markdown(&self) -> String {
+    pub fn markdown(&self) -> String {
         format!(
             "| {} | {} | {} {} | {} | {} | {} | {} |",
             self.figure,
@@ -832,10 +840,12 @@ fn table(a: &TableArgs) -> anyhow::Result<bool> {
         .filter(|r| matches!(r.mark, Mark::Invalid(_)))
         .map(|r| r.figure)
         .collect();
-    let table = std::iter::once(HEADER.to_string())
-        .chain(rows.iter().map(Row::markdown))
-        .collect::<Vec<_>>()
-        .join("\n");
+    let links = a
+        .plots
+        .as_deref()
+        .map_or_else(Vec::new, |dir| plots::links(dir, a.doc.as_deref(), &rows));
+    let table = plots::table(&rows, &links);
+    let gallery = plots::gallery(&links);
     let notes = drain_notes(&results);
     let machine = cpu::Machine::read();
     let cpu_table = cpu::table(&a.dir, &results, a.clk_tck, machine.nproc);
@@ -873,7 +883,8 @@ fn table(a: &TableArgs) -> anyhow::Result<bool> {
              softirq work on loopback traffic\nincluded; \"whole machine\" is all of it):\n\n\
              {cpu_table}\n\n\
              {}\
-             - Raw results: `{}` (removed by `scripts/dev-down.sh --purge`).\n\
+             - Raw results: `{}` (removed by `scripts/dev-down.sh --purge`).\n\n\
+             {gallery}\
              <!-- bench:end -->\n",
             utc_minutes(std::time::SystemTime::now()),
             a.mode.describe(),
