@@ -12,6 +12,8 @@
 #   scripts/chaos.sh --speeds "paced herd"   each scenario at both speeds
 #   scripts/chaos.sh --report docs/RELIABILITY.md   also write the table there, with each
 #                                        scenario's timeline (run 1) under img/chaos/ beside it
+#   scripts/chaos.sh --redis cluster     on a Redis Cluster (3 primaries, each with a replica)
+#   scripts/chaos.sh --zk ensemble       on a ZooKeeper ensemble of three
 #
 # Scenarios: 1 no fault, 2 SECKILL_CHAOS_FAIL_RATE=0.1, 3 a worker SIGKILLed and restarted
 # $RESTART_AFTER (5) s later, as a supervisor's back-off would, 4 the same for a gateway,
@@ -46,6 +48,13 @@
 # and the audit passes with its waiting-room checks 13-15 (every buyer held a valid admission,
 # the cap held in every sample, no place admitted twice).
 #
+# Scenario 14 (--redis cluster only) SIGKILLs the Redis primary that holds the product's slot;
+# its replica takes over (a replica can lag: a small Redis loss), and the killed node rejoins
+# $RESTART_AFTER s later. On a cluster, scenarios 8 and 9 restart every node (all data lost).
+# Scenario 15 (--zk ensemble only) SIGKILLs the ensemble's leader mid-sale, with 10 % of orders
+# failing so that units come back and every gateway's marker must drop through the new
+# leader; each gateway must keep its one ZooKeeper session (it may reconnect to a follower).
+#
 # A run is PASS only if the audit passes (every promise kept: confirmed, paid, cancelled for
 # a payment timeout or by its buyer, or failed for an allowed reason), the sale sold out (10-12:
 # every unit ended paid), no process crashed (died on its own, exited
@@ -72,12 +81,21 @@ while (($#)); do
             if [[ $2 =~ ^0+([.]0+)?$ ]]; then SPEEDS=herd; else RATE=$2 SPEEDS=paced; fi
             shift 2 ;;
         --speeds) SPEEDS=$2; shift 2 ;;
+        --redis) REDIS_MODE=$2; shift 2 ;;
+        --zk) ZK_MODE=$2; shift 2 ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
         *) die "unknown argument $1 (see --help)" ;;
     esac
 done
 for speed in $SPEEDS; do [[ $speed == paced || $speed == herd ]] || die "unknown speed $speed"; done
-for sc in $SCENARIOS; do [[ $sc =~ ^([1-9]|1[0-3])$ ]] || die "unknown scenario $sc"; done
+[[ ${REDIS_MODE:=single} =~ ^(single|cluster)$ ]] || die "--redis takes single or cluster"
+[[ ${ZK_MODE:=single} =~ ^(single|ensemble)$ ]] || die "--zk takes single or ensemble"
+export REDIS_MODE ZK_MODE
+for sc in $SCENARIOS; do
+    [[ $sc =~ ^([1-9]|1[0-5])$ ]] || die "unknown scenario $sc"
+    [[ $sc != 14 || $REDIS_MODE == cluster ]] || die "scenario 14 needs --redis cluster"
+    [[ $sc != 15 || $ZK_MODE == ensemble ]] || die "scenario 15 needs --zk ensemble"
+done
 : "${STOCK:=1000}" "${USERS:=1000}" "${CONCURRENCY:=64}" "${RATE:=50}" "${FAULT_AFTER:=100}"
 : "${HERD_STOCK:=5000}" "${HERD_USERS:=30000}" "${HERD_FAULT_AFTER:=500}" "${RESTART_AFTER:=5}"
 : "${PAY_STOCK:=200}" "${PAY_USERS:=300}" "${PAY_WINDOW:=3}" "${PAY_RATE:=0.7}" "${PAY_HERD_RATE:=400}"
@@ -87,14 +105,15 @@ GW_PORTS=(18081 18082) WK_PORTS=(19191 19192)
 declare -A NAME=([1]="no fault" [2]="fail rate 0.1" [3]="worker SIGKILL" [4]="gateway SIGKILL"
     [5]="MySQL down 10 s" [6]="ZooKeeper down 10 s" [7]="broker restart" [8]="Redis restart"
     [9]="Redis restart in the first second" [10]="30 % never pay" [11]="worker SIGKILL while expiring"
-    [12]="late, duplicated, reordered callbacks" [13]="gateway SIGKILL mid-admission")
+    [12]="late, duplicated, reordered callbacks" [13]="gateway SIGKILL mid-admission"
+    [14]="Redis primary SIGKILL" [15]="ZooKeeper leader SIGKILL")
 # Scenarios 10-12: a priced product with a payment window, a provider, buyers who pay.
 is_payment() { [[ $1 == 1[0-2] ]]; }
 # Failure reasons each scenario allows; any other failed promise fails the run.
 # Scenario 7 is a stand-in limitation, not a property of the design: the local broker (tansu)
 # keeps messages in memory, so a restart loses messages it had acknowledged, which Kafka with
 # acks=all and replication would not. Their tickets end `expired` (swept) or `lost`.
-declare -A ALLOW=([2]="chaos" [7]="expired lost")
+declare -A ALLOW=([2]="chaos" [7]="expired lost" [15]="chaos")
 KNOWN_CRASH_7="confluentinc/librdkafka#5280"
 
 scripts/dev-up.sh
@@ -355,6 +374,12 @@ service_down() { # name [when]: it must not answer now that it is stopped
         zookeeper) what="ruok"; if zk_ping; then what=""; fi ;;
         kafka) what="on its port"; if port_open "$KAFKA_PORT"; then what=""; fi ;;
         redis) what="PING"; if redis_ping; then what=""; fi ;;
+        zk_ensemble) what="ruok on any server"
+            local id
+            for id in $(zke_ids); do zke_ping "$id" && what=""; done ;;
+        redis_cluster) what="PING on any node"
+            local port
+            for port in $(redis_cluster_ports); do redis_node_ping "$port" && what=""; done ;;
     esac
     [[ -n $what ]] || { run_error "$1 still answers ${2:-after it was stopped}"; return 1; }
     EVIDENCE+=("$1 did not answer $what ${2:-after it was stopped}")
@@ -371,6 +396,8 @@ outage() { # name seconds: stop it, check it is down, keep it down, start it
 # nothing when its service answers), so the next runs, and everyone else, have it back.
 restore_services() {
     start_redis || true
+    [[ $REDIS_MODE == cluster ]] && { start_redis_cluster || true; }
+    [[ $ZK_MODE == ensemble ]] && { start_zk_ensemble || true; }
     start_mysql || true
     start_zookeeper || true
     { start_kafka && ensure_kafka_topic "$SECKILL_KAFKA_TOPIC" "$KAFKA_PARTITIONS"; } || true
@@ -406,7 +433,8 @@ inject() { # scenario
            sleep "$RESTART_AFTER"
            start_gateway 0 || { run_error "gateway 0 did not come back"; return 1; } ;;
         5) outage mysql 10 || return 1 ;;
-        6) outage zookeeper 10 || return 1 ;;
+        6) if [[ $ZK_MODE == ensemble ]]; then outage zk_ensemble 10 || return 1
+           else outage zookeeper 10 || return 1; fi ;;
         7) old=$(pid_running "$TANSU_PID" tansu) || { run_error "no broker of ours runs"; return 1; }
            FAULT_START=$(now_us)
            stop_kafka || { run_error "stop_kafka failed"; return 1; }
@@ -423,22 +451,99 @@ inject() { # scenario
                    { run_error "recreating topic $SECKILL_KAFKA_TOPIC failed"; return 1; }
                EVIDENCE+=("topic recreated by the clients with $have partitions")
            fi ;;
-        8|9) old=$(redis_run_id) || { run_error "no Redis run_id before the fault"; return 1; }
-           FAULT_START=$(now_us)
-           stop_redis || { run_error "stop_redis failed"; return 1; }
-           service_down redis || return 1
-           start_redis || { run_error "start_redis failed"; return 1; }
-           new=$(redis_run_id) || { run_error "no Redis run_id after the restart"; return 1; }
-           [[ $new != "$old" ]] || { run_error "Redis run_id did not change ($old)"; return 1; }
-           EVIDENCE+=("Redis run_id ${old:0:8} -> ${new:0:8}")
+        8|9) if [[ $REDIS_MODE == cluster ]]; then
+               restart_redis_cluster || return 1
+           else
+               old=$(redis_run_id) || { run_error "no Redis run_id before the fault"; return 1; }
+               FAULT_START=$(now_us)
+               stop_redis || { run_error "stop_redis failed"; return 1; }
+               service_down redis || return 1
+               start_redis || { run_error "start_redis failed"; return 1; }
+               new=$(redis_run_id) || { run_error "no Redis run_id after the restart"; return 1; }
+               [[ $new != "$old" ]] || { run_error "Redis run_id did not change ($old)"; return 1; }
+               EVIDENCE+=("Redis run_id ${old:0:8} -> ${new:0:8}")
+           fi
            # No reconcile call: gateways and workers find the lost product and rebuild it.
            # OPERATOR_RECONCILE=1 calls it once, as builds before 2026-12-01 needed.
            if [[ ${OPERATOR_RECONCILE:-0} == 1 ]]; then
                wait_for -t 30 -m "reconcile" admin POST "/admin/products/$PRODUCT/reconcile" ||
                    { run_error "reconcile failed"; return 1; }
            fi ;;
+        14) kill_redis_primary || return 1 ;;
+        15) kill_zk_leader || return 1
+            check_sessions_kept ;;
     esac
     FAULT_END=$(now_us)
+}
+# Scenarios 8 and 9 on a cluster: every node restarted without its data (each keeps its
+# nodes.conf, so the cluster forms again, empty).
+node_run_id() { redis-cli -p "$1" INFO server 2>/dev/null | sed -n 's/^run_id:\([0-9a-f]*\).*/\1/p'; }
+restart_redis_cluster() {
+    local old new
+    old=$(node_run_id "$REDIS_CLUSTER_PORT")
+    [[ -n $old ]] || { run_error "no run_id of node $REDIS_CLUSTER_PORT before the fault"; return 1; }
+    FAULT_START=$(now_us)
+    stop_redis_cluster || { run_error "stopping the cluster failed"; return 1; }
+    service_down redis_cluster || return 1
+    start_redis_cluster || { run_error "the cluster did not come back"; return 1; }
+    new=$(node_run_id "$REDIS_CLUSTER_PORT")
+    [[ -n $new && $new != "$old" ]] || { run_error "node $REDIS_CLUSTER_PORT's run_id did not change"; return 1; }
+    EVIDENCE+=("every cluster node restarted empty; node $REDIS_CLUSTER_PORT run_id ${old:0:8} -> ${new:0:8}")
+}
+primary_moved() { local p; p=$(redis_cluster_primary_of "$1") && [[ -n $p && $p != "$2" ]]; }
+# Scenario 14: SIGKILL the primary of the product's slot; its replica must take over; the
+# killed node comes back RESTART_AFTER s later and must rejoin, as a replica.
+kill_redis_primary() {
+    local key="sk:{$SECKILL_NAMESPACE:$PRODUCT}:stock" port pid t0 new
+    port=$(redis_cluster_primary_of "$key") && [[ -n $port ]] || { run_error "no primary holds $key"; return 1; }
+    pid=$(pid_running "$(redis_node_pid "$port")" redis-server) || { run_error "the primary on $port is not ours"; return 1; }
+    FAULT_START=$(now_us)
+    kill -KILL "$pid" || { run_error "kill -KILL $pid failed"; return 1; }
+    wait_for -t 10 proc_gone "$pid" redis-server || { run_error "primary $port (pid $pid) survived SIGKILL"; return 1; }
+    EVIDENCE+=("primary 127.0.0.1:$port of the product's slot (pid $pid) SIGKILLed")
+    t0=$(now_us)
+    wait_for -t 30 primary_moved "$key" "$port" || { run_error "no replica took over within 30 s"; return 1; }
+    new=$(redis_cluster_primary_of "$key")
+    EVIDENCE+=("replica 127.0.0.1:$new took over after $((($(now_us) - t0) / 1000)) ms")
+    sleep "$RESTART_AFTER"
+    start_redis_node "$port" || { run_error "node $port did not come back"; return 1; }
+    wait_for -t 60 redis_cluster_ok || { run_error "the cluster was not ok again within 60 s"; return 1; }
+    [[ $(redis-cli -p "$port" ROLE | head -n 1) == slave ]] ||
+        { run_error "node $port did not rejoin as a replica"; return 1; }
+    EVIDENCE+=("127.0.0.1:$port back as a replica of $new")
+}
+new_zk_leader() { local l; l=$(zke_leader) && [[ $l != "$1" ]]; }
+# Scenario 15: SIGKILL the ensemble's leader; the others elect a new one; the killed server
+# comes back RESTART_AFTER s later, as a follower.
+kill_zk_leader() {
+    local leader pid t0 new
+    leader=$(zke_leader) || { run_error "the ensemble has no leader"; return 1; }
+    pid=$(pid_running "$(zke_pid "$leader")" "$(zke_cfg "$leader")") || { run_error "zookeeper-$leader is not ours"; return 1; }
+    FAULT_START=$(now_us)
+    kill -KILL "$pid" || { run_error "kill -KILL $pid failed"; return 1; }
+    wait_for -t 10 proc_gone "$pid" "$(zke_cfg "$leader")" || { run_error "zookeeper-$leader survived SIGKILL"; return 1; }
+    EVIDENCE+=("leader zookeeper-$leader (pid $pid) SIGKILLed")
+    t0=$(now_us)
+    wait_for -t 30 new_zk_leader "$leader" || { run_error "no new leader within 30 s"; return 1; }
+    new=$(zke_leader)
+    EVIDENCE+=("zookeeper-$new elected leader after $((($(now_us) - t0) / 1000)) ms")
+    sleep "$RESTART_AFTER"
+    start_zk_server "$leader" || { run_error "zookeeper-$leader did not come back"; return 1; }
+    wait_for -t 60 zke_ok || { run_error "the ensemble was not whole again within 60 s"; return 1; }
+    EVIDENCE+=("zookeeper-$leader back as $(zke_mode "$leader")")
+}
+# Scenario 15: each gateway must keep its one ZooKeeper session through the election (it may
+# reconnect to another server); a second session means it lost the first, and with it its
+# watch: a crash line fails the run. Read from the gateway's log (zookeeper-client's INFO).
+check_sessions_kept() {
+    local i sessions connects log
+    for i in 0 1; do
+        log=$RUN_DIR/gateway-$i.log
+        sessions=$(grep -c 'new session established' "$log") || true
+        connects=$(grep -c 'succeeds to establish session' "$log") || true
+        EVIDENCE+=("gateway $i: $sessions ZooKeeper session(s), $connects connection(s)")
+        ((sessions == 1)) || crash "gateway $i had $sessions ZooKeeper sessions: it lost one in the leader election"
+    done
 }
 write_fault_json() { # scenario verified
     python3 - "$RUN_DIR/fault.json" "$1" "${NAME[$1]}" "${FAULT_START:-}" "${FAULT_END:-}" "$2" "${EVIDENCE[@]}" <<'PY'
@@ -568,6 +673,7 @@ elif sc not in (1, 10):
     else:
         start, end = fault["start_us"], fault["end_us"]
         in_flight, buying, inside, answered = set(), 0, 0, 0
+        seen = {}  # what the buyers were answered while the fault lasted, by status
         for line in open(at("history.jsonl")) if os.path.exists(at("history.jsonl")) else []:
             o = json.loads(line)
             if o.get("kind") == "request":
@@ -578,6 +684,7 @@ elif sc not in (1, 10):
                 if o.get("status") is not None and start <= o["recv_at_us"] <= end:
                     answered += 1
                     inside += o.get("status") == 202
+                    seen[o["status"]] = seen.get(o["status"], 0) + 1
             elif o.get("kind") == "settled":
                 t = o.get("reserved_at_ms")
                 t = t * 1000 if t is not None else o.get("answered_at_us")
@@ -588,8 +695,10 @@ elif sc not in (1, 10):
         json.dump({"start_us": start, "end_us": end, "reservations_in_flight": len(in_flight),
                    "requests_in_flight": buying, "answered_inside": answered,
                    "answered_202_inside": inside,
+                   "answered_inside_by_status": {str(k): v for k, v in sorted(seen.items())},
                    "evidence": fault["evidence"]}, open(at("overlap.json"), "w"), indent=1)
-        overlap = (f"{len(in_flight)} in flight, {answered} answered ({inside} × 202) "
+        statuses = ", ".join(f"{n} × {k}" for k, n in sorted(seen.items())) or "none"
+        overlap = (f"{len(in_flight)} in flight, {answered} answered ({statuses}) "
                    f"inside {(end - start) / 1e6:.1f} s")
         if sc == 13:
             # The fault is on the admissions: the room was admitting when the gateway died,
@@ -737,7 +846,7 @@ run_one() { # scenario speed run
         SECKILL_ADMISSION_SECRET=$ADMISSION_SECRET \
         SECKILL_PENDING_TIMEOUT_MS=5000 SECKILL_PENDING_LAST_RESORT_MS=30000 \
         SECKILL_KAFKA_DELIVERY_TIMEOUT_MS=2000 SECKILL_CHAOS_FAIL_RATE=0
-    [[ $sc == 2 ]] && export SECKILL_CHAOS_FAIL_RATE=0.1
+    [[ $sc == 2 || $sc == 15 ]] && export SECKILL_CHAOS_FAIL_RATE=0.1
     # The gateways take payments through the provider and its callbacks on gateway 0. Scenarios
     # 1-9 run with the caller's environment, as before.
     if is_payment "$sc"; then
@@ -845,7 +954,7 @@ TABLE=$(printf '%s\n' "$HEADER" "${ROWS[@]}")
 echo
 echo "$TABLE"
 if [[ -n $REPORT ]]; then
-    SETTINGS="Paced: stock $STOCK, $USERS users then fresh ones until sold out, $RATE req/s, fault once $FAULT_AFTER units are sold. Herd: stock $HERD_STOCK, $HERD_USERS users, unpaced, fault once $HERD_FAULT_AFTER units are sold. Concurrency $CONCURRENCY. Every fault waits for a reservation in flight; a killed process is restarted $RESTART_AFTER s later. Allowed failures: scenario 2 \`chaos\`; scenario 7 \`expired\` and \`lost\`, a stand-in limitation (tansu keeps messages in memory, so a restart loses messages it acknowledged; Kafka with acks=all would not). \"Fault hit the sale\": reservations in flight when the fault started, and buys answered while it lasted. A crash fails the run; ERROR means the fault did not happen as designed. Scenarios 10-12: stock $PAY_STOCK at a price, a $PAY_WINDOW s payment window, $PAY_USERS users then fresh ones until every unit is paid (\`--until-all-paid\`; herd is $PAY_HERD_RATE req/s), $PAY_RATE of the buyers pay; a simulated provider declines 10 % of charges and decides 200 ms after each; in 12 also 20 % late (4 s, after the deadline) and 30 % of callbacks twice. Paid and cancelled (\`payment_timeout\`, \`buyer_cancelled\`) count as kept promises; the run passes only when every unit ends paid (the load saw it, and audit check 12 with \`--expect-all-paid\`). Scenario 11 kills the first worker seen cancelling unpaid orders; its \"fault hit the sale\" counts the cancellations before and after. Scenario 12 must show late and twice-sent callbacks and at least one \`refund_due\` payment. Scenario 13: a waiting room (stock $WR_STOCK, $WR_USERS buyers joining before the start through both gateways, $WR_ADMIT_PER_SEC admissions/s, factor $WR_FACTOR; \`load --waiting-room --until-sold-out\`); gateway 0 SIGKILLed once buyers are admitted, restarted $RESTART_AFTER s later; it passes when every unit is sold and audit checks 13-15 pass (every buyer held a valid admission, the cap held in every admin-view sample, no place admitted twice)."
+    SETTINGS="Paced: stock $STOCK, $USERS users then fresh ones until sold out, $RATE req/s, fault once $FAULT_AFTER units are sold. Herd: stock $HERD_STOCK, $HERD_USERS users, unpaced, fault once $HERD_FAULT_AFTER units are sold. Concurrency $CONCURRENCY. Every fault waits for a reservation in flight; a killed process is restarted $RESTART_AFTER s later. Allowed failures: scenario 2 \`chaos\`; scenario 7 \`expired\` and \`lost\`, a stand-in limitation (tansu keeps messages in memory, so a restart loses messages it acknowledged; Kafka with acks=all would not). \"Fault hit the sale\": reservations in flight when the fault started, and buys answered while it lasted. A crash fails the run; ERROR means the fault did not happen as designed. Scenarios 10-12: stock $PAY_STOCK at a price, a $PAY_WINDOW s payment window, $PAY_USERS users then fresh ones until every unit is paid (\`--until-all-paid\`; herd is $PAY_HERD_RATE req/s), $PAY_RATE of the buyers pay; a simulated provider declines 10 % of charges and decides 200 ms after each; in 12 also 20 % late (4 s, after the deadline) and 30 % of callbacks twice. Paid and cancelled (\`payment_timeout\`, \`buyer_cancelled\`) count as kept promises; the run passes only when every unit ends paid (the load saw it, and audit check 12 with \`--expect-all-paid\`). Scenario 11 kills the first worker seen cancelling unpaid orders; its \"fault hit the sale\" counts the cancellations before and after. Scenario 12 must show late and twice-sent callbacks and at least one \`refund_due\` payment. Scenario 13: a waiting room (stock $WR_STOCK, $WR_USERS buyers joining before the start through both gateways, $WR_ADMIT_PER_SEC admissions/s, factor $WR_FACTOR; \`load --waiting-room --until-sold-out\`); gateway 0 SIGKILLed once buyers are admitted, restarted $RESTART_AFTER s later; it passes when every unit is sold and audit checks 13-15 pass (every buyer held a valid admission, the cap held in every admin-view sample, no place admitted twice). Redis: $REDIS_MODE$([[ $REDIS_MODE == cluster ]] && echo " (3 primaries, each with a replica; scenarios 8-9 restart every node; 14 SIGKILLs the product's primary, its replica takes over, the node rejoins $RESTART_AFTER s later)"). ZooKeeper: $ZK_MODE$([[ $ZK_MODE == ensemble ]] && echo " (three servers; 15 SIGKILLs the leader with 10 % of orders failing, and fails if a gateway loses its session)")."
     # The timelines next to the report, under img/chaos/ (the previous run's are removed).
     IMG_DIR=$(dirname "$REPORT")/img/chaos
     mkdir -p "$IMG_DIR"
