@@ -125,6 +125,10 @@ pub struct Settings {
     pub kafka_topic: String,
     /// Partitions the worker gives the topic when it has to create it.
     pub kafka_partitions: i32,
+    /// Replicas of each partition when the worker creates the topic. At 2 or more the topic
+    /// also gets `min.insync.replicas` = this − 1, so an `acks=all` produce (the gateway's)
+    /// is on two brokers at least before its `202`.
+    pub kafka_replication_factor: i32,
     /// The gateway answers 503 when Kafka has not acknowledged an order within this time.
     pub kafka_delivery_timeout_ms: u64,
     /// Producer `linger.ms`.
@@ -270,6 +274,7 @@ impl Default for Settings {
             kafka_brokers: "127.0.0.1:9092".into(),
             kafka_topic: "seckill-orders".into(),
             kafka_partitions: 8,
+            kafka_replication_factor: 1,
             kafka_delivery_timeout_ms: 3000,
             kafka_linger_ms: 5,
             zk_hosts: "127.0.0.1:2181".into(),
@@ -437,6 +442,11 @@ impl Settings {
             (1..=1024).contains(&self.kafka_partitions),
             "kafka_partitions",
             "must be 1..=1024",
+        )?;
+        check(
+            (1..=7).contains(&self.kafka_replication_factor),
+            "kafka_replication_factor",
+            "must be 1..=7",
         )?;
         check(
             (100..=60_000).contains(&self.kafka_delivery_timeout_ms),

@@ -82,14 +82,27 @@ pub fn consumer_config(s: &Settings) -> ClientConfig {
 
 /// Creates the topic with `partitions` partitions unless it exists.
 pub async fn ensure_topic(brokers: &str, topic: &str, partitions: i32) -> anyhow::Result<()> {
+    ensure_replicated_topic(brokers, topic, partitions, 1).await
+}
+
+/// [`ensure_topic`] with `replicas` copies of each partition, and then
+/// `min.insync.replicas` = `replicas` − 1 (for an `acks=all` producer). A topic that exists
+/// is left as it is.
+pub async fn ensure_replicated_topic(
+    brokers: &str,
+    topic: &str,
+    partitions: i32,
+    replicas: i32,
+) -> anyhow::Result<()> {
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
         .set("bootstrap.servers", brokers)
         .create()
         .context("creating a Kafka admin client")?;
     let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
+    let min_insync = (replicas - 1).max(1).to_string();
     let results = admin
         .create_topics(
-            &[NewTopic::new(topic, partitions, TopicReplication::Fixed(1))],
+            &[new_topic(topic, partitions, replicas, &min_insync)],
             &opts,
         )
         .await
@@ -101,6 +114,21 @@ pub async fn ensure_topic(brokers: &str, topic: &str, partitions: i32) -> anyhow
         }
     }
     Ok(())
+}
+
+/// The topic to create: `replicas` copies of each partition and, from 2 up, `min_insync`.
+fn new_topic<'a>(
+    topic: &'a str,
+    partitions: i32,
+    replicas: i32,
+    min_insync: &'a str,
+) -> NewTopic<'a> {
+    let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(replicas));
+    if replicas > 1 {
+        new.set("min.insync.replicas", min_insync)
+    } else {
+        new
+    }
 }
 
 /// Reads the worker group's committed offsets, without joining the group.
@@ -239,5 +267,24 @@ impl Fence {
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod topic_tests {
+    use super::*;
+
+    #[test]
+    fn a_replicated_topic_needs_all_but_one_replica_in_sync() {
+        let t = new_topic("orders", 8, 3, "2");
+        assert_eq!(t.num_partitions, 8);
+        assert!(matches!(t.replication, TopicReplication::Fixed(3)));
+        assert_eq!(t.config, vec![("min.insync.replicas", "2")]);
+        let single = new_topic("orders", 8, 1, "1");
+        assert!(matches!(single.replication, TopicReplication::Fixed(1)));
+        assert!(
+            single.config.is_empty(),
+            "one broker: nothing to be in sync with"
+        );
     }
 }

@@ -65,10 +65,11 @@ impl Worker {
         let startup_limit = Duration::from_secs(60);
         with_retry("applying migrations", startup_limit, || db::migrate(&pool)).await?;
         with_retry("creating the Kafka topic", startup_limit, || {
-            kafka::ensure_topic(
+            kafka::ensure_replicated_topic(
                 &settings.kafka_brokers,
                 &settings.kafka_topic,
                 settings.kafka_partitions,
+                settings.kafka_replication_factor,
             )
         })
         .await?;
