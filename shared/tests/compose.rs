@@ -13,9 +13,15 @@ use std::path::{Path, PathBuf};
 
 /// Infrastructure services; each must have a healthcheck.
 const INFRA: [&str; 4] = ["redis", "mysql", "zookeeper", "kafka"];
-/// Gateways and the host port each publishes.
-const GATEWAYS: [(&str, u16); 2] = [("gateway-1", 8081), ("gateway-2", 8082)];
-const WORKERS: [&str; 2] = ["worker-1", "worker-2"];
+/// Gateways and the host port each publishes; the last runs with the `ha` profile only.
+const GATEWAYS: [(&str, u16); 3] = [
+    ("gateway-1", 8081),
+    ("gateway-2", 8082),
+    ("gateway-3", 8083),
+];
+const WORKERS: [&str; 3] = ["worker-1", "worker-2", "worker-3"];
+/// Gateways and workers that run with the `ha` profile only.
+const HA_ONLY_APPS: [&str; 2] = ["gateway-3", "worker-3"];
 /// Connections every gateway and worker sets: the variable, the image (last path part,
 /// without tag) of the service it must point at, and the port that service listens on.
 const CONNECTIONS: [(&str, &str, u16); 4] = [
@@ -27,11 +33,34 @@ const CONNECTIONS: [(&str, &str, u16); 4] = [
 /// The profile that runs Redis as a cluster, its nodes (`redis-node-1`...), and the one-shot
 /// service that creates it.
 const CLUSTER_PROFILE: &str = "cluster";
+/// The profiles the cluster's nodes and init run with: `cluster`, and `ha`, which includes it.
+const CLUSTER_PROFILES: [&str; 2] = [CLUSTER_PROFILE, HA_PROFILE];
 const CLUSTER_NODE_PREFIX: &str = "redis-node-";
 const CLUSTER_INIT: &str = "redis-cluster-init";
 /// Three primaries, each with one replica.
 const CLUSTER_PRIMARIES: usize = 3;
 const CLUSTER_REPLICAS: usize = 1;
+/// The profile that runs the production topology: a ZooKeeper ensemble, three Kafka brokers,
+/// the Redis Cluster, three gateways and three workers.
+const HA_PROFILE: &str = "ha";
+const ZK_ENSEMBLE: [&str; 3] = ["zookeeper-1", "zookeeper-2", "zookeeper-3"];
+const HA_BROKERS: [&str; 3] = ["kafka-1", "kafka-2", "kafka-3"];
+/// The topic's replicas and the writes' minimum in-sync replicas on the ha brokers.
+const HA_REPLICATION_FACTOR: i32 = 3;
+const HA_MIN_INSYNC: i32 = 2;
+/// The one-shot service that stops the programs from starting with single-server settings.
+const HA_GUARD: &str = "ha-guard";
+/// What the `ha` profile needs from the host: the programs' settings, and the variable the
+/// guard gets each in.
+const HA_VARS: [(&str, &str); 4] = [
+    ("SECKILL_REDIS_URL", "APPS_REDIS_URL"),
+    ("SECKILL_ZK_HOSTS", "APPS_ZK_HOSTS"),
+    ("SECKILL_KAFKA_BROKERS", "APPS_KAFKA_BROKERS"),
+    (
+        "SECKILL_KAFKA_REPLICATION_FACTOR",
+        "APPS_KAFKA_REPLICATION_FACTOR",
+    ),
+];
 
 /// The host's environment that compose interpolates `${VAR}` from (and reads
 /// `COMPOSE_PROFILES` from).
@@ -109,6 +138,39 @@ fn check_compose_in(text: &str, host: &Host) -> Result<(), Vec<String>> {
         }
     }
 
+    // Two gateways and two workers, and a third of each with the `ha` profile only.
+    for (name, _) in apps.clone() {
+        let Some(service) = services.get(name) else {
+            continue; // reported above
+        };
+        let want: &[&str] = if HA_ONLY_APPS.contains(&name) {
+            &[HA_PROFILE]
+        } else {
+            &[]
+        };
+        if profiles(service) != want {
+            problems.push(format!(
+                "{name}: has profiles {:?}, not {want:?}",
+                profiles(service)
+            ));
+        }
+    }
+    let ha = on.contains(HA_PROFILE);
+    for (what, names, want) in [
+        ("gateways", GATEWAYS.map(|g| g.0), if ha { 3 } else { 2 }),
+        ("workers", WORKERS, if ha { 3 } else { 2 }),
+    ] {
+        let running = names
+            .iter()
+            .filter(|n| services.get(**n).is_some_and(|s| is_on(s, &on)))
+            .count();
+        if running != want {
+            problems.push(format!(
+                "{running} {what} run with profiles {on:?}, not {want}"
+            ));
+        }
+    }
+
     for name in INFRA {
         if let Some(service) = services.get(name) {
             if healthcheck(service).is_none() {
@@ -152,6 +214,7 @@ fn check_compose_in(text: &str, host: &Host) -> Result<(), Vec<String>> {
     }
 
     check_cluster_profile(text, &doc, &services, &mut problems);
+    check_ha_profile(text, &doc, &services, &mut problems);
 
     for (name, role) in apps {
         if let Some(service) = services.get(name) {
@@ -297,10 +360,20 @@ fn check_app(
         }
     };
     let cluster = matches!(topology, Some(Topology::Cluster(_)));
-    if on.contains(CLUSTER_PROFILE) && !cluster {
+    if let Some(profile) = CLUSTER_PROFILES.iter().find(|p| on.contains(**p)) {
+        if !cluster {
+            problem(format!(
+                "the `{profile}` profile is on, but SECKILL_REDIS_URL `{}` is not a cluster",
+                settings.redis_url.expose_secret()
+            ));
+        }
+    }
+    let ha = on.contains(HA_PROFILE);
+    if ha && settings.kafka_replication_factor != HA_REPLICATION_FACTOR {
         problem(format!(
-            "the `{CLUSTER_PROFILE}` profile is on, but SECKILL_REDIS_URL `{}` is not a cluster",
-            settings.redis_url.expose_secret()
+            "the `{HA_PROFILE}` profile is on, but SECKILL_KAFKA_REPLICATION_FACTOR is {}, \
+             not {HA_REPLICATION_FACTOR}",
+            settings.kafka_replication_factor
         ));
     }
 
@@ -334,6 +407,19 @@ fn check_app(
                 continue;
             }
         };
+        // With the `ha` profile, the ensemble and all three brokers, and nothing else.
+        let wanted: &[&str] = match key {
+            "SECKILL_ZK_HOSTS" if ha => &ZK_ENSEMBLE,
+            "SECKILL_KAFKA_BROKERS" if ha => &HA_BROKERS,
+            _ => &[],
+        };
+        let named: BTreeSet<&str> = endpoints.iter().map(|(h, _)| h.as_str()).collect();
+        let unnamed: Vec<&&str> = wanted.iter().filter(|w| !named.contains(**w)).collect();
+        if !unnamed.is_empty() {
+            problem(format!(
+                "{key}: the `{HA_PROFILE}` profile is on, but it does not name {unnamed:?}"
+            ));
+        }
         for (host, got_port) in endpoints {
             let Some(target) = services.get(&host) else {
                 problem(format!(
@@ -341,6 +427,14 @@ fn check_app(
                 ));
                 continue;
             };
+            if ha && key != "SECKILL_MYSQL_URL" && !profiles(target).iter().any(|p| p == HA_PROFILE)
+            {
+                problem(format!(
+                    "{key}: the `{HA_PROFILE}` profile is on, but `{host}` is not one of its \
+                     services (profiles {:?})",
+                    profiles(target)
+                ));
+            }
             if !is_on(target, on) {
                 problem(format!(
                     "{key}: `{host}` runs only with profiles {:?}, which are off",
@@ -391,6 +485,18 @@ fn check_app(
                 ));
             }
             if key == "SECKILL_KAFKA_BROKERS" {
+                // The worker creates the topic with this many replicas: the broker's cluster
+                // must have them (each of its nodes is a voter of its quorum).
+                let nodes = env_of(target, "KAFKA_CONTROLLER_QUORUM_VOTERS", vars)
+                    .map(|v| v.split(',').filter(|s| !s.trim().is_empty()).count())
+                    .unwrap_or(0);
+                let rf = settings.kafka_replication_factor;
+                if usize::try_from(rf).map_or(true, |rf| rf > nodes) {
+                    problem(format!(
+                        "SECKILL_KAFKA_REPLICATION_FACTOR is {rf}, but `{host}`'s cluster has \
+                         {nodes} nodes: the worker cannot create the topic"
+                    ));
+                }
                 // Clients reconnect to the advertised address, so it must be the same one.
                 let advertised =
                     env_of(target, "KAFKA_ADVERTISED_LISTENERS", vars).unwrap_or_default();
@@ -461,9 +567,9 @@ fn check_cluster_profile(
                 "runs image {image:?}, not {single_image:?} as `redis` does"
             ));
         }
-        if profiles(node) != [CLUSTER_PROFILE] {
+        if profiles(node) != CLUSTER_PROFILES {
             problem(format!(
-                "has profiles {:?}, not [{CLUSTER_PROFILE}]",
+                "has profiles {:?}, not {CLUSTER_PROFILES:?}",
                 profiles(node)
             ));
         }
@@ -582,9 +688,9 @@ fn check_cluster_init(
     problems: &mut Vec<String>,
 ) {
     let mut problem = |p: String| problems.push(format!("{CLUSTER_INIT}: {p}"));
-    if profiles(init) != [CLUSTER_PROFILE] {
+    if profiles(init) != CLUSTER_PROFILES {
         problem(format!(
-            "has profiles {:?}, not [{CLUSTER_PROFILE}]",
+            "has profiles {:?}, not {CLUSTER_PROFILES:?}",
             profiles(init)
         ));
     }
@@ -694,6 +800,365 @@ fn check_cluster_init(
     if !script.contains("$APPS_REDIS_URL") {
         problem("does not check APPS_REDIS_URL".into());
     }
+}
+
+/// The `ha` profile: the ZooKeeper ensemble, the three Kafka brokers, and the guard that
+/// stops the programs from starting with single-server settings. (Its Redis Cluster is the
+/// `cluster` profile's, checked above; its programs are checked with the others.)
+fn check_ha_profile(
+    text: &str,
+    doc: &Value,
+    services: &BTreeMap<String, &Value>,
+    problems: &mut Vec<String>,
+) {
+    let declared: BTreeSet<String> = doc
+        .get("volumes")
+        .and_then(Value::as_mapping)
+        .map(|m| m.keys().filter_map(scalar).collect())
+        .unwrap_or_default();
+    let none = Host::new();
+    let image_of = |name: &str| {
+        services
+            .get(name)
+            .and_then(|s| s.get("image"))
+            .and_then(scalar)
+    };
+    // What every ha server has in common with its single counterpart.
+    let common = |name: &str, like: &str, data: &[&str], problem: &mut dyn FnMut(String)| {
+        let service = services[name];
+        let image = service.get("image").and_then(scalar);
+        if image.is_none() || image != image_of(like) {
+            problem(format!(
+                "runs image {image:?}, not {:?} as `{like}` does",
+                image_of(like)
+            ));
+        }
+        if profiles(service) != [HA_PROFILE] {
+            problem(format!(
+                "has profiles {:?}, not [{HA_PROFILE}]",
+                profiles(service)
+            ));
+        }
+        if healthcheck(service).is_none() {
+            problem("no healthcheck".into());
+        }
+        for path in data {
+            let sources: Vec<String> = mounts(service)
+                .into_iter()
+                .filter(|(_, target)| target == path)
+                .map(|(source, _)| source)
+                .collect();
+            match sources.as_slice() {
+                [volume] if declared.contains(volume) => {
+                    for (other, s) in services {
+                        if other != name && mounts(s).iter().any(|(v, _)| v == volume) {
+                            problem(format!("shares volume `{volume}` with `{other}`"));
+                        }
+                    }
+                }
+                _ => problem(format!(
+                    "does not keep {path} on a named volume of its own (mounts {sources:?} there)"
+                )),
+            }
+        }
+    };
+    let number = |service: &Value, key: &str| {
+        env_of(service, key, &none).and_then(|v| v.trim().parse::<i64>().ok())
+    };
+
+    // The ZooKeeper ensemble: distinct ids, and every server lists all of them (itself too)
+    // under those ids, with the client port the programs use.
+    let mut ids: BTreeMap<i64, &str> = BTreeMap::new();
+    for name in ZK_ENSEMBLE {
+        let Some(server) = services.get(name) else {
+            problems.push(format!("service `{name}` is missing"));
+            continue;
+        };
+        let mut problem = |p: String| problems.push(format!("{name}: {p}"));
+        common(name, "zookeeper", &["/data", "/datalog"], &mut problem);
+        match number(server, "ZOO_MY_ID") {
+            Some(id) if (1..=255).contains(&id) => {
+                if let Some(other) = ids.insert(id, name) {
+                    problem(format!("ZOO_MY_ID {id} is also `{other}`'s"));
+                }
+            }
+            other => problem(format!("ZOO_MY_ID {other:?} is not an id from 1 to 255")),
+        }
+    }
+    let want: BTreeSet<(i64, String)> = ids.iter().map(|(id, n)| (*id, n.to_string())).collect();
+    for name in ZK_ENSEMBLE {
+        let Some(server) = services.get(name) else {
+            continue;
+        };
+        let mut problem = |p: String| problems.push(format!("{name}: ZOO_SERVERS {p}"));
+        let servers = env_of(server, "ZOO_SERVERS", &none).unwrap_or_default();
+        let mut listed = BTreeSet::new();
+        for entry in servers.split_whitespace() {
+            // server.<id>=<host>:<quorum port>:<election port>[:<role>][;[<address>:]<client port>]
+            let parsed = entry.strip_prefix("server.").and_then(|e| {
+                let (id, rest) = e.split_once('=')?;
+                let (peer, client) = rest.split_once(';').unwrap_or((rest, ""));
+                let mut parts = peer.split(':');
+                let host = parts.next()?.to_string();
+                let quorum: u16 = parts.next()?.parse().ok()?;
+                let election: u16 = parts.next()?.parse().ok()?;
+                let client: Option<u16> = match client.rsplit(':').next() {
+                    Some("") | None => None,
+                    Some(p) => Some(p.parse().ok()?),
+                };
+                Some((id.parse::<i64>().ok()?, host, quorum, election, client))
+            });
+            match parsed {
+                Some((_, _, quorum, election, _)) if quorum == election => {
+                    problem(format!("`{entry}` uses one port for quorum and election"))
+                }
+                Some((_, _, _, _, Some(client))) if client != 2181 => {
+                    problem(format!("`{entry}`: clients connect on 2181, not {client}"))
+                }
+                Some((id, host, ..)) => {
+                    listed.insert((id, host));
+                }
+                None => problem(format!("cannot read `{entry}`")),
+            }
+        }
+        if listed != want {
+            problem(format!(
+                "lists {listed:?}, not the ensemble's servers with their ZOO_MY_ID {want:?}"
+            ));
+        }
+    }
+
+    // The Kafka brokers: one cluster, whose three nodes are the voters of its quorum, with
+    // every topic on three of them and writes on two.
+    let mut node_ids: BTreeMap<i64, &str> = BTreeMap::new();
+    let mut voters_want = BTreeSet::new();
+    for name in HA_BROKERS {
+        let Some(broker) = services.get(name) else {
+            problems.push(format!("service `{name}` is missing"));
+            continue;
+        };
+        let mut problem = |p: String| problems.push(format!("{name}: {p}"));
+        common(name, "kafka", &["/var/lib/kafka/data"], &mut problem);
+        let env = |key: &str| env_of(broker, key, &none).unwrap_or_default();
+        let roles: BTreeSet<String> = env("KAFKA_PROCESS_ROLES")
+            .split(',')
+            .map(|r| r.trim().to_string())
+            .collect();
+        if !roles.contains("broker") || !roles.contains("controller") {
+            problem(format!(
+                "KAFKA_PROCESS_ROLES {roles:?} is not broker and controller"
+            ));
+        }
+        let controller_port = env("KAFKA_LISTENERS")
+            .split(',')
+            .find_map(|l| l.trim().strip_prefix("CONTROLLER://"))
+            .and_then(|a| a.rsplit(':').next()?.parse::<u16>().ok());
+        match (number(broker, "KAFKA_NODE_ID"), controller_port) {
+            (Some(id), Some(port)) => {
+                if let Some(other) = node_ids.insert(id, name) {
+                    problem(format!("KAFKA_NODE_ID {id} is also `{other}`'s"));
+                }
+                voters_want.insert(format!("{id}@{name}:{port}"));
+            }
+            (id, port) => problem(format!(
+                "no KAFKA_NODE_ID ({id:?}) or CONTROLLER listener port ({port:?})"
+            )),
+        }
+        for (key, want) in [
+            ("KAFKA_DEFAULT_REPLICATION_FACTOR", HA_REPLICATION_FACTOR),
+            ("KAFKA_MIN_INSYNC_REPLICAS", HA_MIN_INSYNC),
+            (
+                "KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR",
+                HA_REPLICATION_FACTOR,
+            ),
+            (
+                "KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR",
+                HA_REPLICATION_FACTOR,
+            ),
+            ("KAFKA_TRANSACTION_STATE_LOG_MIN_ISR", HA_MIN_INSYNC),
+        ] {
+            let got = number(broker, key);
+            if got != Some(i64::from(want)) {
+                problem(format!("{key} is {got:?}, not {want}"));
+            }
+        }
+    }
+    let first = HA_BROKERS.iter().find_map(|n| services.get(*n));
+    for name in HA_BROKERS {
+        let Some(broker) = services.get(name) else {
+            continue;
+        };
+        let mut problem = |p: String| problems.push(format!("{name}: {p}"));
+        let voters: Vec<String> = env_of(broker, "KAFKA_CONTROLLER_QUORUM_VOTERS", &none)
+            .unwrap_or_default()
+            .split(',')
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+            .collect();
+        let set: BTreeSet<String> = voters.iter().cloned().collect();
+        if set != voters_want || voters.len() != HA_BROKERS.len() {
+            problem(format!(
+                "KAFKA_CONTROLLER_QUORUM_VOTERS {voters:?} are not the {} brokers' controllers \
+                 {voters_want:?}",
+                HA_BROKERS.len()
+            ));
+        }
+        let cluster_id = |s: &Value| env_of(s, "CLUSTER_ID", &none).unwrap_or_default();
+        if cluster_id(broker).is_empty() || first.map(|f| cluster_id(f)) != Some(cluster_id(broker))
+        {
+            problem(format!(
+                "CLUSTER_ID `{}` is not the same on every broker",
+                cluster_id(broker)
+            ));
+        }
+    }
+
+    // The guard.
+    let Some(guard) = services.get(HA_GUARD) else {
+        problems.push(format!("service `{HA_GUARD}` is missing"));
+        return;
+    };
+    check_ha_guard(text, guard, services, problems);
+}
+
+/// The one-shot service that exits 1, with the profile on, when the programs would still use
+/// a single server. Its script is run here with the local `sh` (it only compares strings):
+/// it must pass with the settings the file's header documents, and fail, naming the
+/// variable, when any one of them is left at its default.
+fn check_ha_guard(
+    text: &str,
+    guard: &Value,
+    services: &BTreeMap<String, &Value>,
+    problems: &mut Vec<String>,
+) {
+    let mut problem = |p: String| problems.push(format!("{HA_GUARD}: {p}"));
+    if profiles(guard) != [HA_PROFILE] {
+        problem(format!(
+            "has profiles {:?}, not [{HA_PROFILE}]",
+            profiles(guard)
+        ));
+    }
+    let restart = guard.get("restart").and_then(scalar);
+    if !matches!(restart.as_deref(), None | Some("no") | Some("on-failure")) {
+        problem(format!(
+            "restart: {restart:?} restarts it after it completes"
+        ));
+    }
+    // It must see what the programs see.
+    let raw = |service: &Value, key: &str| environment(service).ok()?.remove(key)?;
+    for (setting, var) in HA_VARS {
+        let value = raw(guard, var);
+        for app in GATEWAYS.iter().map(|g| g.0).chain(WORKERS) {
+            if let Some(service) = services.get(app) {
+                if value.is_none() || value != raw(service, setting) {
+                    problem(format!(
+                        "{var} {value:?} is not what `{app}` gets as {setting}"
+                    ));
+                }
+            }
+        }
+    }
+    // The programs wait for it (only with the profile).
+    for app in GATEWAYS.iter().map(|g| g.0).chain(WORKERS) {
+        let Some(service) = services.get(app) else {
+            continue;
+        };
+        match depends_on(service).get(HA_GUARD) {
+            Some(d) if d.condition == "service_completed_successfully" && !d.required => {}
+            _ => problems.push(format!(
+                "{app}: does not depend on `{HA_GUARD}` with condition: \
+                 service_completed_successfully and required: false"
+            )),
+        }
+    }
+
+    let Some(documented) = documented_ha_host(text) else {
+        problems.push(format!(
+            "no `COMPOSE_PROFILES={HA_PROFILE} ... docker compose up` documented"
+        ));
+        return;
+    };
+    let unset: Vec<&str> = HA_VARS
+        .iter()
+        .map(|v| v.0)
+        .filter(|v| !documented.contains_key(*v))
+        .collect();
+    if !unset.is_empty() {
+        problems.push(format!(
+            "the documented `COMPOSE_PROFILES={HA_PROFILE}` command does not set {unset:?}"
+        ));
+    }
+    let argv: Result<Vec<String>, String> = argv_of(guard).iter().map(|w| interpolate(w)).collect();
+    let argv = match argv {
+        Ok(a) if a.first().map(String::as_str) == Some("sh") => a,
+        Ok(a) => {
+            problems.push(format!("{HA_GUARD}: runs {a:?}, not an `sh` script"));
+            return;
+        }
+        Err(e) => {
+            problems.push(format!("{HA_GUARD}: command: {e}"));
+            return;
+        }
+    };
+    let run = |vars: &Host| -> Result<(bool, String), String> {
+        let mut command = std::process::Command::new("sh");
+        command.args(&argv[1..]).env_clear();
+        if let Ok(path) = std::env::var("PATH") {
+            command.env("PATH", path);
+        }
+        for (_, var) in HA_VARS {
+            command.env(var, env_of(guard, var, vars).unwrap_or_default());
+        }
+        let out = command.output().map_err(|e| format!("running sh: {e}"))?;
+        Ok((
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        ))
+    };
+    match run(&documented) {
+        Ok((true, _)) => {}
+        Ok((false, err)) => problems.push(format!(
+            "{HA_GUARD}: fails with the documented settings: {}",
+            err.trim()
+        )),
+        Err(e) => problems.push(format!("{HA_GUARD}: {e}")),
+    }
+    for (setting, _) in HA_VARS {
+        let mut vars = documented.clone();
+        vars.remove(setting);
+        match run(&vars) {
+            Ok((false, err)) if err.contains(&format!("{setting}=")) => {}
+            Ok((false, err)) => problems.push(format!(
+                "{HA_GUARD}: with {setting} at its default it fails without naming it: {}",
+                err.trim()
+            )),
+            Ok((true, _)) => problems.push(format!(
+                "{HA_GUARD}: passes with {setting} at its single-server default"
+            )),
+            Err(e) => problems.push(format!("{HA_GUARD}: {e}")),
+        }
+    }
+}
+
+/// The host of the `COMPOSE_PROFILES=ha VAR=value ... docker compose up` the text documents.
+fn documented_ha_host(text: &str) -> Option<Host> {
+    let marker = format!("COMPOSE_PROFILES={HA_PROFILE}");
+    let (start, _) = text.match_indices(&marker).find(|(i, m)| {
+        text[i + m.len()..]
+            .chars()
+            .next()
+            .is_some_and(char::is_whitespace)
+    })?;
+    let rest = &text[start..];
+    let command = &rest[..rest.find("docker compose")?];
+    Some(
+        command
+            .split_whitespace()
+            .filter_map(|w| w.split_once('='))
+            .filter(|(k, _)| !k.is_empty() && k.chars().all(|c| c.is_ascii_uppercase() || c == '_'))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    )
 }
 
 /// Every `SECKILL_REDIS_URL=redis...` that the text shows its users.
@@ -1223,15 +1688,15 @@ fn checker_catches_wrong_hosts_ports_and_values() {
     );
     assert_rejected(
         &compose_with(
-            "SECKILL_KAFKA_BROKERS: kafka:9092",
-            "SECKILL_KAFKA_BROKERS: kafka:29092",
+            "${SECKILL_KAFKA_BROKERS:-kafka:9092}",
+            "${SECKILL_KAFKA_BROKERS:-kafka:29092}",
         ),
         &["gateway-2", "kafka listens on 9092, not 29092"],
     );
     assert_rejected(
         &compose_with(
-            "SECKILL_ZK_HOSTS: zookeeper:2181",
-            "SECKILL_ZK_HOSTS: redis:2181",
+            "${SECKILL_ZK_HOSTS:-zookeeper:2181}",
+            "${SECKILL_ZK_HOSTS:-redis:2181}",
         ),
         &["worker-2", "runs image `redis`, not zookeeper"],
     );
@@ -1437,14 +1902,14 @@ fn checker_catches_a_broken_cluster_node() {
     // The nodes' healthcheck comes from their anchor.
     assert_rejected(
         &compose_with(
-            "  profiles: [cluster]\n  restart: unless-stopped\n  healthcheck:\n    test: [\"CMD\", \"redis-cli\", \"-p\", \"6379\", \"ping\"]",
-            "  profiles: [cluster]\n  restart: unless-stopped\n  healthcheck:\n    test: [\"NONE\"]",
+            "  profiles: [cluster, ha]\n  restart: unless-stopped\n  healthcheck:\n    test: [\"CMD\", \"redis-cli\", \"-p\", \"6379\", \"ping\"]",
+            "  profiles: [cluster, ha]\n  restart: unless-stopped\n  healthcheck:\n    test: [\"NONE\"]",
         ),
         &["redis-node-4: no healthcheck"],
     );
     assert_rejected(
-        &compose_with("  profiles: [cluster]\n  restart: unless-stopped\n", ""),
-        &["redis-node-2", "has profiles [], not [cluster]"],
+        &compose_with("  profiles: [cluster, ha]\n  restart: unless-stopped\n", ""),
+        &["redis-node-2", "has profiles [], not [\"cluster\", \"ha\"]"],
     );
     assert_rejected(
         &compose_with("- redis-node-2-data:/data", "- redis-node-1-data:/data"),
@@ -1648,5 +2113,560 @@ fn checker_catches_programs_that_miss_the_cluster() {
             .iter()
             .any(|p| p.starts_with("gateway-1:") && p.contains("`redis` is not a cluster node")),
         "{problems:?}"
+    );
+}
+
+// ---------------------------------------------------------------- the `ha` profile
+
+/// The host of the `COMPOSE_PROFILES=ha ... docker compose up` that `text` documents.
+fn ha_host_of(text: &str) -> Host {
+    documented_ha_host(text).expect("docker-compose.yml documents no `COMPOSE_PROFILES=ha` command")
+}
+
+/// The documented ha host with `var` set to `value` (or removed, for `None`).
+fn ha_host_with(var: &str, value: Option<&str>) -> Host {
+    let mut vars = ha_host_of(&compose_text());
+    match value {
+        Some(v) => vars.insert(var.to_string(), v.to_string()),
+        None => vars.remove(var),
+    };
+    vars
+}
+
+/// The checker, on `vars`, must reject `text` with a problem mentioning every one of `needles`.
+fn assert_rejected_in(text: &str, vars: &Host, needles: &[&str]) {
+    let problems =
+        check_compose_in(text, vars).expect_err("the checker accepted a broken ha setup");
+    assert!(
+        problems
+            .iter()
+            .any(|p| needles.iter().all(|n| p.contains(n))),
+        "no problem mentions {needles:?}; got:\n{}",
+        problems.join("\n")
+    );
+}
+
+/// The checker, with the profile on and the variables `text` documents, must reject `text`.
+fn assert_rejected_on_ha(text: &str, needles: &[&str]) {
+    assert_rejected_in(text, &ha_host_of(text), needles);
+}
+
+#[test]
+fn compose_file_runs_on_the_ha_profile() {
+    let text = compose_text();
+    let vars = ha_host_of(&text);
+    let want = host(&[
+        ("COMPOSE_PROFILES", HA_PROFILE),
+        ("SECKILL_REDIS_URL", &documented_cluster_url()),
+        (
+            "SECKILL_ZK_HOSTS",
+            "zookeeper-1:2181,zookeeper-2:2181,zookeeper-3:2181",
+        ),
+        (
+            "SECKILL_KAFKA_BROKERS",
+            "kafka-1:9092,kafka-2:9092,kafka-3:9092",
+        ),
+        ("SECKILL_KAFKA_REPLICATION_FACTOR", "3"),
+    ]);
+    assert_eq!(vars, want, "the documented ha command");
+    if let Err(problems) = check_compose_in(&text, &vars) {
+        panic!(
+            "docker-compose.yml with {vars:?}:\n  {}",
+            problems.join("\n  ")
+        );
+    }
+}
+
+#[test]
+fn checker_catches_a_broken_zookeeper_ensemble() {
+    assert_rejected(
+        &compose_with("      ZOO_MY_ID: 3\n", "      ZOO_MY_ID: 2\n"),
+        &["zookeeper-3", "ZOO_MY_ID 2 is also `zookeeper-2`'s"],
+    );
+    // A server missing from the list (every server shares it).
+    assert_rejected(
+        &compose_with(" server.3=zookeeper-3:2888:3888;2181", ""),
+        &[
+            "zookeeper-1",
+            "ZOO_SERVERS lists",
+            "not the ensemble's servers",
+        ],
+    );
+    // Ids that are not the servers' own.
+    assert_rejected(
+        &compose_with(
+            "server.1=zookeeper-1:2888:3888;2181 server.2=zookeeper-2:",
+            "server.1=zookeeper-2:2888:3888;2181 server.2=zookeeper-1:",
+        ),
+        &["zookeeper-2", "ZOO_SERVERS lists", "(2, \"zookeeper-2\")"],
+    );
+    assert_rejected(
+        &compose_with(
+            "server.2=zookeeper-2:2888:3888;2181",
+            "server.2=zookeeper-2:2888:3888;2182",
+        ),
+        &["zookeeper-3", "clients connect on 2181, not 2182"],
+    );
+    assert_rejected(
+        &compose_with(
+            "leader.\n    test: [\"CMD\", \"zkServer.sh\", \"status\"]",
+            "leader.\n    test: [\"NONE\"]",
+        ),
+        &["zookeeper-2: no healthcheck"],
+    );
+    assert_rejected(
+        &compose_with(
+            "  image: zookeeper:3.8\n  profiles: [ha]",
+            "  image: zookeeper:3.9\n  profiles: [ha]",
+        ),
+        &["zookeeper-1", "runs image Some(\"zookeeper:3.9\")"],
+    );
+    assert_rejected(
+        &compose_with(
+            "- zookeeper-3-datalog:/datalog",
+            "- zookeeper-2-datalog:/datalog",
+        ),
+        &["zookeeper-3", "shares volume `zookeeper-2-datalog`"],
+    );
+    assert_rejected(
+        &compose_with("      ZOO_MY_ID: 2\n", "      ZOO_MY_ID: 0\n"),
+        &[
+            "zookeeper-2",
+            "ZOO_MY_ID Some(0) is not an id from 1 to 255",
+        ],
+    );
+    assert_rejected(
+        &compose_with(
+            "server.1=zookeeper-1:2888:3888;2181",
+            "server.1=zookeeper-1:3888:3888;2181",
+        ),
+        &["zookeeper-1", "one port for quorum and election"],
+    );
+    assert_rejected(
+        &compose_with(
+            "server.1=zookeeper-1:2888:3888;2181",
+            "server.1=zookeeper-1;2181",
+        ),
+        &["zookeeper-2", "cannot read `server.1=zookeeper-1;2181`"],
+    );
+    assert_rejected(
+        &compose_with(
+            "  image: zookeeper:3.8\n  profiles: [ha]",
+            "  image: zookeeper:3.8\n  profiles: [cluster]",
+        ),
+        &["zookeeper-3: has profiles [\"cluster\"], not [ha]"],
+    );
+    assert_rejected(
+        &compose_with("- zookeeper-1-data:/data", "- ./zk1:/data"),
+        &["zookeeper-1", "/data on a named volume of its own"],
+    );
+    assert_rejected(
+        &compose_with(
+            "  zookeeper-3:\n    <<: *zookeeper-server",
+            "  zookeeper-4:\n    <<: *zookeeper-server",
+        ),
+        &["service `zookeeper-3` is missing"],
+    );
+}
+
+#[test]
+fn checker_catches_a_broken_kafka_quorum() {
+    let two_voters = compose_with(
+        "1@kafka-1:9093,2@kafka-2:9093,3@kafka-3:9093",
+        "1@kafka-1:9093,2@kafka-2:9093",
+    );
+    assert_rejected(
+        &two_voters,
+        &[
+            "kafka-3",
+            "KAFKA_CONTROLLER_QUORUM_VOTERS",
+            "not the 3 brokers'",
+        ],
+    );
+    // ... and then the topic's 3 replicas do not fit.
+    assert_rejected_on_ha(
+        &two_voters,
+        &[
+            "worker-3",
+            "REPLICATION_FACTOR is 3, but `kafka-1`'s cluster has 2 nodes",
+        ],
+    );
+    assert_rejected(
+        &compose_with(
+            "1@kafka-1:9093,2@kafka-2:9093,3@kafka-3:9093",
+            "1@kafka-1:9093,2@kafka-2:9093,3@kafka-3:9092",
+        ),
+        &["kafka-1", "not the 3 brokers' controllers"],
+    );
+    assert_rejected(
+        &compose_with("      KAFKA_NODE_ID: 3\n", "      KAFKA_NODE_ID: 2\n"),
+        &["kafka-3", "KAFKA_NODE_ID 2 is also `kafka-2`'s"],
+    );
+    assert_rejected(
+        &compose_with(
+            "\n  KAFKA_PROCESS_ROLES: broker,controller",
+            "\n  KAFKA_PROCESS_ROLES: broker",
+        ),
+        &["kafka-2", "is not broker and controller"],
+    );
+    assert_rejected(
+        &compose_with(
+            "      KAFKA_NODE_ID: 3\n",
+            "      KAFKA_NODE_ID: 3\n      CLUSTER_ID: AAAAAAAAAAAAAAAAAAAAAA\n",
+        ),
+        &[
+            "kafka-3",
+            "CLUSTER_ID `AAAAAAAAAAAAAAAAAAAAAA` is not the same",
+        ],
+    );
+    for (from, to, needle) in [
+        (
+            "KAFKA_DEFAULT_REPLICATION_FACTOR: 3",
+            "KAFKA_DEFAULT_REPLICATION_FACTOR: 1",
+            "KAFKA_DEFAULT_REPLICATION_FACTOR is Some(1), not 3",
+        ),
+        (
+            "KAFKA_MIN_INSYNC_REPLICAS: 2",
+            "KAFKA_MIN_INSYNC_REPLICAS: 1",
+            "KAFKA_MIN_INSYNC_REPLICAS is Some(1), not 2",
+        ),
+        (
+            "KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR: 3",
+            "KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR: 1",
+            "KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR is Some(1), not 3",
+        ),
+        (
+            "KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR: 3",
+            "KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR: 2",
+            "KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR is Some(2), not 3",
+        ),
+        (
+            "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR: 2",
+            "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR: 1",
+            "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR is Some(1), not 2",
+        ),
+    ] {
+        assert_rejected(&compose_with(from, to), &["kafka-1", needle]);
+    }
+    assert_rejected(
+        &compose_with(
+            "  profiles: [ha]\n  restart: unless-stopped\n  healthcheck:\n    test: [\"CMD\", \"/opt/kafka/",
+            "  profiles: [ha]\n  restart: unless-stopped\n  healthcheck:\n    test: [\"NONE\"]\n    x: [\"",
+        ),
+        &["kafka-3: no healthcheck"],
+    );
+    assert_rejected(
+        &compose_with(
+            "  image: apache/kafka:3.8.0\n  profiles: [ha]",
+            "  image: bitnami/kafka:3.8\n  profiles: []",
+        ),
+        &[
+            "kafka-1",
+            "runs image Some(\"bitnami/kafka:3.8\"), not Some(\"apache/kafka:3.8.0\")",
+        ],
+    );
+    assert_rejected(
+        &compose_with(
+            "  image: apache/kafka:3.8.0\n  profiles: [ha]",
+            "  image: apache/kafka:3.8.0\n  profiles: []",
+        ),
+        &["kafka-2: has profiles [], not [ha]"],
+    );
+    assert_rejected(
+        &compose_with(
+            "\n  KAFKA_LISTENERS: PLAINTEXT://0.0.0.0:9092,CONTROLLER://0.0.0.0:9093",
+            "\n  KAFKA_LISTENERS: PLAINTEXT://0.0.0.0:9092",
+        ),
+        &["kafka-1", "CONTROLLER listener port (None)"],
+    );
+    assert_rejected(
+        &compose_with(
+            "- kafka-2-data:/var/lib/kafka/data",
+            "- kafka-1-data:/var/lib/kafka/data",
+        ),
+        &["kafka-2", "shares volume `kafka-1-data`"],
+    );
+    // The advertised name is what the programs reconnect to.
+    assert_rejected_on_ha(
+        &compose_with("PLAINTEXT://kafka-2:9092", "PLAINTEXT://kafka-1:9092"),
+        &[
+            "gateway-3",
+            "kafka-2:9092 is not among the broker's advertised listeners",
+        ],
+    );
+}
+
+#[test]
+fn checker_catches_a_wrong_number_of_gateways_or_workers() {
+    // gateway-3 without its profile runs always.
+    let always = compose_with(
+        "    profiles: [ha]\n    command: [\"gateway\"]",
+        "    command: [\"gateway\"]",
+    );
+    assert_rejected(&always, &["gateway-3: has profiles [], not [\"ha\"]"]);
+    assert_rejected(&always, &["3 gateways run with profiles {}, not 2"]);
+    let missing = compose_with("  worker-3:\n", "  worker-9:\n");
+    assert_rejected(&missing, &["service `worker-3` is missing"]);
+    assert_rejected_on_ha(&missing, &["2 workers run with profiles {\"ha\"}, not 3"]);
+    assert_rejected_on_ha(
+        &compose_with("\"8083:8080\"", "\"8084:8080\""),
+        &["gateway-3", "does not publish 8083:8080"],
+    );
+    assert_rejected_on_ha(
+        &compose_with(
+            "    profiles: [ha]\n    command: [\"worker\"]",
+            "    profiles: [ha]\n    command: [\"gateway\"]",
+        ),
+        &["worker-3", "not `worker`"],
+    );
+}
+
+#[test]
+fn checker_catches_programs_that_miss_the_ha_servers() {
+    let text = compose_text();
+    // The profile on, with the single servers' defaults.
+    let defaults = host(&[("COMPOSE_PROFILES", HA_PROFILE)]);
+    assert_rejected_in(
+        &text,
+        &defaults,
+        &["worker-1", "`ha` profile is on, but SECKILL_REDIS_URL"],
+    );
+    assert_rejected_in(
+        &text,
+        &defaults,
+        &[
+            "gateway-3",
+            "SECKILL_ZK_HOSTS: the `ha` profile is on, but `zookeeper` is not one of its services",
+        ],
+    );
+    assert_rejected_in(
+        &text,
+        &defaults,
+        &[
+            "worker-2",
+            "SECKILL_KAFKA_BROKERS: the `ha` profile is on, but it does not name",
+        ],
+    );
+    assert_rejected_in(
+        &text,
+        &defaults,
+        &["worker-3", "SECKILL_KAFKA_REPLICATION_FACTOR is 1, not 3"],
+    );
+    // One variable wrong at a time.
+    for (var, value, needles) in [
+        (
+            "SECKILL_ZK_HOSTS",
+            "zookeeper-1:2181,zookeeper-2:2181,zookeeper:2181",
+            &["gateway-1", "`zookeeper` is not one of its services"][..],
+        ),
+        (
+            "SECKILL_ZK_HOSTS",
+            "zookeeper-1:2181,zookeeper-2:2181",
+            &[
+                "worker-1",
+                "SECKILL_ZK_HOSTS",
+                "does not name [\"zookeeper-3\"]",
+            ],
+        ),
+        (
+            "SECKILL_ZK_HOSTS",
+            "zookeeper-1:2181,zookeeper-2:2888,zookeeper-3:2181",
+            &["gateway-2", "zookeeper-2 listens on 2181, not 2888"],
+        ),
+        (
+            "SECKILL_KAFKA_BROKERS",
+            "kafka-1:9092,kafka-2:9092,kafka:9092",
+            &["worker-3", "`kafka` is not one of its services"],
+        ),
+        (
+            "SECKILL_KAFKA_BROKERS",
+            "kafka-1:9092,kafka-3:9092",
+            &["gateway-3", "does not name [\"kafka-2\"]"],
+        ),
+        (
+            "SECKILL_KAFKA_BROKERS",
+            "kafka-1:9092,kafka-2:9093,kafka-3:9092",
+            &["worker-2", "kafka-2 listens on 9092, not 9093"],
+        ),
+        (
+            "SECKILL_KAFKA_REPLICATION_FACTOR",
+            "2",
+            &["gateway-1", "SECKILL_KAFKA_REPLICATION_FACTOR is 2, not 3"],
+        ),
+        (
+            "SECKILL_REDIS_URL",
+            "redis+cluster://redis:6379",
+            &[
+                "worker-1",
+                "SECKILL_REDIS_URL: the `ha` profile is on, but `redis` is not",
+            ],
+        ),
+    ] {
+        assert_rejected_in(&text, &ha_host_with(var, Some(value)), needles);
+    }
+    // The ha settings without the profile: those servers do not run.
+    let mut off = ha_host_of(&text);
+    off.remove("COMPOSE_PROFILES");
+    assert_rejected_in(
+        &text,
+        &off,
+        &["gateway-1", "`kafka-2` runs only with profiles"],
+    );
+    assert_rejected_in(
+        &text,
+        &off,
+        &["worker-2", "`zookeeper-1` runs only with profiles"],
+    );
+    // More replicas than the single broker has.
+    assert_rejected(
+        &compose_with(
+            "${SECKILL_KAFKA_REPLICATION_FACTOR:-1}",
+            "${SECKILL_KAFKA_REPLICATION_FACTOR:-3}",
+        ),
+        &[
+            "worker-1",
+            "REPLICATION_FACTOR is 3, but `kafka`'s cluster has 1 nodes",
+        ],
+    );
+    // A value the programs cannot be given from the host.
+    assert_rejected_on_ha(
+        &compose_with("${SECKILL_ZK_HOSTS:-zookeeper:2181}", "zookeeper:2181"),
+        &["gateway-2", "`zookeeper` is not one of its services"],
+    );
+}
+
+#[test]
+fn checker_catches_a_required_or_missing_wait_for_the_ha_servers() {
+    for (name, condition) in [
+        ("kafka-2", "service_healthy"),
+        ("zookeeper-3", "service_healthy"),
+        ("ha-guard", "service_completed_successfully"),
+    ] {
+        let entry = format!("    {name}:\n      condition: {condition}\n      required: false\n");
+        // Without `required: false`, `docker compose up` without the profile fails.
+        assert_rejected(
+            &compose_with(
+                &entry,
+                &format!("    {name}:\n      condition: {condition}\n"),
+            ),
+            &[
+                "worker-2",
+                &format!("depends on `{name}`"),
+                "without `required: false`",
+            ],
+        );
+        // Without the dependency, the programs start before the server is up.
+        let needle = if name == HA_GUARD {
+            format!("does not depend on `{name}` with condition: service_completed_successfully")
+        } else {
+            format!("does not depend on `{name}` with condition: service_healthy")
+        };
+        assert_rejected_on_ha(&compose_with(&entry, ""), &["gateway-3", &needle]);
+    }
+}
+
+#[test]
+fn checker_catches_a_guard_that_lets_single_servers_through() {
+    assert_rejected(
+        &compose_with(
+            "        want SECKILL_KAFKA_BROKERS \"$$APPS_KAFKA_BROKERS\" kafka-1:9092,kafka-2:9092,kafka-3:9092\n",
+            "",
+        ),
+        &["ha-guard: passes with SECKILL_KAFKA_BROKERS at its single-server default"],
+    );
+    assert_rejected(
+        &compose_with(
+            "          redis+cluster://*redis-node-*) ;;\n",
+            "          *) ;;\n",
+        ),
+        &["ha-guard: passes with SECKILL_REDIS_URL at its single-server default"],
+    );
+    assert_rejected(
+        &compose_with(
+            "echo \"the ha profile is on, but $$1=$$2; set $$1=$$3\" >&2",
+            "echo \"the ha profile is on\" >&2",
+        ),
+        &["ha-guard: with SECKILL_ZK_HOSTS at its default it fails without naming it"],
+    );
+    assert_rejected(
+        &compose_with(
+            "\"$$APPS_KAFKA_REPLICATION_FACTOR\" 3\n",
+            "\"$$APPS_KAFKA_REPLICATION_FACTOR\" 2\n",
+        ),
+        &["ha-guard: fails with the documented settings"],
+    );
+    // It must see what the programs get.
+    assert_rejected(
+        &compose_with(
+            "APPS_ZK_HOSTS: *zk-hosts",
+            "APPS_ZK_HOSTS: zookeeper-1:2181,zookeeper-2:2181,zookeeper-3:2181",
+        ),
+        &[
+            "ha-guard",
+            "APPS_ZK_HOSTS",
+            "is not what `worker-3` gets as SECKILL_ZK_HOSTS",
+        ],
+    );
+    assert_rejected(
+        &compose_with(
+            "    profiles: [ha]\n    restart: \"no\"\n",
+            "    restart: \"no\"\n",
+        ),
+        &["ha-guard: has profiles [], not [ha]"],
+    );
+    assert_rejected(
+        &compose_with(
+            "    profiles: [ha]\n    restart: \"no\"\n",
+            "    profiles: [ha]\n    restart: always\n",
+        ),
+        &["ha-guard", "restarts it after it completes"],
+    );
+    assert_rejected(
+        &compose_with(
+            "    entrypoint: [\"sh\", \"-euc\"]\n    command:\n      - |\n        ok=yes",
+            "    entrypoint: [\"bash\", \"-euc\"]\n    command:\n      - |\n        ok=yes",
+        ),
+        &["ha-guard: runs [\"bash\", \"-euc\"", "not an `sh` script"],
+    );
+    assert_rejected(
+        &compose_with("#   COMPOSE_PROFILES=ha \\\n", "#   \\\n"),
+        &["no `COMPOSE_PROFILES=ha ... docker compose up` documented"],
+    );
+    // The header's command is what users run: all four variables.
+    assert_rejected(
+        &compose_with("#   SECKILL_KAFKA_REPLICATION_FACTOR=3 \\\n", ""),
+        &["documented `COMPOSE_PROFILES=ha` command does not set [\"SECKILL_KAFKA_REPLICATION_FACTOR\"]"],
+    );
+    assert_rejected(
+        &compose_with(
+            "#   SECKILL_ZK_HOSTS=zookeeper-1:2181,",
+            "#   SECKILL_ZK_HOSTS=zookeeper:2181,",
+        ),
+        &[
+            "ha-guard: fails with the documented settings",
+            "SECKILL_ZK_HOSTS=zookeeper:2181,",
+        ],
+    );
+}
+
+#[test]
+fn the_cluster_nodes_run_with_the_ha_profile() {
+    // Without `ha` in their profiles, the ha programs name nodes that do not run.
+    assert_rejected_on_ha(
+        &compose_with(
+            "  image: redis:7\n  profiles: [cluster, ha]",
+            "  image: redis:7\n  profiles: [cluster]",
+        ),
+        &[
+            "gateway-3",
+            "`redis-node-1` runs only with profiles [\"cluster\"]",
+        ],
+    );
+    assert_rejected(
+        &compose_with(
+            "    image: redis:7\n    profiles: [cluster, ha]",
+            "    image: redis:7\n    profiles: [cluster]",
+        ),
+        &["redis-cluster-init: has profiles [\"cluster\"], not [\"cluster\", \"ha\"]"],
     );
 }
