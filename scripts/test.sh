@@ -45,7 +45,8 @@ scripts/check-monitoring.sh
 log "cargo test"
 cargo test --workspace "$@" -- --test-threads 4
 log "the end-to-end tests again, on the Redis Cluster"
-(eval "$(REDIS_MODE=cluster dev_env)" && cargo test -p seckill-worker --test e2e "$@" -- --test-threads 4)
+# --workspace, as above, so the features unify the same way and nothing is built again.
+(eval "$(REDIS_MODE=cluster dev_env)" && cargo test --workspace --test e2e "$@" -- --test-threads 4)
 
 # schemathesis against a live gateway (with the admin token) and a worker, on a fresh
 # namespace and database: every check, every phase including the stateful one, and zero
