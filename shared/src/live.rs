@@ -121,18 +121,15 @@ pub struct Deltas {
 }
 
 impl Deltas {
-    /// The positive changes of `totals` since [`Deltas::commit`] was last called. A total
-    /// that went down (a counter reset) counts from zero.
+    /// The positive changes of `totals` since [`Deltas::commit`] was last called. A process's
+    /// counters only grow, so a total below the last one published is a torn read: nothing is
+    /// published for it, and the next commit records it.
     pub fn pending(&self, totals: &[(String, u64)]) -> Vec<(String, u64)> {
         totals
             .iter()
             .filter_map(|(name, total)| {
                 let before = self.published.get(name).copied().unwrap_or(0);
-                let delta = if *total >= before {
-                    total - before
-                } else {
-                    *total
-                };
+                let delta = total.saturating_sub(before);
                 (delta > 0).then(|| (name.clone(), delta))
             })
             .collect()
@@ -169,39 +166,28 @@ pub fn latency_totals(cumulative: &[(f64, u64)], total: u64) -> Vec<(String, u64
 }
 
 /// The 99th percentile, in ms, of one second's latency buckets, interpolated inside its
-/// bucket as Prometheus's `histogram_quantile` does. `None` without samples.
+/// bucket as Prometheus's `histogram_quantile` does, over the fixed bounds of
+/// [`CONFIRM_LATENCY_BUCKETS`] (a bucket with no samples is absent from the hash). In the
+/// `+Inf` bucket it is the highest finite bound. `None` without samples.
 pub fn p99_ms(counts: &HashMap<String, u64>) -> Option<f64> {
-    let mut buckets: Vec<(f64, u64)> = counts
+    let n = |field: &str| counts.get(field).copied().unwrap_or(0);
+    let finite: Vec<(f64, u64)> = CONFIRM_LATENCY_BUCKETS
         .iter()
-        .filter_map(|(k, v)| {
-            let bound = k.strip_prefix(field::LATENCY_PREFIX)?;
-            let ms = if bound == "inf" {
-                f64::INFINITY
-            } else {
-                bound.parse::<f64>().ok()?
-            };
-            Some((ms, *v))
-        })
+        .map(|le| (le * 1000.0, n(&latency_field(*le))))
         .collect();
-    buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let total: u64 = buckets.iter().map(|b| b.1).sum();
+    let above = n(&latency_field(f64::INFINITY));
+    let total = finite.iter().map(|b| b.1).sum::<u64>() + above;
     if total == 0 {
         return None;
     }
     let rank = 0.99 * total as f64;
     let (mut lower, mut seen) = (0.0, 0u64);
-    for (upper, n) in buckets {
-        if (seen + n) as f64 >= rank && n > 0 {
-            if upper.is_infinite() {
-                // Like histogram_quantile: the highest finite bound.
-                return Some(lower);
-            }
-            return Some(lower + (upper - lower) * (rank - seen as f64) / n as f64);
+    for (upper, count) in finite {
+        if count > 0 && (seen + count) as f64 >= rank {
+            return Some(lower + (upper - lower) * (rank - seen as f64) / count as f64);
         }
-        seen += n;
-        if upper.is_finite() {
-            lower = upper;
-        }
+        seen += count;
+        lower = upper;
     }
     Some(lower)
 }
@@ -342,8 +328,8 @@ mod tests {
             d.pending(&totals(&[("a", 7), ("b", 4)])),
             totals(&[("b", 3)])
         );
-        // A reset counter counts from zero.
-        assert_eq!(d.pending(&totals(&[("a", 2)])), totals(&[("a", 2)]));
+        // A total that went down is not published again in full.
+        assert_eq!(d.pending(&totals(&[("a", 2)])), vec![]);
     }
 
     #[test]
@@ -363,10 +349,16 @@ mod tests {
         // Rank 99 of 100 is the 9th of 10 in (5, 10]: 5 + 5 × 9/10.
         assert!((p99_ms(&counts).unwrap() - 9.5).abs() < 1e-9);
         assert_eq!(p99_ms(&HashMap::new()), None);
+        // Slower than every bound: the highest one, not the last bucket that had samples.
         let slow: HashMap<String, u64> = totals(&[("lat:5", 1), ("lat:inf", 99)])
             .into_iter()
             .collect();
-        assert_eq!(p99_ms(&slow), Some(5.0));
+        assert_eq!(p99_ms(&slow), Some(30_000.0));
+        let all_slow: HashMap<String, u64> = totals(&[("lat:inf", 3)]).into_iter().collect();
+        assert_eq!(p99_ms(&all_slow), Some(30_000.0));
+        // Only (500, 1000] had samples: interpolated from 500, not from 0.
+        let one: HashMap<String, u64> = totals(&[("lat:1000", 10)]).into_iter().collect();
+        assert!((p99_ms(&one).unwrap() - 995.0).abs() < 1e-9);
         let other: HashMap<String, u64> = totals(&[("reservations", 50)]).into_iter().collect();
         assert_eq!(p99_ms(&other), None);
     }

@@ -95,24 +95,18 @@ fn totals(m: &Metrics) -> Vec<(String, u64)> {
         (field::COMPENSATIONS.to_string(), m.compensations.get()),
         (field::BATCHES.to_string(), m.batch_size.get_sample_count()),
     ];
-    let h = m.confirm_latency.clone();
-    let cumulative: Vec<(f64, u64)> = live::CONFIRM_LATENCY_BUCKETS
+    // Buckets and count from one snapshot: read apart, an observation between the two reads
+    // would land in `+Inf`.
+    use prometheus::core::Metric;
+    let snapshot = m.confirm_latency.metric();
+    let h = snapshot.get_histogram();
+    let cumulative: Vec<(f64, u64)> = h
+        .get_bucket()
         .iter()
-        .copied()
-        .zip(cumulative_counts(&h))
+        .map(|b| (b.upper_bound(), b.cumulative_count()))
         .collect();
     out.extend(live::latency_totals(&cumulative, h.get_sample_count()));
     out
-}
-
-fn cumulative_counts(h: &prometheus::Histogram) -> Vec<u64> {
-    use prometheus::core::Metric;
-    h.metric()
-        .get_histogram()
-        .get_bucket()
-        .iter()
-        .map(|b| b.cumulative_count())
-        .collect()
 }
 
 /// Reads the pending tickets of every product this worker has seen, and the oldest one's

@@ -6,6 +6,7 @@ use crate::state::AppState;
 use actix_web::http::header;
 use actix_web::{web, HttpRequest, HttpResponse};
 use chrono::{DateTime, Utc};
+use futures::{StreamExt, TryStreamExt};
 use seckill_shared::{db, OrderStatus, ProductId};
 use secrecy::ExposeSecret;
 use serde::{Deserialize, Serialize};
@@ -624,10 +625,12 @@ pub(crate) async fn product_page(
     .map_err(mysql)?;
     let full = products.len() == limit as usize;
     let next_before = products.last().filter(|_| full).map(|p| p.id);
-    let mut views = Vec::with_capacity(products.len());
-    for p in products {
-        views.push(product_view(state, p).await?);
-    }
+    // A few products at a time: each view is a handful of Redis and MySQL round trips.
+    let views = futures::stream::iter(products)
+        .map(|p| product_view(state, p))
+        .buffered(8)
+        .try_collect()
+        .await?;
     Ok(ProductPage {
         products: views,
         total,

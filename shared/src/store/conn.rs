@@ -76,20 +76,53 @@ pub enum RedisConn {
 }
 
 /// The cluster connection, opened by the first command, so a process starts while Redis is
-/// down and only the requests that need it fail.
+/// down and only the requests that need it fail. While it cannot be opened, commands fail at
+/// once for [`RETRY_AFTER_FAILED_CONNECT`] after each failed try (quick `503`s, as with one
+/// server), and no try takes longer than the command timeout.
 #[derive(Clone)]
 pub struct LazyCluster {
     client: Arc<ClusterClient>,
     conn: Arc<OnceCell<ClusterConnection>>,
+    timeout: Duration,
+    failed_at: Arc<std::sync::Mutex<Option<std::time::Instant>>>,
 }
+
+/// After a failed connect, commands fail without trying for this long.
+const RETRY_AFTER_FAILED_CONNECT: Duration = Duration::from_millis(500);
 
 impl LazyCluster {
     async fn get(&self) -> redis::RedisResult<ClusterConnection> {
-        self.conn
-            .get_or_try_init(|| self.client.get_async_connection())
-            .await
-            .cloned()
+        if let Some(c) = self.conn.get() {
+            return Ok(c.clone());
+        }
+        let recent = self
+            .failed_at
+            .lock()
+            .expect("lock poisoned")
+            .is_some_and(|at| at.elapsed() < RETRY_AFTER_FAILED_CONNECT);
+        if recent {
+            return Err(unreachable_cluster("the last try failed moments ago"));
+        }
+        let init = self
+            .conn
+            .get_or_try_init(|| self.client.get_async_connection());
+        let result = match tokio::time::timeout(self.timeout, init).await {
+            Ok(r) => r.cloned(),
+            Err(_) => Err(unreachable_cluster("connecting timed out")),
+        };
+        if result.is_err() {
+            *self.failed_at.lock().expect("lock poisoned") = Some(std::time::Instant::now());
+        }
+        result
     }
+}
+
+fn unreachable_cluster(why: &'static str) -> redis::RedisError {
+    redis::RedisError::from((
+        redis::ErrorKind::Io,
+        "cannot connect to the Redis Cluster",
+        why.to_string(),
+    ))
 }
 
 impl RedisConn {
@@ -117,6 +150,8 @@ impl RedisConn {
                 Ok(Self::Cluster(LazyCluster {
                     client: Arc::new(client),
                     conn: Arc::default(),
+                    timeout,
+                    failed_at: Arc::default(),
                 }))
             }
         }
@@ -182,6 +217,38 @@ mod tests {
         assert!(
             Topology::parse(db, true).is_err(),
             "a cluster has db 0 only"
+        );
+    }
+
+    /// A cluster that cannot be reached fails each command within the timeout, and right
+    /// after a failed try at once, as one server's connection manager does: quick `503`s, no
+    /// queue of buys behind a connect.
+    #[tokio::test]
+    async fn an_unreachable_cluster_fails_fast() {
+        use super::RedisConn;
+        use std::time::{Duration, Instant};
+        // A node that takes connections and never answers: every try waits for the timeout.
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = silent.local_addr().unwrap().port();
+        let topology = nodes(&[&format!("redis://127.0.0.1:{port}")]);
+        let conn = RedisConn::open(&topology, Duration::from_millis(300)).unwrap();
+        let ping = |mut c: RedisConn| async move {
+            let started = Instant::now();
+            let r: redis::RedisResult<String> = redis::cmd("PING").query_async(&mut c).await;
+            (r, started.elapsed())
+        };
+        let (first, took) = ping(conn.clone()).await;
+        assert!(first.is_err());
+        assert!(took < Duration::from_secs(3), "first try took {took:?}");
+        assert!(
+            took >= Duration::from_millis(250),
+            "the node was silent: {took:?}"
+        );
+        let (second, took) = ping(conn.clone()).await;
+        assert!(second.is_err());
+        assert!(
+            took < Duration::from_millis(100),
+            "a try right after a failure took {took:?}"
         );
     }
 
