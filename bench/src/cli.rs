@@ -327,7 +327,8 @@ pub struct LoadArgs {
     pub wr_sample_ms: u64,
 }
 
-fn secret(s: &str) -> Result<SecretString, String> {
+/// A secret option's value: not empty.
+pub(crate) fn secret(s: &str) -> Result<SecretString, String> {
     if s.is_empty() {
         return Err("must not be empty".into());
     }

@@ -54,7 +54,7 @@ pub struct ExpiryArgs {
         env = "SECKILL_ADMIN_TOKEN",
         hide_env_values = true,
         value_name = "TOKEN",
-        value_parser = secret
+        value_parser = crate::cli::secret
     )]
     pub admin_token: SecretString,
 
@@ -92,7 +92,7 @@ pub struct ExpiryArgs {
         env = "SECKILL_AUTH_HS256_SECRET",
         hide_env_values = true,
         value_name = "SECRET",
-        value_parser = secret
+        value_parser = crate::cli::secret
     )]
     pub jwt_secret: Option<SecretString>,
 
@@ -136,13 +136,6 @@ pub struct ExpiryArgs {
     /// goes to stderr).
     #[arg(long)]
     pub json: bool,
-}
-
-fn secret(s: &str) -> Result<SecretString, String> {
-    if s.is_empty() {
-        return Err("must not be empty".into());
-    }
-    Ok(SecretString::from(s))
 }
 
 // ------------------------------------------------------------------ pure parts ---

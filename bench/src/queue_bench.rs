@@ -55,7 +55,7 @@ pub struct QueueSaleArgs {
         env = "SECKILL_ADMIN_TOKEN",
         hide_env_values = true,
         value_name = "TOKEN",
-        value_parser = secret
+        value_parser = crate::cli::secret
     )]
     pub admin_token: SecretString,
 
@@ -65,7 +65,7 @@ pub struct QueueSaleArgs {
         env = "SECKILL_AUTH_HS256_SECRET",
         hide_env_values = true,
         value_name = "SECRET",
-        value_parser = secret
+        value_parser = crate::cli::secret
     )]
     pub jwt_secret: SecretString,
 
@@ -134,35 +134,13 @@ pub struct QueueSaleArgs {
     pub json: bool,
 }
 
-fn secret(s: &str) -> Result<SecretString, String> {
-    if s.is_empty() {
-        return Err("must not be empty".into());
-    }
-    Ok(SecretString::from(s))
-}
-
 // ------------------------------------------------------------------ pure parts ---
 
-/// RFC 3339 in UTC with milliseconds, from ms since the epoch (days to civil date after
-/// Howard Hinnant's `civil_from_days`).
+/// RFC 3339 in UTC with milliseconds, from ms since the epoch.
 pub fn rfc3339_utc(ms: i64) -> String {
-    let (secs, milli) = (ms.div_euclid(1000), ms.rem_euclid(1000));
-    let (days, sod) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{milli:03}Z",
-        sod / 3600,
-        sod / 60 % 60,
-        sod % 60
-    )
+    chrono::DateTime::from_timestamp_millis(ms)
+        .expect("a time within chrono's range")
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
 /// The default `--starts-in`: 5 s plus one second per 2,500 joins.
@@ -648,6 +626,20 @@ fn redis_ticks(pid: Option<u32>) -> Option<u64> {
     cpu_ticks_of_stat(&std::fs::read_to_string(format!("/proc/{}/stat", pid?)).ok()?)
 }
 
+/// One HS256 token per buyer, valid for an hour.
+fn buyer_tokens(args: &QueueSaleArgs) -> anyhow::Result<BuyerTokens> {
+    BuyerTokens::new(
+        TokenIssuer::new(
+            SigningKey::Hs256(&args.jwt_secret),
+            None,
+            None,
+            Duration::from_secs(3600),
+        )?,
+        args.first_user,
+        args.buyers,
+    )
+}
+
 pub async fn run(args: QueueSaleArgs) -> anyhow::Result<bool> {
     anyhow::ensure!(args.concurrency > 0, "--concurrency must be at least 1");
     anyhow::ensure!(args.first_user >= 1, "--first-user must be at least 1");
@@ -666,16 +658,7 @@ pub async fn run(args: QueueSaleArgs) -> anyhow::Result<bool> {
         .build()
         .context("building the HTTP client")?;
     eprintln!("queue-sale: signing {} tokens", args.buyers);
-    let tokens = BuyerTokens::new(
-        TokenIssuer::new(
-            SigningKey::Hs256(&args.jwt_secret),
-            None,
-            None,
-            Duration::from_secs(3600),
-        )?,
-        args.first_user,
-        args.buyers,
-    )?;
+    let tokens = buyer_tokens(&args)?;
     let admin = Admin {
         http: &http,
         base: &bases[0],
@@ -911,16 +894,7 @@ async fn baseline(
             .collect::<anyhow::Result<Vec<_>>>()?,
     );
     // Sign the tokens before the start (the waiting-room sale's were dropped with its tasks).
-    let tokens = Arc::new(BuyerTokens::new(
-        TokenIssuer::new(
-            SigningKey::Hs256(&args.jwt_secret),
-            None,
-            None,
-            Duration::from_secs(3600),
-        )?,
-        args.first_user,
-        args.buyers,
-    )?);
+    let tokens = Arc::new(buyer_tokens(args)?);
     let next = Arc::new(AtomicU64::new(0));
     let sold_out = Arc::new(AtomicBool::new(false));
     let answers = Arc::new(AtomicCounts::default());
