@@ -10,6 +10,8 @@
 #   scripts/chaos.sh --rate 0            at herd speed: as fast as the gateways answer
 #   scripts/chaos.sh --rate 20           paced at 20 req/s
 #   scripts/chaos.sh --speeds "paced herd"   each scenario at both speeds
+#   scripts/chaos.sh --buckets 4         every product's stock in 4 buckets (not scenario 13,
+#                                        whose waiting room keeps one)
 #   scripts/chaos.sh --report docs/RELIABILITY.md   also write the table there, with each
 #                                        scenario's timeline (run 1) under img/chaos/ beside it
 #   scripts/chaos.sh --redis cluster     on a Redis Cluster (3 primaries, each with a replica)
@@ -83,6 +85,7 @@ while (($#)); do
         --speeds) SPEEDS=$2; shift 2 ;;
         --redis) REDIS_MODE=$2; shift 2 ;;
         --zk) ZK_MODE=$2; shift 2 ;;
+        --buckets) BUCKETS=$2; shift 2 ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
         *) die "unknown argument $1 (see --help)" ;;
     esac
@@ -90,6 +93,7 @@ done
 for speed in $SPEEDS; do [[ $speed == paced || $speed == herd ]] || die "unknown speed $speed"; done
 [[ ${REDIS_MODE:=single} =~ ^(single|cluster)$ ]] || die "--redis takes single or cluster"
 [[ ${ZK_MODE:=single} =~ ^(single|ensemble)$ ]] || die "--zk takes single or ensemble"
+[[ ${BUCKETS:=1} =~ ^([1-9]|[1-5][0-9]|6[0-4])$ ]] || die "--buckets takes 1 to 64"
 export REDIS_MODE ZK_MODE
 for sc in $SCENARIOS; do
     [[ $sc =~ ^([1-9]|1[0-5])$ ]] || die "unknown scenario $sc"
@@ -817,14 +821,14 @@ run_one() { # scenario speed run
     [[ $sc == 9 ]] && RUN_FAULT_AFTER=1
     for r in ${ALLOW[$sc]:-}; do allow_args+=(--allow-failure "$r"); done
     FAULT_START="" FAULT_END="" EVIDENCE=()
-    body="{\"name\": \"chaos $ns\", \"stock\": $RUN_STOCK}"
+    body="{\"name\": \"chaos $ns\", \"stock\": $RUN_STOCK, \"buckets\": $BUCKETS}"
     sale_args=(--until-sold-out --sold-out-timeout 120) audit_args=(--until-sold-out)
     if is_payment "$sc"; then
         # The all-paid load needs a rate: herd speed is a high one.
         RUN_STOCK=$PAY_STOCK RUN_USERS=$PAY_USERS
         [[ $speed == herd ]] && rate_args=(--rate "$PAY_HERD_RATE")
         seed=$((RANDOM * 32768 + RANDOM))
-        body="{\"name\": \"chaos $ns\", \"stock\": $RUN_STOCK, \"price\": 499900, \"currency\": \"CNY\", \"payment_window_secs\": $PAY_WINDOW}"
+        body="{\"name\": \"chaos $ns\", \"stock\": $RUN_STOCK, \"price\": 499900, \"currency\": \"CNY\", \"payment_window_secs\": $PAY_WINDOW, \"buckets\": $BUCKETS}"
         sale_args=(--pay-rate "$PAY_RATE" --seed "$seed" --until-all-paid --all-paid-wait-secs 150)
         audit_args=(--expect-all-paid)
         odds=(--decline-rate 0.1 --delay-ms 200 --late-rate 0 --duplicate-rate 0)
@@ -955,7 +959,7 @@ TABLE=$(printf '%s\n' "$HEADER" "${ROWS[@]}")
 echo
 echo "$TABLE"
 if [[ -n $REPORT ]]; then
-    SETTINGS="Paced: stock $STOCK, $USERS users then fresh ones until sold out, $RATE req/s, fault once $FAULT_AFTER units are sold. Herd: stock $HERD_STOCK, $HERD_USERS users, unpaced, fault once $HERD_FAULT_AFTER units are sold. Concurrency $CONCURRENCY. Every fault waits for a reservation in flight; a killed process is restarted $RESTART_AFTER s later. Allowed failures: scenario 2 \`chaos\`; scenario 7 \`expired\` and \`lost\`, a stand-in limitation (tansu keeps messages in memory, so a restart loses messages it acknowledged; Kafka with acks=all would not). \"Fault hit the sale\": reservations in flight when the fault started, and buys answered while it lasted. A crash fails the run; ERROR means the fault did not happen as designed. Scenarios 10-12: stock $PAY_STOCK at a price, a $PAY_WINDOW s payment window, $PAY_USERS users then fresh ones until every unit is paid (\`--until-all-paid\`; herd is $PAY_HERD_RATE req/s), $PAY_RATE of the buyers pay; a simulated provider declines 10 % of charges and decides 200 ms after each; in 12 also 20 % late (4 s, after the deadline) and 30 % of callbacks twice. Paid and cancelled (\`payment_timeout\`, \`buyer_cancelled\`) count as kept promises; the run passes only when every unit ends paid (the load saw it, and audit check 12 with \`--expect-all-paid\`). Scenario 11 kills the first worker seen cancelling unpaid orders; its \"fault hit the sale\" counts the cancellations before and after. Scenario 12 must show late and twice-sent callbacks and at least one \`refund_due\` payment. Scenario 13: a waiting room (stock $WR_STOCK, $WR_USERS buyers joining before the start through both gateways, $WR_ADMIT_PER_SEC admissions/s, factor $WR_FACTOR; \`load --waiting-room --until-sold-out\`); gateway 0 SIGKILLed once buyers are admitted, restarted $RESTART_AFTER s later; it passes when every unit is sold and audit checks 13-15 pass (every buyer held a valid admission, the cap held in every admin-view sample, no place admitted twice). Redis: $REDIS_MODE$([[ $REDIS_MODE == cluster ]] && echo " (3 primaries, each with a replica; scenarios 8-9 restart every node; 14 SIGKILLs the product's primary, its replica takes over, the node rejoins $RESTART_AFTER s later)"). ZooKeeper: $ZK_MODE$([[ $ZK_MODE == ensemble ]] && echo " (three servers; 15 SIGKILLs the leader with 10 % of orders failing, and fails if a gateway loses its session)")."
+    SETTINGS="Paced: stock $STOCK, $USERS users then fresh ones until sold out, $RATE req/s, fault once $FAULT_AFTER units are sold. Herd: stock $HERD_STOCK, $HERD_USERS users, unpaced, fault once $HERD_FAULT_AFTER units are sold. Concurrency $CONCURRENCY. Every fault waits for a reservation in flight; a killed process is restarted $RESTART_AFTER s later. Allowed failures: scenario 2 \`chaos\`; scenario 7 \`expired\` and \`lost\`, a stand-in limitation (tansu keeps messages in memory, so a restart loses messages it acknowledged; Kafka with acks=all would not). \"Fault hit the sale\": reservations in flight when the fault started, and buys answered while it lasted. A crash fails the run; ERROR means the fault did not happen as designed. Scenarios 10-12: stock $PAY_STOCK at a price, a $PAY_WINDOW s payment window, $PAY_USERS users then fresh ones until every unit is paid (\`--until-all-paid\`; herd is $PAY_HERD_RATE req/s), $PAY_RATE of the buyers pay; a simulated provider declines 10 % of charges and decides 200 ms after each; in 12 also 20 % late (4 s, after the deadline) and 30 % of callbacks twice. Paid and cancelled (\`payment_timeout\`, \`buyer_cancelled\`) count as kept promises; the run passes only when every unit ends paid (the load saw it, and audit check 12 with \`--expect-all-paid\`). Scenario 11 kills the first worker seen cancelling unpaid orders; its \"fault hit the sale\" counts the cancellations before and after. Scenario 12 must show late and twice-sent callbacks and at least one \`refund_due\` payment. Scenario 13: a waiting room (stock $WR_STOCK, $WR_USERS buyers joining before the start through both gateways, $WR_ADMIT_PER_SEC admissions/s, factor $WR_FACTOR; \`load --waiting-room --until-sold-out\`); gateway 0 SIGKILLed once buyers are admitted, restarted $RESTART_AFTER s later; it passes when every unit is sold and audit checks 13-15 pass (every buyer held a valid admission, the cap held in every admin-view sample, no place admitted twice). Stock buckets: $BUCKETS$( ((BUCKETS > 1)) && echo " (scenario 13 keeps 1)" || true). Redis: $REDIS_MODE$([[ $REDIS_MODE == cluster ]] && echo " (3 primaries, each with a replica; scenarios 8-9 restart every node; 14 SIGKILLs the product's primary, its replica takes over, the node rejoins $RESTART_AFTER s later)"). ZooKeeper: $ZK_MODE$([[ $ZK_MODE == ensemble ]] && echo " (three servers; 15 SIGKILLs the leader with 10 % of orders failing, and fails if a gateway loses its session)")."
     # The timelines next to the report, under img/chaos/ (the previous run's are removed).
     IMG_DIR=$(dirname "$REPORT")/img/chaos
     mkdir -p "$IMG_DIR"

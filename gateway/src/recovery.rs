@@ -56,7 +56,7 @@ impl Recovery {
             let (store, pool) = (store.clone(), pool.clone());
             let (fence, running) = (self.fence.clone(), self.running.clone());
             tokio::spawn(async move {
-                match recovery::reconcile(&store, &pool, product, Some(&fence)).await {
+                match recovery::reconcile_lost(&store, &pool, product, Some(&fence)).await {
                     Ok(report) => tracing::warn!(%product, ?report, "product rebuilt"),
                     Err(e) => {
                         tracing::error!(error = format!("{e:#}"), %product, "could not rebuild the product")

@@ -43,6 +43,8 @@ pub struct Product {
     pub payment_window_secs: i64,
     /// Its waiting room, if it has one.
     pub waiting_room: Option<WaitingRoom>,
+    /// How many Redis stock buckets it is split over (1: one piece).
+    pub buckets: u16,
 }
 
 /// A product's waiting room: buyers join a queue, and are admitted to buy in its order.
@@ -57,11 +59,11 @@ pub struct WaitingRoom {
 }
 
 const PRODUCT_BY_ID: &str =
-    "SELECT id, name, stock, initial_stock, starts_at_ms, ends_at_ms, loaded_at_ms, closed_at_ms, price, currency, payment_window_secs, wr_admit_per_sec, wr_max_admitted_factor, wr_opens_at_ms FROM products WHERE id = ?";
+    "SELECT id, name, stock, initial_stock, starts_at_ms, ends_at_ms, loaded_at_ms, closed_at_ms, price, currency, payment_window_secs, wr_admit_per_sec, wr_max_admitted_factor, wr_opens_at_ms, buckets FROM products WHERE id = ?";
 const PRODUCTS_PAGE: &str =
-    "SELECT id, name, stock, initial_stock, starts_at_ms, ends_at_ms, loaded_at_ms, closed_at_ms, price, currency, payment_window_secs, wr_admit_per_sec, wr_max_admitted_factor, wr_opens_at_ms FROM products WHERE id < ? ORDER BY id DESC LIMIT ?";
+    "SELECT id, name, stock, initial_stock, starts_at_ms, ends_at_ms, loaded_at_ms, closed_at_ms, price, currency, payment_window_secs, wr_admit_per_sec, wr_max_admitted_factor, wr_opens_at_ms, buckets FROM products WHERE id < ? ORDER BY id DESC LIMIT ?";
 const PRODUCT_BY_ID_FOR_UPDATE: &str =
-    "SELECT id, name, stock, initial_stock, starts_at_ms, ends_at_ms, loaded_at_ms, closed_at_ms, price, currency, payment_window_secs, wr_admit_per_sec, wr_max_admitted_factor, wr_opens_at_ms FROM products WHERE id = ? FOR UPDATE";
+    "SELECT id, name, stock, initial_stock, starts_at_ms, ends_at_ms, loaded_at_ms, closed_at_ms, price, currency, payment_window_secs, wr_admit_per_sec, wr_max_admitted_factor, wr_opens_at_ms, buckets FROM products WHERE id = ? FOR UPDATE";
 
 fn product_from_row(r: sqlx::mysql::MySqlRow) -> Product {
     Product {
@@ -85,6 +87,7 @@ fn product_from_row(r: sqlx::mysql::MySqlRow) -> Product {
                     .unwrap_or(1.5),
                 opens_at_ms: r.get::<Option<i64>, _>("wr_opens_at_ms").unwrap_or(0),
             }),
+        buckets: r.get::<u16, _>("buckets").max(1),
     }
 }
 
@@ -99,12 +102,13 @@ pub struct NewProduct {
     pub currency: String,
     pub payment_window_secs: i64,
     pub waiting_room: Option<WaitingRoom>,
+    pub buckets: u16,
 }
 
 pub async fn create_product(pool: &MySqlPool, p: &NewProduct) -> anyhow::Result<ProductId> {
     let res = sqlx::query(
         "INSERT INTO products (name, stock, initial_stock, starts_at_ms, ends_at_ms, price, currency, payment_window_secs, \
-         wr_admit_per_sec, wr_max_admitted_factor, wr_opens_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+         wr_admit_per_sec, wr_max_admitted_factor, wr_opens_at_ms, buckets) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     )
     .bind(&p.name)
     .bind(p.stock)
@@ -117,6 +121,7 @@ pub async fn create_product(pool: &MySqlPool, p: &NewProduct) -> anyhow::Result<
     .bind(p.waiting_room.map(|w| w.admit_per_sec))
     .bind(p.waiting_room.map(|w| w.max_admitted_factor))
     .bind(p.waiting_room.map(|w| w.opens_at_ms))
+    .bind(p.buckets.max(1))
     .execute(pool)
     .await
     .context("inserting a product")?;
@@ -205,14 +210,26 @@ pub async fn failed_by_reason(
 /// Products loaded for sale whose sale the sweeper has not closed. The sweeper's work is
 /// proportional to these, not to every sale ever held.
 pub async fn live_products(pool: &MySqlPool) -> anyhow::Result<Vec<ProductId>> {
+    Ok(live_products_with_buckets(pool)
+        .await?
+        .into_iter()
+        .map(|(p, _)| p)
+        .collect())
+}
+
+/// [`live_products`], each with its bucket count.
+pub async fn live_products_with_buckets(pool: &MySqlPool) -> anyhow::Result<Vec<(ProductId, u16)>> {
     Ok(sqlx::query(
-        "SELECT id FROM products WHERE loaded_at_ms IS NOT NULL AND closed_at_ms IS NULL ORDER BY id",
+        "SELECT id, buckets FROM products WHERE loaded_at_ms IS NOT NULL AND closed_at_ms IS NULL ORDER BY id",
     )
     .fetch_all(pool)
     .await
     .context("listing live products")?
     .into_iter()
-    .filter_map(|r| ProductId::new(r.get::<i64, _>("id") as u64).ok())
+    .filter_map(|r| {
+        let id = ProductId::new(r.get::<i64, _>("id") as u64).ok()?;
+        Some((id, r.get::<u16, _>("buckets").max(1)))
+    })
     .collect())
 }
 

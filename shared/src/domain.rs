@@ -74,35 +74,69 @@ macro_rules! id_type {
 id_type!(ProductId, "product id");
 id_type!(UserId, "user id");
 
-/// A ticket: `<product id>-<32 hex digits>`, 128 random bits from the OS-seeded CSPRNG.
+/// A ticket: `<product id>-<32 hex digits>`, 128 random bits from the OS-seeded CSPRNG, and
+/// for a product whose stock is split into buckets, `-<bucket>` (1 to 63) when the ticket
+/// lives in a bucket other than the first.
 ///
-/// The product id in front lets any gateway find the ticket's record in the product's Redis
+/// The product id (and bucket) in front let any gateway find the ticket's record in its Redis
 /// slot. The random part says nothing about any other order.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct Ticket {
     text: String,
     product: ProductId,
+    bucket: u16,
 }
+
+/// The most stock buckets a product can have (`"buckets"` at creation).
+pub const MAX_BUCKETS: u16 = 64;
 
 impl Ticket {
     pub fn generate(product: ProductId) -> Self {
+        Self::generate_in(product, 0)
+    }
+
+    /// A new ticket whose record lives in `bucket` (below [`MAX_BUCKETS`]).
+    pub fn generate_in(product: ProductId, bucket: u16) -> Self {
+        debug_assert!(bucket < MAX_BUCKETS);
         let bits: u128 = rand::random();
+        let text = if bucket == 0 {
+            format!("{product}-{bits:032x}")
+        } else {
+            format!("{product}-{bits:032x}-{bucket}")
+        };
         Self {
-            text: format!("{product}-{bits:032x}"),
+            text,
             product,
+            bucket,
         }
     }
 
     pub fn parse(s: &str) -> Result<Self, ParseError> {
         let (p, r) = s.split_once('-').ok_or(ParseError::Ticket)?;
         let product = ProductId::parse(p).map_err(|_| ParseError::Ticket)?;
+        let (r, bucket) = match r.split_once('-') {
+            None => (r, 0),
+            Some((r, b)) => {
+                // One spelling per bucket: no leading zero, no `-0`.
+                let ok = !b.is_empty()
+                    && b.len() <= 2
+                    && !b.starts_with('0')
+                    && b.bytes().all(|c| c.is_ascii_digit());
+                let bucket: u16 = b.parse().map_err(|_| ParseError::Ticket)?;
+                if !ok || bucket >= MAX_BUCKETS {
+                    return Err(ParseError::Ticket);
+                }
+                (r, bucket)
+            }
+        };
         if r.len() != 32 || !r.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
             return Err(ParseError::Ticket);
         }
         Ok(Self {
             text: s.to_owned(),
             product,
+            bucket,
         })
     }
 
@@ -110,9 +144,28 @@ impl Ticket {
         self.product
     }
 
+    /// The stock bucket whose keys hold this ticket's record (0 for a product in one piece).
+    pub fn bucket(&self) -> u16 {
+        self.bucket
+    }
+
     pub fn as_str(&self) -> &str {
         &self.text
     }
+}
+
+/// The bucket a buyer's tickets live in, for a product in `buckets` pieces: a fixed mix of the
+/// user id (splitmix64), so every gateway sends one buyer to the same bucket, and consecutive
+/// ids spread evenly.
+pub fn home_bucket(user: UserId, buckets: u16) -> u16 {
+    if buckets <= 1 {
+        return 0;
+    }
+    let mut z = user.get().wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    (z % buckets as u64) as u16
 }
 
 impl TryFrom<String> for Ticket {
@@ -430,6 +483,40 @@ mod tests {
             "9-0000000000000000000000000000000G",
         ] {
             assert!(Ticket::parse(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn bucketed_tickets_name_their_bucket_in_one_spelling() {
+        let p = ProductId::new(9).unwrap();
+        for b in [0, 1, 9, 10, MAX_BUCKETS - 1] {
+            let t = Ticket::generate_in(p, b);
+            let back = Ticket::parse(t.as_str()).unwrap();
+            assert_eq!((back.product(), back.bucket()), (p, b), "{t}");
+            assert_eq!(t.as_str().ends_with(&format!("-{b}")), b > 0);
+        }
+        let hex = "0123456789abcdef0123456789abcdef";
+        for bad in ["0", "00", "01", "64", "100", "", "x", "+1"] {
+            assert!(Ticket::parse(&format!("9-{hex}-{bad}")).is_err(), "{bad:?}");
+        }
+        assert!(Ticket::parse(&format!("9-{hex}-1-2")).is_err());
+    }
+
+    /// Every gateway sends a buyer to the same bucket, and buyers spread evenly.
+    #[test]
+    fn home_buckets_are_fixed_and_even() {
+        assert_eq!(home_bucket(UserId::new(77).unwrap(), 1), 0);
+        for n in [2u16, 3, 4, 8] {
+            let mut counts = vec![0u32; n as usize];
+            for u in 1..=40_000u64 {
+                let b = home_bucket(UserId::new(u).unwrap(), n);
+                assert_eq!(b, home_bucket(UserId::new(u).unwrap(), n));
+                counts[b as usize] += 1;
+            }
+            let even = 40_000 / n as u32;
+            for c in counts {
+                assert!(c.abs_diff(even) < even / 20, "{n} buckets: {c} vs {even}");
+            }
         }
     }
 

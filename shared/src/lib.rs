@@ -31,8 +31,8 @@ pub mod zk;
 
 pub use config::{AuthMode, GatewayMode, LogFormat, Settings};
 pub use domain::{
-    BuyerClaims, CancelReason, FailureReason, OrderMessage, OrderStatus, ProductId, Ticket,
-    TicketStatus, UserId,
+    home_bucket, BuyerClaims, CancelReason, FailureReason, OrderMessage, OrderStatus, ProductId,
+    Ticket, TicketStatus, UserId, MAX_BUCKETS,
 };
 
 /// Milliseconds since the Unix epoch.

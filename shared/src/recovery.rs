@@ -36,7 +36,7 @@ use crate::db;
 use crate::domain::{FailureReason, OrderMessage, OrderStatus, ProductId, Ticket, UserId};
 use crate::kafka::Fence;
 use crate::settle::{Chaos, Settler};
-use crate::store::{Rebuild, RecordStatus, TicketRecord, TicketStore};
+use crate::store::{self, Rebuild, RecordStatus, TicketRecord, TicketStore};
 use anyhow::Context;
 use sqlx::mysql::MySqlPool;
 use sqlx::Row;
@@ -140,15 +140,22 @@ pub async fn sweep(
     let mut report = SweepReport::default();
     let now = crate::now_ms();
     let cutoff = now - rules.timeout.as_millis() as i64;
-    for product in db::live_products(db).await? {
+    for (product, buckets) in db::live_products_with_buckets(db).await? {
+        store.learn_buckets(product, buckets);
         let counts = store.counts(product).await?;
         let Some(stock) = counts.stock else {
             tracing::warn!(%product, "Redis lost the product's state; reconciling it");
-            if reconcile(store, db, product, fence).await?.is_some() {
+            if reconcile_lost(store, db, product, fence).await?.is_some() {
                 report.reconciled.push(product);
             }
             continue;
         };
+        for ticket in store.stale_borrows(product, cutoff).await? {
+            let back = store.void_borrow(&ticket).await?;
+            if back > 0 {
+                *report.given_back.entry(product).or_default() += back;
+            }
+        }
         if counts.pending == 0 {
             let ended = counts.ends_at_ms.is_some_and(|end| end <= now);
             if (stock <= 0 || ended) && close(store, db, product, now).await? {
@@ -344,12 +351,39 @@ pub async fn reconcile(
     product: ProductId,
     fence: Option<&Fence>,
 ) -> anyhow::Result<Option<ReconcileReport>> {
+    run_reconcile(store, db, product, fence, false).await
+}
+
+/// [`reconcile`], only for a product Redis lost (a bucket without its stock), checked again
+/// under the row lock: `Ok(None)` when another process rebuilt it meanwhile. Gateways, workers
+/// and the sweeper that found a product lost call this, so that they rebuild it once between
+/// them.
+pub async fn reconcile_lost(
+    store: &TicketStore,
+    db: &MySqlPool,
+    product: ProductId,
+    fence: Option<&Fence>,
+) -> anyhow::Result<Option<ReconcileReport>> {
+    run_reconcile(store, db, product, fence, true).await
+}
+
+async fn run_reconcile(
+    store: &TicketStore,
+    db: &MySqlPool,
+    product: ProductId,
+    fence: Option<&Fence>,
+    only_lost: bool,
+) -> anyhow::Result<Option<ReconcileReport>> {
     // Lost: loaded for sale once, and now without Redis state. A product never loaded has no
     // orders in Kafka to wait for.
     let Some(known) = db::product(db, product).await? else {
         return Ok(None);
     };
+    store.learn_buckets(product, known.buckets);
     let lost = known.loaded_at_ms.is_some() && store.stock(product).await?.is_none();
+    if only_lost && !lost {
+        return Ok(None);
+    }
     if lost {
         if let Some(fence) = fence {
             fence
@@ -364,6 +398,13 @@ pub async fn reconcile(
     let Some(p) = db::product_for_update(&mut *tx, product).await? else {
         return Ok(None);
     };
+    if only_lost && store.stock(product).await?.is_some() {
+        return Ok(None);
+    }
+    // Buckets are rebuilt one by one: first they all stop selling and lending.
+    if p.buckets > 1 {
+        store.freeze(product).await?;
+    }
     let mut orders: BTreeMap<OrderStatus, Vec<(Ticket, u64, String, String)>> = BTreeMap::new();
     for r in sqlx::query(
         "SELECT ticket, user_id, id, status, cancel_reason FROM orders WHERE product_id = ?",
@@ -426,21 +467,25 @@ pub async fn reconcile(
     store
         .set_waiting_room(product, p.waiting_room.as_ref())
         .await?;
-    let stock_redis = store
-        .rebuild(
-            product,
-            &Rebuild {
-                mysql_stock: p.stock,
-                initial: p.initial_stock,
-                sold,
-                paid: count(OrderStatus::Paid),
-                cancelled: count(OrderStatus::Cancelled),
-                failed: failed.len() as i64,
-                starts_at_ms: p.starts_at_ms,
-                ends_at_ms: p.ends_at_ms,
-            },
-        )
-        .await?;
+    let stock_redis = if p.buckets > 1 {
+        rebuild_buckets(store, product, &p, &orders, &failed).await?
+    } else {
+        store
+            .rebuild(
+                product,
+                &Rebuild {
+                    mysql_stock: p.stock,
+                    initial: p.initial_stock,
+                    sold,
+                    paid: count(OrderStatus::Paid),
+                    cancelled: count(OrderStatus::Cancelled),
+                    failed: failed.len() as i64,
+                    starts_at_ms: p.starts_at_ms,
+                    ends_at_ms: p.ends_at_ms,
+                },
+            )
+            .await?
+    };
     tx.commit()
         .await
         .context("releasing the product's row lock")?;
@@ -453,4 +498,62 @@ pub async fn reconcile(
         pruned,
         was_lost: lost,
     }))
+}
+
+/// The last step of reconcile for a product in buckets (frozen by then): each bucket's counters
+/// from its own tickets, and the MySQL stock less everything in flight split evenly over the
+/// buckets. Returns the stock set, all buckets.
+async fn rebuild_buckets(
+    store: &TicketStore,
+    product: ProductId,
+    p: &db::Product,
+    orders: &BTreeMap<OrderStatus, Vec<(Ticket, u64, String, String)>>,
+    failed: &[(Ticket, u64, String, String)],
+) -> anyhow::Result<i64> {
+    let n = p.buckets;
+    let mut each = vec![
+        Rebuild {
+            starts_at_ms: p.starts_at_ms,
+            ends_at_ms: p.ends_at_ms,
+            ..Rebuild::default()
+        };
+        n as usize
+    ];
+    for (status, list) in orders {
+        for (t, ..) in list {
+            let Some(b) = each.get_mut(t.bucket() as usize) else {
+                continue;
+            };
+            match status {
+                OrderStatus::Confirmed => b.sold += 1,
+                OrderStatus::Paid => {
+                    b.sold += 1;
+                    b.paid += 1;
+                }
+                OrderStatus::Cancelled => b.cancelled += 1,
+            }
+        }
+    }
+    for (t, ..) in failed {
+        if let Some(b) = each.get_mut(t.bucket() as usize) {
+            b.failed += 1;
+        }
+    }
+    let mut in_flight = 0;
+    for bucket in 0..n {
+        in_flight += store.in_flight(product, bucket).await?;
+    }
+    let left = p.stock - in_flight;
+    if left < 0 {
+        tracing::error!(%product, mysql_stock = p.stock, in_flight, "more tickets in flight than MySQL stock; the buckets get none");
+    }
+    let mut total = 0;
+    for (bucket, (share, m)) in store::split(left, n).into_iter().zip(each).enumerate() {
+        let m = Rebuild {
+            mysql_stock: share,
+            ..m
+        };
+        total += store.rebuild_bucket(product, bucket as u16, n, &m).await?;
+    }
+    Ok(total)
 }

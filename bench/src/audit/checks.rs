@@ -12,9 +12,11 @@
 //! against the orders, the payments and Redis; [`waiting_room`] (13-15), only for a run through
 //! a waiting room, judges the admissions.
 
+mod buckets;
 mod payments;
 mod waiting_room;
 
+pub use buckets::BucketFacts;
 pub use payments::{
     all_units_paid, late_successes_refunded, order_decided_once, paid_within_stock,
     redis_follows_payments,
@@ -203,6 +205,8 @@ pub struct RedisFacts {
     /// The `cancelled` counter in the meta hash.
     pub cancelled: i64,
     pub failed: i64,
+    /// Each stock bucket, for a product split into several (else empty).
+    pub buckets: Vec<BucketFacts>,
 }
 
 /// An `orders` row.
@@ -268,6 +272,8 @@ pub struct MysqlFacts {
     pub failed_tickets: BTreeSet<String>,
     /// Every `payments` row of a ticket of the product (none before payments existed).
     pub payments: Vec<PaymentRow>,
+    /// How many Redis stock buckets the product is split over.
+    pub buckets: u16,
 }
 
 impl MysqlFacts {
@@ -1125,6 +1131,7 @@ pub fn run_all(input: &AuditInput) -> Vec<CheckResult> {
     ]
     .into_iter()
     .chain(waiting_room::run(input))
+    .chain(buckets::run(input))
     .collect()
 }
 

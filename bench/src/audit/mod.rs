@@ -164,6 +164,15 @@ async fn mysql_facts(pool: &MySqlPool, product: ProductId) -> anyhow::Result<Mys
             .context("reading the product")?
             .with_context(|| format!("product {product} is not in MySQL"))?;
     let payment_window = schema_has(pool, "orders", Some("status")).await?;
+    let buckets: u16 = if schema_has(pool, "products", Some("buckets")).await? {
+        sqlx::query_scalar("SELECT buckets FROM products WHERE id = ?")
+            .bind(product.as_i64())
+            .fetch_one(pool)
+            .await
+            .context("reading the product's buckets")?
+    } else {
+        1
+    };
     let query = if payment_window {
         "SELECT id, ticket, user_id, status, pay_by_ms, paid_at_ms, cancelled_at_ms, \
          cancel_reason, restore_due FROM orders WHERE product_id = ? ORDER BY id"
@@ -221,6 +230,7 @@ async fn mysql_facts(pool: &MySqlPool, product: ProductId) -> anyhow::Result<Mys
         orders,
         failed_tickets,
         payments,
+        buckets,
     })
 }
 
@@ -318,6 +328,7 @@ pub async fn gather(
     };
     let pool = db::pool(mysql_url, args.concurrency.clamp(1, 16) as u32)?;
     let mysql = mysql_facts(&pool, product).await?;
+    store.learn_buckets(product, mysql.buckets);
     let c = store.counts(product).await?;
     let redis = RedisFacts {
         stock: c.stock,
@@ -327,6 +338,20 @@ pub async fn gather(
         paid: c.paid,
         cancelled: c.cancelled,
         failed: c.failed,
+        buckets: c
+            .buckets
+            .iter()
+            .map(|b| checks::BucketFacts {
+                bucket: b.bucket,
+                stock: b.stock,
+                initial: b.initial,
+                pending: b.pending,
+                confirmed: b.confirmed,
+                lent: b.lent,
+                borrowed: b.borrowed,
+                borrowing: b.borrowing,
+            })
+            .collect(),
     };
     let cancel_reasons: BTreeMap<&str, CancelReason> = mysql
         .orders
@@ -644,6 +669,7 @@ mod tests {
                 paid: 0,
                 cancelled: 0,
                 failed: 1,
+                buckets: vec![],
             },
             mysql: MysqlFacts {
                 stock: 0,
@@ -651,6 +677,7 @@ mod tests {
                 orders: vec![OrderRow::confirmed(10, T1, 1)],
                 failed_tickets: [T2.to_owned()].into_iter().collect(),
                 payments: vec![],
+                buckets: 1,
             },
             ticket_states: [
                 (

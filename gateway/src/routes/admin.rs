@@ -74,6 +74,13 @@ pub struct NewProduct {
     /// `starts_at` gets a random place, later ones queue behind in arrival order, and only
     /// admitted buyers may buy. Absent: no waiting room.
     waiting_room: Option<NewWaitingRoom>,
+    /// Split the Redis stock into this many buckets, 1 to 64 (default 1), each in its own
+    /// Redis Cluster slot, so that one hot product spreads over several primaries. A buyer
+    /// buys in one bucket (chosen by the user id), and borrows a unit from another when that
+    /// one is empty, so no unit is left unsold. Not with a waiting room.
+    #[serde(default, deserialize_with = "whole::optional_i64")]
+    #[schema(minimum = 1, maximum = 64, examples(4))]
+    buckets: Option<i64>,
 }
 
 /// A product's waiting room. Every field has a default.
@@ -178,6 +185,45 @@ pub struct ProductView {
     starts_at: Option<DateTime<Utc>>,
     #[schema(required = true)]
     ends_at: Option<DateTime<Utc>>,
+    /// Redis, bucket by bucket (one entry for a product in one piece).
+    buckets: Vec<BucketView>,
+}
+
+/// One stock bucket in the admin view (Redis). Each keeps
+/// `initial − lent + borrowed = stock + pending + confirmed`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BucketView {
+    bucket: u16,
+    /// `null` until preloaded (or once Redis lost it).
+    #[schema(required = true)]
+    stock: Option<i64>,
+    /// Its share of the stock when loaded or rebuilt.
+    #[schema(required = true)]
+    initial: Option<i64>,
+    pending: i64,
+    confirmed: i64,
+    /// Units it gave to buyers of other buckets.
+    lent: i64,
+    /// Units its buyers took from other buckets.
+    borrowed: i64,
+    /// Buyers holding their place here while they borrow.
+    borrowing: i64,
+}
+
+impl From<&seckill_shared::store::BucketCounts> for BucketView {
+    fn from(b: &seckill_shared::store::BucketCounts) -> Self {
+        Self {
+            bucket: b.bucket,
+            stock: b.stock,
+            initial: b.initial,
+            pending: b.pending,
+            confirmed: b.confirmed,
+            lent: b.lent,
+            borrowed: b.borrowed,
+            borrowing: b.borrowing,
+        }
+    }
 }
 
 /// A product's waiting room in the admin view.
@@ -320,6 +366,18 @@ pub async fn create_product(
             })
         }
     };
+    let max_buckets = i64::from(seckill_shared::MAX_BUCKETS);
+    let buckets = p.buckets.unwrap_or(1);
+    if !(1..=max_buckets).contains(&buckets) {
+        return Err(ApiError::BadRequest(format!(
+            "buckets must be between 1 and {max_buckets}"
+        )));
+    }
+    if buckets > 1 && waiting_room.is_some() {
+        return Err(ApiError::BadRequest(
+            "a product with a waiting room keeps its stock in one bucket: leave buckets out, or at 1".into(),
+        ));
+    }
     let window = p.payment_window_secs.unwrap_or(if p.price.is_some() {
         state.default_payment_window_secs as i64
     } else {
@@ -336,6 +394,7 @@ pub async fn create_product(
             currency,
             payment_window_secs: window,
             waiting_room,
+            buckets: buckets as u16,
         },
     )
     .await
@@ -392,6 +451,7 @@ pub async fn preload(
     authorize(&req, &state)?;
     let id = product_id(&path)?;
     let product = mysql_product(&state, id).await?;
+    state.store.learn_buckets(id, product.buckets);
     let lost = product.loaded_at_ms.is_some()
         && state
             .store
@@ -399,7 +459,9 @@ pub async fn preload(
             .await
             .map_err(|e| ApiError::unavailable("Redis", e))?
             .is_none();
-    let stock_redis = if lost {
+    // Buckets loaded once are rebuilt together by reconcile: a preload would split the stock
+    // without counting what each bucket has in flight.
+    let stock_redis = if lost || (product.buckets > 1 && product.loaded_at_ms.is_some()) {
         reconcile_product(&state, id).await?.stock_redis
     } else {
         db::mark_loaded(&state.db, id, seckill_shared::now_ms())
@@ -413,7 +475,13 @@ pub async fn preload(
             .map_err(|e| ApiError::unavailable("Redis", e))?;
         state
             .store
-            .preload(id, product.stock, product.starts_at_ms, product.ends_at_ms)
+            .preload(
+                id,
+                product.stock,
+                product.starts_at_ms,
+                product.ends_at_ms,
+                product.buckets,
+            )
             .await
             .map_err(|e| ApiError::unavailable("Redis", e))?
     };
@@ -524,7 +592,22 @@ pub(crate) async fn product_view(
     let id = ProductId::new(product.id).map_err(|_| ApiError::UnknownProduct)?;
     let redis = |e| ApiError::unavailable("Redis", e);
     let mysql = |e| ApiError::unavailable("MySQL", e);
+    state.store.learn_buckets(id, product.buckets);
     let counts = state.store.counts(id).await.map_err(redis)?;
+    let buckets = if counts.buckets.is_empty() {
+        vec![BucketView {
+            bucket: 0,
+            stock: counts.stock,
+            initial: counts.initial,
+            pending: counts.pending,
+            confirmed: counts.confirmed,
+            lent: 0,
+            borrowed: 0,
+            borrowing: 0,
+        }]
+    } else {
+        counts.buckets.iter().map(BucketView::from).collect()
+    };
     let (by_state, failed_by_reason) = tokio::try_join!(
         db::orders_by_status(&state.db, id),
         db::failed_by_reason(&state.db, id),
@@ -572,6 +655,7 @@ pub(crate) async fn product_view(
             .ends_at_ms
             .and_then(DateTime::<Utc>::from_timestamp_millis),
         name: product.name,
+        buckets,
     })
 }
 

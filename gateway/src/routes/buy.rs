@@ -267,12 +267,11 @@ async fn reserve_and_hand_off(
     user: UserId,
     admitted: bool,
 ) -> Result<HttpResponse, ApiError> {
-    let ticket = Ticket::generate(product);
     let now = now_ms();
     let t0 = Instant::now();
-    let reservation = state
+    let (ticket, reservation) = state
         .store
-        .reserve(&ticket, user, now, admitted)
+        .reserve(product, user, now, admitted)
         .await
         .map_err(|e| ApiError::unavailable("Redis", e))?;
     state

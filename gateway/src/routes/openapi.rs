@@ -181,7 +181,8 @@ pub mod schema {
             .build()
     }
 
-    /// A ticket, as `Ticket::parse` reads it: a product id, `-`, 32 lowercase hex digits.
+    /// A ticket, as `Ticket::parse` reads it: a product id, `-`, 32 lowercase hex digits, and
+    /// for a product split into stock buckets, `-` and the bucket (1 to 63).
     pub fn ticket() -> Object {
         ObjectBuilder::new()
             .schema_type(Type::String)
@@ -192,7 +193,11 @@ pub mod schema {
 
     /// The regular expression of a ticket, without anchors.
     pub fn ticket_regex() -> String {
-        format!("{}-[0-9a-f]{{32}}", decimal_up_to(MAX_ID))
+        format!(
+            "{}-[0-9a-f]{{32}}(?:-{})?",
+            decimal_up_to(MAX_ID),
+            decimal_up_to(u64::from(seckill_shared::MAX_BUCKETS) - 1)
+        )
     }
 
     /// An expression that matches exactly the numbers 1 to `max` written without leading zeros.

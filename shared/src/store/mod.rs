@@ -16,15 +16,28 @@
 //! (its unit back on sale). A reservation the gateway could not hand to Kafka is released:
 //! its unit goes back and the ticket becomes `failed` (`kafka_unavailable`); it is never
 //! deleted, so a message that reached Kafka after all is skipped.
+//!
+//! **Stock buckets** (`buckets.rs`): a hot product may split its stock into N buckets, each
+//! with its own hash tag `{<namespace>:<product>.<b>.<k>}` (bucket 0 keeps the plain tag), so
+//! a cluster spreads them over its primaries. A buyer always buys in one home bucket
+//! ([`crate::home_bucket`]), whose `buyers` hash keeps one live ticket per buyer; a ticket
+//! names its bucket. When the home bucket is empty, the buyer's place is held there
+//! (`borrowing`) while one unit is borrowed from another bucket (`loans`, per ticket).
+//!
+//! | key (per bucket) | type | holds |
+//! |---|---|---|
+//! | `…:loans` | hash | ticket → `taken`, `void` or `returned`: loans this bucket made |
+//! | `…:borrowing` | sorted set | tickets holding their buyer's place while they borrow |
 
 use crate::domain::{OrderMessage, ProductId, Ticket, TicketStatus, UserId};
 use anyhow::Context;
+mod buckets;
 mod conn;
 
 pub use conn::{RedisConn, Topology};
 use redis::{AsyncCommands, Script};
-use std::collections::HashMap;
-use std::sync::LazyLock;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, LazyLock, RwLock};
 use std::time::Duration;
 
 static RESERVE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("reserve.lua")));
@@ -39,6 +52,10 @@ static QUEUE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("queu
 static CANCEL: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("cancel.lua")));
 static PAID: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("paid.lua")));
 static LOCATE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("locate.lua")));
+static BORROW: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("borrow.lua")));
+static VOID: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("void.lua")));
+static SETTLE_BORROW: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("settle_borrow.lua")));
 
 /// The keys of one product.
 #[derive(Debug, Clone)]
@@ -48,9 +65,28 @@ pub struct ProductKeys {
 
 impl ProductKeys {
     pub fn new(namespace: &str, product: ProductId) -> Self {
-        Self {
-            prefix: format!("sk:{{{namespace}:{product}}}:"),
-        }
+        Self::bucket(namespace, product, 0)
+    }
+    /// The keys of one stock bucket: bucket 0 is the product's own tag, and the others' tags
+    /// are placed around the cluster's slot ring ([`buckets::bucket_tag`]).
+    pub fn bucket(namespace: &str, product: ProductId, bucket: u16) -> Self {
+        let prefix = if bucket == 0 {
+            format!("sk:{{{namespace}:{product}}}:")
+        } else {
+            format!(
+                "sk:{{{}}}:",
+                buckets::bucket_tag(namespace, product, bucket)
+            )
+        };
+        Self { prefix }
+    }
+    /// Loans this bucket made to buyers of other buckets (ticket → state).
+    pub fn loans(&self) -> String {
+        format!("{}loans", self.prefix)
+    }
+    /// Tickets holding their buyer's place in this bucket while they borrow a unit.
+    pub fn borrowing(&self) -> String {
+        format!("{}borrowing", self.prefix)
     }
     pub fn stock(&self) -> String {
         format!("{}stock", self.prefix)
@@ -142,6 +178,24 @@ pub enum Reservation {
     NotAdmitted,
 }
 
+/// What one run of the reservation script asks for next.
+enum ReserveStep {
+    Done(Reservation),
+    /// The home bucket is empty and holds the buyer's place: borrow a unit elsewhere.
+    Borrow,
+    /// The product has this many buckets, not the number assumed.
+    Buckets(u16),
+}
+
+/// The positions of `tickets`, grouped by the bucket each lives in (in bucket order).
+fn by_bucket<'a>(tickets: impl Iterator<Item = &'a Ticket>) -> BTreeMap<u16, Vec<usize>> {
+    let mut out: BTreeMap<u16, Vec<usize>> = BTreeMap::new();
+    for (i, t) in tickets.enumerate() {
+        out.entry(t.bucket()).or_default().push(i);
+    }
+    out
+}
+
 /// The `status` field of a Redis ticket record, parsed once where it is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RecordStatus {
@@ -149,6 +203,10 @@ pub enum RecordStatus {
     Pending,
     /// Claimed by a worker, not yet settled.
     Processing,
+    /// Holding its buyer's place in an empty bucket while a unit is borrowed from another.
+    Borrowing,
+    /// A borrow the sweeper is giving up.
+    Voiding,
     Confirmed,
     /// Paid in MySQL; Redis follows (best effort: MySQL decides).
     Paid,
@@ -162,6 +220,8 @@ impl RecordStatus {
         Some(match s {
             "pending" => Self::Pending,
             "processing" => Self::Processing,
+            "borrowing" => Self::Borrowing,
+            "voiding" => Self::Voiding,
             "confirmed" => Self::Confirmed,
             "paid" => Self::Paid,
             "cancelled" => Self::Cancelled,
@@ -174,6 +234,8 @@ impl RecordStatus {
         match self {
             Self::Pending => "pending",
             Self::Processing => "processing",
+            Self::Borrowing => "borrowing",
+            Self::Voiding => "voiding",
             Self::Confirmed => "confirmed",
             Self::Paid => "paid",
             Self::Cancelled => "cancelled",
@@ -184,7 +246,9 @@ impl RecordStatus {
     /// What a client sees: `processing` is shown as `pending`.
     pub fn public(self) -> TicketStatus {
         match self {
-            Self::Pending | Self::Processing => TicketStatus::Pending,
+            Self::Pending | Self::Processing | Self::Borrowing | Self::Voiding => {
+                TicketStatus::Pending
+            }
             Self::Confirmed => TicketStatus::Confirmed,
             Self::Paid => TicketStatus::Paid,
             Self::Cancelled => TicketStatus::Cancelled,
@@ -194,7 +258,10 @@ impl RecordStatus {
 
     /// Settled by MySQL: nothing more for a worker to do.
     pub fn is_settled(self) -> bool {
-        !matches!(self, Self::Pending | Self::Processing)
+        !matches!(
+            self,
+            Self::Pending | Self::Processing | Self::Borrowing | Self::Voiding
+        )
     }
 }
 
@@ -283,6 +350,35 @@ pub struct ProductCounts {
     pub buyers: i64,
     /// The end of the sale, ms since the epoch, when it has one.
     pub ends_at_ms: Option<i64>,
+    /// Each bucket, for a product split into several (else empty).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub buckets: Vec<BucketCounts>,
+}
+
+/// The Redis counts of one stock bucket. Each bucket keeps
+/// `initial − lent + borrowed = stock + pending + confirmed`, and over all buckets the loans
+/// cancel out (`Σ lent = Σ borrowed`), so the product keeps `initial = stock + pending +
+/// confirmed`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct BucketCounts {
+    pub bucket: u16,
+    pub stock: Option<i64>,
+    /// The bucket's share of the stock when loaded or rebuilt.
+    pub initial: Option<i64>,
+    pub pending: i64,
+    pub confirmed: i64,
+    pub paid: i64,
+    pub cancelled: i64,
+    pub failed: i64,
+    pub buyers: i64,
+    /// Units this bucket gave to buyers of other buckets.
+    pub lent: i64,
+    /// Units this bucket's buyers took from other buckets.
+    pub borrowed: i64,
+    /// Tickets holding a buyer's place here while they borrow.
+    pub borrowing: i64,
+    #[serde(skip)]
+    pub ends_at_ms: Option<i64>,
 }
 
 /// Handle to the Redis state of one namespace. Cheap to clone: one multiplexed connection
@@ -292,6 +388,8 @@ pub struct TicketStore {
     conn: RedisConn,
     namespace: String,
     ticket_ttl_secs: u64,
+    /// How many stock buckets each product has, as learnt (see `buckets.rs`).
+    bucket_counts: Arc<RwLock<HashMap<ProductId, u16>>>,
 }
 
 impl TicketStore {
@@ -308,6 +406,7 @@ impl TicketStore {
             conn,
             namespace: namespace.to_owned(),
             ticket_ttl_secs,
+            bucket_counts: Default::default(),
         })
     }
 
@@ -322,8 +421,19 @@ impl TicketStore {
         )
     }
 
+    /// The keys of a product's first (or only) bucket.
     pub fn keys(&self, product: ProductId) -> ProductKeys {
         ProductKeys::new(&self.namespace, product)
+    }
+
+    /// The keys of one stock bucket of a product.
+    pub fn bucket_keys(&self, product: ProductId, bucket: u16) -> ProductKeys {
+        ProductKeys::bucket(&self.namespace, product, bucket)
+    }
+
+    /// The keys of the bucket a ticket lives in.
+    pub fn ticket_keys(&self, ticket: &Ticket) -> ProductKeys {
+        self.bucket_keys(ticket.product(), ticket.bucket())
     }
 
     pub fn connection(&self) -> RedisConn {
@@ -339,20 +449,20 @@ impl TicketStore {
         Ok(())
     }
 
-    /// Runs the reservation script: the whole buy decision in one atomic step.
-    /// `admission_verified`: the gateway verified the buyer's admission token (needed for a
-    /// product with a waiting room).
-    pub async fn reserve(
+    /// Runs the reservation script once, in `ticket`'s bucket, assuming the product has
+    /// `buckets` buckets. See [`Self::reserve`].
+    async fn reserve_step(
         &self,
         ticket: &Ticket,
         user: UserId,
         now_ms: i64,
         admission_verified: bool,
-    ) -> anyhow::Result<Reservation> {
+        buckets: u16,
+    ) -> anyhow::Result<ReserveStep> {
         let product = ticket.product();
-        let k = self.keys(product);
+        let k = self.ticket_keys(ticket);
         let mut c = self.conn.clone();
-        let (code, held): (i64, Option<String>) = RESERVE
+        let (code, extra): (i64, Option<String>) = RESERVE
             .key(k.stock())
             .key(k.meta())
             .key(k.buyers())
@@ -361,27 +471,29 @@ impl TicketStore {
             .key(k.admitted())
             .key(k.queue_done())
             .key(k.queue())
+            .key(k.borrowing())
             .arg(user.get())
             .arg(ticket.as_str())
             .arg(now_ms)
             .arg(self.ticket_ttl_secs)
             .arg(product.get())
             .arg(if admission_verified { "1" } else { "" })
+            .arg(buckets)
             .invoke_async::<Vec<redis::Value>>(&mut c)
             .await
             .context("running the reservation script")
             .and_then(|v| {
                 let code: i64 = redis::from_redis_value_ref(v.first().context("empty reply")?)?;
-                let held: Option<String> = match v.get(1) {
+                let extra: Option<String> = match v.get(1) {
                     Some(x) => Some(redis::from_redis_value_ref(x)?),
                     None => None,
                 };
-                Ok((code, held))
+                Ok((code, extra))
             })?;
-        Ok(match code {
+        let done = match code {
             1 => Reservation::Reserved,
             2 => Reservation::AlreadyHolds(
-                Ticket::parse(held.as_deref().unwrap_or_default())
+                Ticket::parse(extra.as_deref().unwrap_or_default())
                     .context("stored ticket is malformed")?,
             ),
             3 => Reservation::SoldOut,
@@ -390,8 +502,18 @@ impl TicketStore {
             6 => Reservation::Ended,
             7 => Reservation::AdmissionRequired,
             8 => Reservation::NotAdmitted,
+            9 => return Ok(ReserveStep::Borrow),
+            10 => {
+                let n: u16 = extra
+                    .as_deref()
+                    .unwrap_or_default()
+                    .parse()
+                    .context("the bucket count in Redis")?;
+                return Ok(ReserveStep::Buckets(n));
+            }
             other => anyhow::bail!("reservation script returned unknown code {other}"),
-        })
+        };
+        Ok(ReserveStep::Done(done))
     }
 
     /// Joins or polls a product's waiting room for `user`, admitting whoever's turn has come
@@ -517,7 +639,7 @@ impl TicketStore {
         user: UserId,
         reason: &str,
     ) -> anyhow::Result<bool> {
-        let k = self.keys(ticket.product());
+        let k = self.ticket_keys(ticket);
         let mut c = self.conn.clone();
         let n: i64 = RELEASE
             .key(k.stock())
@@ -541,10 +663,31 @@ impl TicketStore {
         product: ProductId,
         orders: &[&OrderMessage],
     ) -> anyhow::Result<Vec<ClaimStatus>> {
-        if orders.is_empty() {
-            return Ok(vec![]);
+        // One script per bucket, the answers put back in the callers' order.
+        let mut out = vec![ClaimStatus::Expired; orders.len()];
+        for (bucket, idx) in by_bucket(orders.iter().map(|m| &m.ticket)) {
+            let part: Vec<&OrderMessage> = idx.iter().map(|&i| orders[i]).collect();
+            let got = self.claim_in(product, bucket, &part).await?;
+            anyhow::ensure!(
+                got.len() == idx.len(),
+                "the claim script answered {} of {}",
+                got.len(),
+                idx.len()
+            );
+            for (i, status) in idx.into_iter().zip(got) {
+                out[i] = status;
+            }
         }
-        let k = self.keys(product);
+        Ok(out)
+    }
+
+    async fn claim_in(
+        &self,
+        product: ProductId,
+        bucket: u16,
+        orders: &[&OrderMessage],
+    ) -> anyhow::Result<Vec<ClaimStatus>> {
+        let k = self.bucket_keys(product, bucket);
         let mut inv = CLAIM.prepare_invoke();
         inv.key(k.stock())
             .key(k.meta())
@@ -572,19 +715,22 @@ impl TicketStore {
         product: ProductId,
         located: &[(Ticket, i32, i64)],
     ) -> anyhow::Result<u64> {
-        if located.is_empty() {
-            return Ok(0);
+        let mut n = 0;
+        for (bucket, idx) in by_bucket(located.iter().map(|(t, _, _)| t)) {
+            let k = self.bucket_keys(product, bucket);
+            let mut inv = LOCATE.prepare_invoke();
+            for (t, partition, offset) in idx.iter().map(|&i| &located[i]) {
+                inv.key(k.ticket(t));
+                inv.arg(*partition).arg(*offset);
+            }
+            let mut c = self.conn.clone();
+            let got: u64 = inv
+                .invoke_async(&mut c)
+                .await
+                .context("running the locate script")?;
+            n += got;
         }
-        let k = self.keys(product);
-        let mut inv = LOCATE.prepare_invoke();
-        for (t, partition, offset) in located {
-            inv.key(k.ticket(t));
-            inv.arg(*partition).arg(*offset);
-        }
-        let mut c = self.conn.clone();
-        inv.invoke_async(&mut c)
-            .await
-            .context("running the locate script")
+        Ok(n)
     }
 
     /// Confirms claimed tickets of one product with their order ids and payment deadlines.
@@ -594,10 +740,21 @@ impl TicketStore {
         product: ProductId,
         orders: &[(&Ticket, u64, Option<i64>)],
     ) -> anyhow::Result<u64> {
-        if orders.is_empty() {
-            return Ok(0);
+        let mut changed = 0;
+        for (bucket, idx) in by_bucket(orders.iter().map(|(t, _, _)| *t)) {
+            let part: Vec<_> = idx.iter().map(|&i| orders[i]).collect();
+            changed += self.confirm_in(product, bucket, &part).await?;
         }
-        let k = self.keys(product);
+        Ok(changed)
+    }
+
+    async fn confirm_in(
+        &self,
+        product: ProductId,
+        bucket: u16,
+        orders: &[(&Ticket, u64, Option<i64>)],
+    ) -> anyhow::Result<u64> {
+        let k = self.bucket_keys(product, bucket);
         let mut inv = CONFIRM.prepare_invoke();
         inv.key(k.meta()).key(k.pending());
         let now = crate::now_ms();
@@ -655,7 +812,7 @@ impl TicketStore {
         mode: &str,
         cutoff_ms: i64,
     ) -> anyhow::Result<bool> {
-        let k = self.keys(ticket.product());
+        let k = self.ticket_keys(ticket);
         let mut c = self.conn.clone();
         let n: i64 = COMPENSATE
             .key(k.stock())
@@ -682,7 +839,7 @@ impl TicketStore {
         reason: crate::CancelReason,
         now_ms: i64,
     ) -> anyhow::Result<bool> {
-        let k = self.keys(ticket.product());
+        let k = self.ticket_keys(ticket);
         let mut c = self.conn.clone();
         let n: i64 = CANCEL
             .key(k.stock())
@@ -700,7 +857,7 @@ impl TicketStore {
 
     /// Makes Redis follow an order MySQL marked paid. `true` when the record changed.
     pub async fn paid(&self, ticket: &Ticket, now_ms: i64) -> anyhow::Result<bool> {
-        let k = self.keys(ticket.product());
+        let k = self.ticket_keys(ticket);
         let mut c = self.conn.clone();
         let n: i64 = PAID
             .key(k.meta())
@@ -712,25 +869,30 @@ impl TicketStore {
         Ok(n == 1)
     }
 
-    /// Tickets of a product still unsettled in Redis and reserved at or before `cutoff_ms`.
+    /// Tickets of a product still unsettled in Redis and reserved at or before `cutoff_ms`,
+    /// at most `limit` per bucket.
     pub async fn unsettled_before(
         &self,
         product: ProductId,
         cutoff_ms: i64,
         limit: isize,
     ) -> anyhow::Result<Vec<Ticket>> {
-        let mut c = self.conn.clone();
-        let raw: Vec<String> = redis::cmd("ZRANGEBYSCORE")
-            .arg(self.keys(product).pending())
-            .arg("-inf")
-            .arg(cutoff_ms)
-            .arg("LIMIT")
-            .arg(0)
-            .arg(limit)
-            .query_async(&mut c)
-            .await
-            .context("reading pending tickets")?;
-        Ok(raw.iter().filter_map(|t| Ticket::parse(t).ok()).collect())
+        let mut out = vec![];
+        for bucket in 0..self.buckets(product).await? {
+            let mut c = self.conn.clone();
+            let raw: Vec<String> = redis::cmd("ZRANGEBYSCORE")
+                .arg(self.bucket_keys(product, bucket).pending())
+                .arg("-inf")
+                .arg(cutoff_ms)
+                .arg("LIMIT")
+                .arg(0)
+                .arg(limit)
+                .query_async(&mut c)
+                .await
+                .context("reading pending tickets")?;
+            out.extend(raw.iter().filter_map(|t| Ticket::parse(t).ok()));
+        }
+        Ok(out)
     }
 
     /// Reconcile, step one: write settled records for tickets MySQL has settled. `entries`
@@ -743,7 +905,25 @@ impl TicketStore {
         entries: &[(Ticket, u64, String, String)],
         ttl_secs: u64,
     ) -> anyhow::Result<u64> {
-        let k = self.keys(product);
+        let mut changed = 0;
+        for (bucket, idx) in by_bucket(entries.iter().map(|(t, _, _, _)| t)) {
+            let part: Vec<_> = idx.iter().map(|&i| entries[i].clone()).collect();
+            changed += self
+                .restore_settled_in(product, bucket, status, &part, ttl_secs)
+                .await?;
+        }
+        Ok(changed)
+    }
+
+    async fn restore_settled_in(
+        &self,
+        product: ProductId,
+        bucket: u16,
+        status: RecordStatus,
+        entries: &[(Ticket, u64, String, String)],
+        ttl_secs: u64,
+    ) -> anyhow::Result<u64> {
+        let k = self.bucket_keys(product, bucket);
         let mut changed = 0;
         for chunk in entries.chunks(500) {
             let mut inv = RESTORE.prepare_invoke();
@@ -768,17 +948,33 @@ impl TicketStore {
         self.ticket_ttl_secs
     }
 
-    /// Reconcile, step two: counters and stock from MySQL. Returns the new stock.
+    /// Reconcile, step two, for a product in one bucket: counters and stock from MySQL.
+    /// Returns the new stock. (A product in buckets: [`Self::rebuild_bucket`].)
     pub async fn rebuild(&self, product: ProductId, m: &Rebuild) -> anyhow::Result<i64> {
-        let k = self.keys(product);
+        self.run_rebuild(product, 0, 1, m).await
+    }
+
+    async fn run_rebuild(
+        &self,
+        product: ProductId,
+        bucket: u16,
+        buckets: u16,
+        m: &Rebuild,
+    ) -> anyhow::Result<i64> {
+        let k = self.bucket_keys(product, bucket);
         let opt = |v: Option<i64>| v.map(|x| x.to_string()).unwrap_or_default();
+        let initial = if buckets > 1 {
+            String::new()
+        } else {
+            m.initial.to_string()
+        };
         let mut c = self.conn.clone();
         REBUILD
             .key(k.stock())
             .key(k.meta())
             .key(k.pending())
             .arg(m.mysql_stock)
-            .arg(m.initial)
+            .arg(initial)
             .arg(m.sold)
             .arg(m.failed)
             .arg(opt(m.starts_at_ms))
@@ -786,6 +982,7 @@ impl TicketStore {
             .arg(crate::now_ms())
             .arg(m.paid)
             .arg(m.cancelled)
+            .arg(buckets)
             .invoke_async(&mut c)
             .await
             .context("running the rebuild script")
@@ -793,72 +990,89 @@ impl TicketStore {
 
     /// Drops `pending` entries whose ticket record is gone (expired).
     pub async fn prune_pending(&self, product: ProductId) -> anyhow::Result<u64> {
-        let k = self.keys(product);
-        let mut c = self.conn.clone();
-        let members: Vec<String> = c
-            .zrange(k.pending(), 0, -1)
-            .await
-            .context("reading pending")?;
         let mut pruned = 0;
-        for m in members {
-            let Ok(t) = Ticket::parse(&m) else { continue };
-            let exists: bool = c.exists(k.ticket(&t)).await.context("checking a ticket")?;
-            if !exists {
-                let n: u64 = c.zrem(k.pending(), &m).await.context("pruning pending")?;
-                pruned += n;
+        for bucket in 0..self.buckets(product).await? {
+            let k = self.bucket_keys(product, bucket);
+            let mut c = self.conn.clone();
+            let members: Vec<String> = c
+                .zrange(k.pending(), 0, -1)
+                .await
+                .context("reading pending")?;
+            for m in members {
+                let Ok(t) = Ticket::parse(&m) else { continue };
+                let exists: bool = c.exists(k.ticket(&t)).await.context("checking a ticket")?;
+                if !exists {
+                    let n: u64 = c.zrem(k.pending(), &m).await.context("pruning pending")?;
+                    pruned += n;
+                }
             }
         }
         Ok(pruned)
     }
 
-    /// Loads a product for sale. Returns the Redis stock it set.
+    /// Loads a product for sale, its MySQL stock split evenly over `buckets` buckets.
+    /// Returns the Redis stock it set (all buckets).
     pub async fn preload(
         &self,
         product: ProductId,
         mysql_stock: i64,
         starts_at_ms: Option<i64>,
         ends_at_ms: Option<i64>,
+        buckets: u16,
     ) -> anyhow::Result<i64> {
-        let k = self.keys(product);
+        let buckets = buckets.max(1);
+        self.learn_buckets(product, buckets);
         let opt = |v: Option<i64>| v.map(|x| x.to_string()).unwrap_or_default();
-        let mut c = self.conn.clone();
-        PRELOAD
-            .key(k.stock())
-            .key(k.meta())
-            .key(k.pending())
-            .arg(mysql_stock)
-            .arg(opt(starts_at_ms))
-            .arg(opt(ends_at_ms))
-            .arg(crate::now_ms())
-            .invoke_async(&mut c)
-            .await
-            .context("running the preload script")
+        let mut total = 0;
+        for (bucket, share) in split(mysql_stock, buckets).into_iter().enumerate() {
+            let k = self.bucket_keys(product, bucket as u16);
+            let mut c = self.conn.clone();
+            let set: i64 = PRELOAD
+                .key(k.stock())
+                .key(k.meta())
+                .key(k.pending())
+                .arg(share)
+                .arg(opt(starts_at_ms))
+                .arg(opt(ends_at_ms))
+                .arg(crate::now_ms())
+                .arg(buckets)
+                .invoke_async(&mut c)
+                .await
+                .context("running the preload script")?;
+            total += set;
+        }
+        Ok(total)
     }
 
-    /// A closed sale's keys (stock, meta, buyers, pending) expire after `grace`. Ticket
-    /// records keep their own TTL.
+    /// A closed sale's keys (stock, meta, buyers, pending, and a bucket's loans) expire after
+    /// `grace`. Ticket records keep their own TTL.
     pub async fn expire_sale(&self, product: ProductId, grace: Duration) -> anyhow::Result<()> {
-        let k = self.keys(product);
         let secs = grace.as_secs().max(1) as i64;
-        let mut c = self.conn.clone();
-        let _: () = redis::pipe()
-            .expire(k.stock(), secs)
-            .ignore()
-            .expire(k.meta(), secs)
-            .ignore()
-            .expire(k.buyers(), secs)
-            .ignore()
-            .expire(k.pending(), secs)
-            .ignore()
-            .query_async(&mut c)
-            .await
-            .context("expiring a closed sale's keys")?;
+        for bucket in 0..self.buckets(product).await? {
+            let k = self.bucket_keys(product, bucket);
+            let mut c = self.conn.clone();
+            let mut pipe = redis::pipe();
+            for key in [
+                k.stock(),
+                k.meta(),
+                k.buyers(),
+                k.pending(),
+                k.loans(),
+                k.borrowing(),
+            ] {
+                pipe.expire(key, secs).ignore();
+            }
+            let _: () = pipe
+                .query_async(&mut c)
+                .await
+                .context("expiring a closed sale's keys")?;
+        }
         Ok(())
     }
 
     /// The Redis copy of a ticket, or `None` when it is unknown or has expired.
     pub async fn ticket(&self, ticket: &Ticket) -> anyhow::Result<Option<TicketRecord>> {
-        let k = self.keys(ticket.product());
+        let k = self.ticket_keys(ticket);
         let mut c = self.conn.clone();
         let h: HashMap<String, String> = c
             .hgetall(k.ticket(ticket))
@@ -884,43 +1098,89 @@ impl TicketStore {
         }))
     }
 
-    /// Units left in Redis, or `None` for a product that is not loaded.
+    /// Units left in Redis (in every bucket), or `None` for a product that is not loaded (or
+    /// a bucket of which Redis lost).
     pub async fn stock(&self, product: ProductId) -> anyhow::Result<Option<i64>> {
-        let mut c = self.conn.clone();
-        c.get(self.keys(product).stock())
-            .await
-            .context("reading stock")
+        let mut total = 0;
+        for bucket in 0..self.buckets(product).await? {
+            let mut c = self.conn.clone();
+            let stock: Option<i64> = c
+                .get(self.bucket_keys(product, bucket).stock())
+                .await
+                .context("reading stock")?;
+            let Some(stock) = stock else { return Ok(None) };
+            total += stock;
+        }
+        Ok(Some(total))
     }
 
     /// The ticket a user holds for a product, if any.
     pub async fn buyer(&self, product: ProductId, user: UserId) -> anyhow::Result<Option<String>> {
+        let home = crate::home_bucket(user, self.buckets(product).await?);
         let mut c = self.conn.clone();
-        c.hget(self.keys(product).buyers(), user.get())
+        c.hget(self.bucket_keys(product, home).buyers(), user.get())
             .await
             .context("reading buyers")
     }
 
+    /// The Redis counts of a product, summed over its buckets; `buckets` lists each bucket
+    /// of a product split into several.
     pub async fn counts(&self, product: ProductId) -> anyhow::Result<ProductCounts> {
-        let k = self.keys(product);
+        let n = self.buckets(product).await?;
+        let mut each = Vec::with_capacity(n as usize);
+        for bucket in 0..n {
+            each.push(self.bucket_counts(product, bucket).await?);
+        }
+        let sum = |f: fn(&BucketCounts) -> i64| each.iter().map(f).sum::<i64>();
+        let first = each[0].clone();
+        Ok(ProductCounts {
+            stock: each.iter().map(|b| b.stock).sum::<Option<i64>>(),
+            initial: each.iter().map(|b| b.initial).sum::<Option<i64>>(),
+            pending: sum(|b| b.pending),
+            confirmed: sum(|b| b.confirmed),
+            paid: sum(|b| b.paid),
+            cancelled: sum(|b| b.cancelled),
+            failed: sum(|b| b.failed),
+            buyers: sum(|b| b.buyers),
+            ends_at_ms: first.ends_at_ms,
+            buckets: if n > 1 { each } else { vec![] },
+        })
+    }
+
+    /// The Redis counts of one bucket.
+    pub async fn bucket_counts(
+        &self,
+        product: ProductId,
+        bucket: u16,
+    ) -> anyhow::Result<BucketCounts> {
+        let k = self.bucket_keys(product, bucket);
         let mut c = self.conn.clone();
         // Text, parsed field by field: the meta hash also holds decimals (a waiting room's
         // `wr_factor`, `wr_credit`).
-        let (stock, meta, pending, buyers): (Option<i64>, HashMap<String, String>, i64, i64) =
-            redis::pipe()
-                .get(k.stock())
-                .hgetall(k.meta())
-                .zcard(k.pending())
-                .hlen(k.buyers())
-                .query_async(&mut c)
-                .await
-                .context("reading product counts")?;
+        #[allow(clippy::type_complexity)]
+        let (stock, meta, pending, buyers, borrowing): (
+            Option<i64>,
+            HashMap<String, String>,
+            i64,
+            i64,
+            i64,
+        ) = redis::pipe()
+            .get(k.stock())
+            .hgetall(k.meta())
+            .zcard(k.pending())
+            .hlen(k.buyers())
+            .zcard(k.borrowing())
+            .query_async(&mut c)
+            .await
+            .context("reading product counts")?;
         let int = |field: &str| -> anyhow::Result<Option<i64>> {
             meta.get(field)
                 .map(|v| v.parse::<i64>())
                 .transpose()
                 .with_context(|| format!("meta field {field} is not a whole number"))
         };
-        Ok(ProductCounts {
+        Ok(BucketCounts {
+            bucket,
             stock,
             initial: int("initial")?,
             pending,
@@ -929,9 +1189,21 @@ impl TicketStore {
             cancelled: int("cancelled")?.unwrap_or(0),
             failed: int("failed")?.unwrap_or(0),
             buyers,
+            lent: int("lent")?.unwrap_or(0),
+            borrowed: int("borrowed")?.unwrap_or(0),
+            borrowing,
             ends_at_ms: int("ends_at")?,
         })
     }
+}
+
+/// `total` split over `n` buckets as evenly as it goes: the first `total % n` get one more.
+pub fn split(total: i64, n: u16) -> Vec<i64> {
+    let n = i64::from(n.max(1));
+    let total = total.max(0);
+    (0..n)
+        .map(|b| total / n + i64::from(b < total % n))
+        .collect()
 }
 
 #[cfg(test)]

@@ -6,12 +6,21 @@
 -- ARGV: 1 MySQL stock, 2 initial stock, 3 sold rows (confirmed or paid), 4 failed rows,
 --       5 starts_at ms or '', 6 ends_at ms or '', 7 now (ms): `loaded_at`, so that claim.lua
 --       adopts the orders reserved before this rebuild whose records Redis lost,
---       8 paid rows, 9 cancelled rows
+--       8 paid rows, 9 cancelled rows, 10 how many stock buckets the product has
+-- A product split into buckets is rebuilt one bucket at a time, each with its share: then
+-- ARGV[1] is the bucket's stock itself, ARGV[2] is '' (the bucket's initial is what it holds:
+-- stock, in flight and sold), ARGV[3], 4, 8 and 9 are the bucket's, and the loans start over.
 -- Returns the new stock.
 local in_flight = redis.call('ZCARD', KEYS[3])
 local stock = tonumber(ARGV[1]) - in_flight
+local initial = ARGV[2]
+if ARGV[10] ~= '1' then
+  stock = tonumber(ARGV[1])
+  initial = stock + in_flight + tonumber(ARGV[3])
+  redis.call('HSET', KEYS[2], 'buckets', ARGV[10], 'lent', 0, 'borrowed', 0)
+end
 redis.call('SET', KEYS[1], stock)
-redis.call('HSET', KEYS[2], 'initial', ARGV[2], 'confirmed', ARGV[3], 'failed', ARGV[4], 'loaded_at', ARGV[7],
+redis.call('HSET', KEYS[2], 'initial', initial, 'confirmed', ARGV[3], 'failed', ARGV[4], 'loaded_at', ARGV[7],
   'paid', ARGV[8], 'cancelled', ARGV[9])
 if ARGV[5] ~= '' then redis.call('HSET', KEYS[2], 'starts_at', ARGV[5]) else redis.call('HDEL', KEYS[2], 'starts_at') end
 if ARGV[6] ~= '' then redis.call('HSET', KEYS[2], 'ends_at', ARGV[6]) else redis.call('HDEL', KEYS[2], 'ends_at') end

@@ -1,23 +1,31 @@
 -- Reserve one unit of a product for a user, atomically.
+-- For a product split into stock buckets, the keys are those of the buyer's home bucket, and
+-- an empty bucket holds the buyer's place (`borrowing`) while the caller borrows a unit from
+-- another bucket (borrow.lua, then settle_borrow.lua).
 -- KEYS: 1 stock, 2 meta, 3 buyers, 4 pending, 5 ticket record, and for a product with a
---       waiting room: 6 admitted (zset user -> admission expiry), 7 done (hash), 8 queue (zset)
+--       waiting room: 6 admitted (zset user -> admission expiry), 7 done (hash), 8 queue (zset);
+--       9 borrowing (zset ticket -> reserved at, tickets waiting for a loan)
 -- ARGV: 1 user id, 2 ticket, 3 now (ms), 4 ticket ttl (s), 5 product id, 6 '1' when the
---       gateway verified the buyer's admission token
+--       gateway verified the buyer's admission token, 7 how many buckets the caller assumed
 -- Returns {code} or {code, held ticket}:
 --   1 reserved, 2 user already holds a live ticket, 3 sold out,
 --   4 unknown product, 5 sale not started, 6 sale ended,
 --   7 admission required (a waiting-room product, no verified token),
---   8 not admitted now (the admission lapsed, or was taken back to keep the cap)
+--   8 not admitted now (the admission lapsed, or was taken back to keep the cap),
+--   9 this bucket is empty: the buyer's place is held (`borrowing`), borrow a unit elsewhere,
+--   {10, buckets} the product has that many buckets, not ARGV[7]: ask the right one
 -- A waiting-room product is only bought by an admitted buyer, checked here before the stock
 -- is touched. Buying ends the admission; and since admitted-not-bought must stay within
 -- ceil(factor × units left), the latest admissions go back to the head of the queue when the
 -- units left shrink below that.
 local stock = redis.call('GET', KEYS[1])
 if not stock then return {4} end
+local meta = redis.call('HMGET', KEYS[2], 'starts_at', 'ends_at', 'wr_rate', 'wr_factor', 'buckets')
+local buckets = meta[5] or '1'
+if buckets ~= ARGV[7] then return {10, buckets} end
 local held = redis.call('HGET', KEYS[3], ARGV[1])
 if held then return {2, held} end
 local now = tonumber(ARGV[3])
-local meta = redis.call('HMGET', KEYS[2], 'starts_at', 'ends_at', 'wr_rate', 'wr_factor')
 if meta[1] and now < tonumber(meta[1]) then return {5} end
 if meta[2] and now >= tonumber(meta[2]) then return {6} end
 local wr = meta[3] and #KEYS >= 8
@@ -26,7 +34,14 @@ if meta[3] then
   local until_ms = redis.call('ZSCORE', KEYS[6], ARGV[1])
   if (not until_ms) or tonumber(until_ms) <= now then return {8} end
 end
-if tonumber(stock) <= 0 then return {3} end
+if tonumber(stock) <= 0 then
+  if buckets == '1' then return {3} end
+  redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
+  redis.call('ZADD', KEYS[9], now, ARGV[2])
+  redis.call('HSET', KEYS[5], 'status', 'borrowing', 'user_id', ARGV[1], 'product_id', ARGV[5], 'created_at', ARGV[3])
+  redis.call('EXPIRE', KEYS[5], ARGV[4])
+  return {9}
+end
 local left = redis.call('DECR', KEYS[1])
 redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
 redis.call('ZADD', KEYS[4], now, ARGV[2])

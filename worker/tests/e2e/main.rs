@@ -7,6 +7,7 @@ mod helpers;
 mod auth;
 mod bad_input;
 mod binaries;
+mod buckets;
 mod connections;
 mod dashboard;
 mod fuzz;

@@ -20,10 +20,10 @@ async fn sweeper_fails_a_reservation_whose_message_never_came_and_a_late_message
     let gw = env.gateway().await;
     let product = env.product(&gw, 3).await;
     let user = UserId::new(77).unwrap();
-    let ticket = Ticket::generate(product);
     let reserved_at = now_ms();
-    env.store
-        .reserve(&ticket, user, reserved_at, false)
+    let (ticket, _) = env
+        .store
+        .reserve(product, user, reserved_at, false)
         .await
         .unwrap();
     gw.owns(ticket.as_str(), user.get());
@@ -70,12 +70,9 @@ async fn a_ticket_stuck_in_processing_is_settled_through_mysql() {
     let env = TestEnv::new().await;
     let gw = env.gateway().await;
     let product = env.product(&gw, 2).await;
-    let ticket = Ticket::generate(product);
-    let order = OrderMessage::new(ticket.clone(), UserId::new(5).unwrap(), now_ms());
-    env.store
-        .reserve(&ticket, order.user_id, order.reserved_at_ms, false)
-        .await
-        .unwrap();
+    let (user, at) = (UserId::new(5).unwrap(), now_ms());
+    let (ticket, _) = env.store.reserve(product, user, at, false).await.unwrap();
+    let order = OrderMessage::new(ticket.clone(), user, at);
     gw.owns(ticket.as_str(), order.user_id.get());
     assert_eq!(
         env.store.claim(product, &[&order]).await.unwrap(),
@@ -344,9 +341,9 @@ async fn an_acknowledged_order_whose_message_kafka_lost_is_settled_from_its_rese
     // A second order whose message was lost: reserved, acknowledged at a location that the
     // group will read past (the first order's), never delivered.
     let user = UserId::new(2).unwrap();
-    let lost = Ticket::generate(product);
-    env.store
-        .reserve(&lost, user, now_ms(), false)
+    let (lost, _) = env
+        .store
+        .reserve(product, user, now_ms(), false)
         .await
         .unwrap();
     env.store

@@ -3,7 +3,7 @@
 
 use crate::helpers::*;
 use seckill_shared::settle::{OrderIds, Outcome, Settler};
-use seckill_shared::{now_ms, OrderMessage, Ticket, UserId};
+use seckill_shared::{now_ms, OrderMessage, UserId};
 use sqlx::Row;
 
 /// 37 orders: inserted in chunks of 32, 4 and 1. Every confirmed order's id, as the batch
@@ -24,10 +24,9 @@ async fn order_ids_match_mysql(read_back: bool) {
     };
     let mut orders = Vec::new();
     for u in 1..=37 {
-        let ticket = Ticket::generate(product);
         let user = UserId::new(1000 + u).unwrap();
         let at = now_ms();
-        env.store.reserve(&ticket, user, at, false).await.unwrap();
+        let (ticket, _) = env.store.reserve(product, user, at, false).await.unwrap();
         orders.push(OrderMessage::new(ticket, user, at));
     }
     // Rows of another batch first, so ids do not start at 1.

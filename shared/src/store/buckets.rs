@@ -1,0 +1,351 @@
+//! Stock buckets: a hot product's stock split over N hash tags (see the module docs of
+//! `store`), and the loan protocol that keeps every unit reachable by every buyer.
+//!
+//! A buy runs `reserve.lua` in the buyer's home bucket. When that bucket is empty, the script
+//! holds the buyer's place there (`borrowing`: the buyer has a live ticket, so a second buy
+//! finds it) and the gateway borrows:
+//! 1. `borrow.lua` in the other buckets, one after another, until one gives a unit (the loan
+//!    is recorded per ticket, `taken`);
+//! 2. `settle_borrow.lua` in the home bucket: `lent` turns the ticket `pending` (a normal
+//!    reservation from there on), or `none`, when no bucket had a unit, fails it and answers
+//!    sold out. Only then is the sold-out marker set: every bucket was empty. A bucket found
+//!    without its stock key (Redis lost it) makes the answer "unknown product" instead, so
+//!    the gateway has the product rebuilt and answers `503`, never a false sold out.
+//!
+//! A gateway can die between the steps. The sweeper finds a ticket left `borrowing` past the
+//! pending timeout, turns it `voiding` (so its gateway can no longer finish it), voids its
+//! loans in every other bucket (`void.lua`: a loan taken goes back, one not taken can no
+//! longer be), and fails it. The buyer never had a `202` for it.
+
+use super::{Rebuild, Reservation, ReserveStep, TicketStore, BORROW, SETTLE_BORROW, VOID};
+use crate::domain::{home_bucket, ProductId, Ticket, UserId};
+use anyhow::Context;
+use redis::AsyncCommands;
+use std::collections::HashMap;
+use std::sync::{LazyLock, RwLock};
+
+/// Redis Cluster's slots.
+const SLOTS: u32 = 16384;
+/// How close to its target slot a bucket's tag must land.
+const NEAR: u32 = 16;
+
+/// The Redis Cluster slot of a hash tag: CRC16 (XMODEM) mod 16384.
+pub fn slot(tag: &str) -> u16 {
+    (u32::from(crc16::State::<crc16::XMODEM>::calculate(tag.as_bytes())) % SLOTS) as u16
+}
+
+/// Bucket `b`'s place on the slot ring, as a fraction from bucket 0's: the van der Corput
+/// sequence (½, ¼, ¾, ⅛, …), so that the first N buckets sit about 1/N of the ring apart
+/// whatever N is.
+fn ring_offset(b: u16) -> f64 {
+    let (mut x, mut f, mut b) = (0.0, 0.5, b);
+    while b > 0 {
+        if b & 1 == 1 {
+            x += f;
+        }
+        f /= 2.0;
+        b >>= 1;
+    }
+    x
+}
+
+/// (namespace, product, bucket) → tag.
+type TagCache = HashMap<(String, ProductId, u16), String>;
+static TAGS: LazyLock<RwLock<TagCache>> = LazyLock::new(Default::default);
+
+/// The hash tag of bucket `b` (≥ 1): `<namespace>:<product>.<b>.<k>`, with the first `k` whose
+/// slot lies within 16 slots of bucket 0's slot plus [`ring_offset`] of the ring. A cluster
+/// made by `redis-cli --cluster create` gives each of its P primaries one contiguous 1/P of the
+/// ring, so 2 buckets always land on 2 of 3 primaries, and N buckets on N primaries (N = 2 or
+/// 4) unless bucket 0 sits within 16 slots of a range's edge (about 1 product in 60); random
+/// tags would share a primary by chance. A cluster resharded unevenly loses this. Found once per process and bucket (about
+/// 512 tries of CRC16), then cached.
+pub fn bucket_tag(namespace: &str, product: ProductId, b: u16) -> String {
+    let key = (namespace.to_owned(), product, b);
+    if let Some(t) = TAGS.read().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        return t.clone();
+    }
+    let base = u32::from(slot(&format!("{namespace}:{product}")));
+    let target = (base + (ring_offset(b) * f64::from(SLOTS)) as u32) % SLOTS;
+    let tag = (0u64..)
+        .map(|k| format!("{namespace}:{product}.{b}.{k}"))
+        .find(|t| {
+            let d = u32::from(slot(t)).abs_diff(target);
+            d.min(SLOTS - d) < NEAR
+        })
+        .expect("some k lands near the target slot");
+    TAGS.write()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(key, tag.clone());
+    tag
+}
+
+impl TicketStore {
+    /// Tells the store how many buckets `product` has (from MySQL, or Redis).
+    pub fn learn_buckets(&self, product: ProductId, buckets: u16) {
+        let mut known = self
+            .bucket_counts
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        known.insert(product, buckets.max(1));
+    }
+
+    fn known_buckets(&self, product: ProductId) -> Option<u16> {
+        let known = self.bucket_counts.read().unwrap_or_else(|e| e.into_inner());
+        known.get(&product).copied()
+    }
+
+    /// How many buckets `product` has: as learnt, else as its first bucket's meta says (1 when
+    /// it says nothing, as for every product created without buckets). After Redis lost the
+    /// first bucket, only what was learnt from MySQL knows.
+    pub async fn buckets(&self, product: ProductId) -> anyhow::Result<u16> {
+        if let Some(n) = self.known_buckets(product) {
+            return Ok(n);
+        }
+        let mut c = self.conn.clone();
+        let n: Option<u16> = c
+            .hget(self.keys(product).meta(), "buckets")
+            .await
+            .context("reading the bucket count")?;
+        if let Some(n) = n {
+            self.learn_buckets(product, n);
+        }
+        Ok(n.unwrap_or(1))
+    }
+
+    /// The whole buy decision for `user`: one atomic script in the buyer's home bucket, and
+    /// for a product in buckets whose home bucket is empty, a loan from another bucket (see
+    /// the module docs). Returns the new ticket (used only when `Reserved`).
+    /// `admission_verified`: the gateway verified the buyer's admission token (needed for a
+    /// product with a waiting room).
+    pub async fn reserve(
+        &self,
+        product: ProductId,
+        user: UserId,
+        now_ms: i64,
+        admission_verified: bool,
+    ) -> anyhow::Result<(Ticket, Reservation)> {
+        // A product's bucket count never changes, so one miss per process and product.
+        let mut n = self.known_buckets(product).unwrap_or(1);
+        for _ in 0..2 {
+            let ticket = Ticket::generate_in(product, home_bucket(user, n));
+            match self
+                .reserve_step(&ticket, user, now_ms, admission_verified, n)
+                .await?
+            {
+                ReserveStep::Done(r) => return Ok((ticket, r)),
+                ReserveStep::Borrow => {
+                    let r = self.borrow(&ticket, n).await?;
+                    return Ok((ticket, r));
+                }
+                ReserveStep::Buckets(actual) => {
+                    self.learn_buckets(product, actual);
+                    n = actual;
+                }
+            }
+        }
+        anyhow::bail!("the product's bucket count changed under the reservation")
+    }
+
+    /// Steps 1 and 2 of a borrow (module docs). An error leaves the ticket `borrowing` for the
+    /// sweeper, which gives back whatever was taken.
+    async fn borrow(&self, ticket: &Ticket, n: u16) -> anyhow::Result<Reservation> {
+        let product = ticket.product();
+        let home = ticket.bucket();
+        // Start at a random other bucket, so that borrowers spread over the donors.
+        let start = rand::random::<u16>() % (n - 1);
+        let mut unloaded = false;
+        for i in 0..n - 1 {
+            let donor = (home + 1 + (start + i) % (n - 1)) % n;
+            let k = self.bucket_keys(product, donor);
+            let mut c = self.conn.clone();
+            let got: i64 = BORROW
+                .key(k.stock())
+                .key(k.meta())
+                .key(k.loans())
+                .arg(ticket.as_str())
+                .invoke_async(&mut c)
+                .await
+                .context("running the borrow script")?;
+            if got == 1 {
+                anyhow::ensure!(
+                    self.settle_borrow(ticket, "lent").await?,
+                    "the borrow of {ticket} was voided before it finished; its unit went back"
+                );
+                return Ok(Reservation::Reserved);
+            }
+            unloaded |= got == 2;
+        }
+        self.settle_borrow(ticket, "none").await?;
+        // A bucket Redis lost may hold units: not sold out, but a product to rebuild.
+        Ok(if unloaded {
+            Reservation::UnknownProduct
+        } else {
+            Reservation::SoldOut
+        })
+    }
+
+    async fn settle_borrow(&self, ticket: &Ticket, mode: &str) -> anyhow::Result<bool> {
+        let k = self.ticket_keys(ticket);
+        let mut c = self.conn.clone();
+        let n: i64 = SETTLE_BORROW
+            .key(k.meta())
+            .key(k.pending())
+            .key(k.borrowing())
+            .key(k.buyers())
+            .key(k.ticket(ticket))
+            .arg(ticket.as_str())
+            .arg(mode)
+            .invoke_async(&mut c)
+            .await
+            .context("running the settle-borrow script")?;
+        Ok(n == 1)
+    }
+
+    /// Tickets of a product left `borrowing` (or `voiding`) since before `cutoff_ms`.
+    pub async fn stale_borrows(
+        &self,
+        product: ProductId,
+        cutoff_ms: i64,
+    ) -> anyhow::Result<Vec<Ticket>> {
+        let n = self.buckets(product).await?;
+        if n == 1 {
+            return Ok(vec![]);
+        }
+        let mut out = vec![];
+        for bucket in 0..n {
+            let mut c = self.conn.clone();
+            let raw: Vec<String> = c
+                .zrangebyscore_limit(
+                    self.bucket_keys(product, bucket).borrowing(),
+                    "-inf",
+                    cutoff_ms,
+                    0,
+                    1000,
+                )
+                .await
+                .context("reading borrowing tickets")?;
+            out.extend(raw.iter().filter_map(|t| Ticket::parse(t).ok()));
+        }
+        Ok(out)
+    }
+
+    /// The sweeper's end of a borrow its gateway never finished (module docs). Returns how
+    /// many units went back on sale (0 or 1).
+    pub async fn void_borrow(&self, ticket: &Ticket) -> anyhow::Result<u64> {
+        if !self.settle_borrow(ticket, "voiding").await? {
+            return Ok(0);
+        }
+        let product = ticket.product();
+        let mut back = 0;
+        for donor in (0..self.buckets(product).await?).filter(|b| *b != ticket.bucket()) {
+            let k = self.bucket_keys(product, donor);
+            let mut c = self.conn.clone();
+            let n: u64 = VOID
+                .key(k.stock())
+                .key(k.meta())
+                .key(k.loans())
+                .arg(ticket.as_str())
+                .invoke_async(&mut c)
+                .await
+                .context("running the void script")?;
+            back += n;
+        }
+        self.settle_borrow(ticket, "void").await?;
+        tracing::warn!(%ticket, units_back = back, "a borrow its gateway never finished was voided");
+        Ok(back)
+    }
+
+    /// Reconcile of a product in buckets, first step: every bucket stops selling (its stock
+    /// key goes, so buys answer `503` while it is rebuilt) and every borrow in flight is voided,
+    /// so nothing moves between the buckets while they are rebuilt one by one.
+    pub async fn freeze(&self, product: ProductId) -> anyhow::Result<()> {
+        let n = self.buckets(product).await?;
+        for bucket in 0..n {
+            let mut c = self.conn.clone();
+            let _: () = c
+                .del(self.bucket_keys(product, bucket).stock())
+                .await
+                .context("freezing a bucket")?;
+        }
+        for ticket in self.stale_borrows(product, i64::MAX).await? {
+            self.void_borrow(&ticket).await?;
+        }
+        Ok(())
+    }
+
+    /// The tickets in flight (pending or processing) in one bucket.
+    pub async fn in_flight(&self, product: ProductId, bucket: u16) -> anyhow::Result<i64> {
+        let mut c = self.conn.clone();
+        c.zcard(self.bucket_keys(product, bucket).pending())
+            .await
+            .context("reading in-flight tickets")
+    }
+
+    /// Reconcile, last step, for one bucket of a product in `buckets`: `m.mysql_stock` is the
+    /// bucket's stock itself, and the counters are the bucket's tickets. The bucket's initial
+    /// becomes what it holds, and its loans start over. Returns the stock set.
+    pub async fn rebuild_bucket(
+        &self,
+        product: ProductId,
+        bucket: u16,
+        buckets: u16,
+        m: &Rebuild,
+    ) -> anyhow::Result<i64> {
+        self.run_rebuild(product, bucket, buckets, m).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::split;
+    use super::*;
+
+    /// Redis's own example: `123456789` is slot 12739.
+    #[test]
+    fn slots_are_redis_cluster_slots() {
+        assert_eq!(slot("123456789"), 12739);
+        assert_eq!(ring_offset(1), 0.5);
+        assert_eq!(ring_offset(2), 0.25);
+        assert_eq!(ring_offset(3), 0.75);
+    }
+
+    /// On three equal primaries, 2 buckets always land on 2 primaries; on four, 4 land on 4
+    /// for all but the products whose bucket 0 sits at a range's edge.
+    #[test]
+    fn buckets_spread_over_equal_primaries() {
+        let owner = |slot: u16, primaries: u32| u32::from(slot) * primaries / SLOTS;
+        let mut four_on_four = 0;
+        for p in 1..=1000u64 {
+            let product = ProductId::new(p).unwrap();
+            let slot_of = |b: u16| {
+                if b == 0 {
+                    slot(&format!("ns:{product}"))
+                } else {
+                    slot(&bucket_tag("ns", product, b))
+                }
+            };
+            assert_ne!(owner(slot_of(0), 3), owner(slot_of(1), 3), "product {p}");
+            let four: std::collections::BTreeSet<u32> =
+                (0..4).map(|b| owner(slot_of(b), 4)).collect();
+            four_on_four += usize::from(four.len() == 4);
+        }
+        assert!(four_on_four >= 970, "{four_on_four} of 1000");
+    }
+
+    #[test]
+    fn stock_splits_evenly_and_whole() {
+        assert_eq!(split(10, 4), vec![3, 3, 2, 2]);
+        assert_eq!(split(3, 4), vec![1, 1, 1, 0]);
+        assert_eq!(split(0, 2), vec![0, 0]);
+        assert_eq!(split(-5, 2), vec![0, 0]);
+        assert_eq!(split(7, 1), vec![7]);
+        for total in 0..50 {
+            for n in 1..9u16 {
+                let s = split(total, n);
+                assert_eq!(s.iter().sum::<i64>(), total);
+                assert!(s.iter().max().unwrap() - s.iter().min().unwrap() <= 1);
+            }
+        }
+    }
+}

@@ -1,0 +1,34 @@
+-- The end of a borrow, in the buyer's home bucket. Modes (ARGV[2]):
+-- * 'lent': a donor gave the unit: borrowing -> pending, the loan counted as `borrowed`.
+-- * 'none': no bucket had a unit: borrowing -> failed (out_of_stock), the buyer free.
+-- * 'voiding': the sweeper takes over a ticket left borrowing: borrowing -> voiding, so a
+--   late 'lent' from its gateway can no longer succeed while the donors are voided.
+-- * 'void': the donors are voided: voiding -> failed (expired), the buyer free.
+-- Neither failure counts in `failed`: the buyer never had a 202 for the ticket.
+-- KEYS: 1 meta, 2 pending, 3 borrowing, 4 buyers, 5 ticket record
+-- ARGV: 1 ticket, 2 mode
+-- Returns 1 when the ticket changed (for 'voiding': when it is now voiding), else 0.
+local status = redis.call('HGET', KEYS[5], 'status')
+local mode = ARGV[2]
+if mode == 'voiding' then
+  if status == 'borrowing' then redis.call('HSET', KEYS[5], 'status', 'voiding') return 1 end
+  if status == 'voiding' then return 1 end
+  return 0
+end
+local from = 'borrowing'
+if mode == 'void' then from = 'voiding' end
+if status ~= from then return 0 end
+redis.call('ZREM', KEYS[3], ARGV[1])
+if mode == 'lent' then
+  local created = redis.call('HGET', KEYS[5], 'created_at')
+  redis.call('HSET', KEYS[5], 'status', 'pending')
+  redis.call('ZADD', KEYS[2], created, ARGV[1])
+  redis.call('HINCRBY', KEYS[1], 'borrowed', 1)
+  return 1
+end
+local reason = 'out_of_stock'
+if mode == 'void' then reason = 'expired' end
+redis.call('HSET', KEYS[5], 'status', 'failed', 'reason', reason)
+local user = redis.call('HGET', KEYS[5], 'user_id')
+if user and redis.call('HGET', KEYS[4], user) == ARGV[1] then redis.call('HDEL', KEYS[4], user) end
+return 1
