@@ -118,9 +118,20 @@ pub async fn refresh_pending(store: &TicketStore, metrics: &Metrics) -> Option<i
         metrics.oldest_pending_age.set(0.0);
         return None;
     }
-    // One pipeline per product: in a Redis Cluster each product's keys live in their own slot.
-    let reads = products.iter().map(|p| {
-        let key = store.keys(*p).pending();
+    // One pipeline per product and stock bucket: in a Redis Cluster each lives in its own slot.
+    let mut keys = vec![];
+    for p in &products {
+        let buckets = match store.buckets(*p).await {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::debug!(error = %e, "could not read a product's buckets");
+                return None;
+            }
+        };
+        keys.extend((0..buckets).map(|b| (*p, store.bucket_keys(*p, b).pending())));
+    }
+    let reads = keys.iter().map(|(_, key)| {
+        let key = key.clone();
         let mut conn = store.connection();
         async move {
             redis::pipe()
@@ -143,14 +154,18 @@ pub async fn refresh_pending(store: &TicketStore, metrics: &Metrics) -> Option<i
         }
     };
     let mut oldest: Option<f64> = None;
-    for (p, (n, first)) in products.iter().zip(replies) {
+    let mut pending: BTreeMap<seckill_shared::ProductId, i64> = BTreeMap::new();
+    for ((p, _), (n, first)) in keys.iter().zip(replies) {
+        *pending.entry(*p).or_default() += n;
+        if let Some((_, at)) = first.first() {
+            oldest = Some(oldest.map_or(*at, |o: f64| o.min(*at)));
+        }
+    }
+    for (p, n) in pending {
         metrics
             .pending_tickets
             .with_label_values(&[&p.to_string()])
             .set(n);
-        if let Some((_, at)) = first.first() {
-            oldest = Some(oldest.map_or(*at, |o: f64| o.min(*at)));
-        }
     }
     let age_ms = oldest.map(|at| (now_ms() - at as i64).max(0));
     metrics
