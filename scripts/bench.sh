@@ -18,10 +18,12 @@
 # testdata/jwt/jwks.json, SECKILL_AUTH_JWKS_FILE), each of the three on a freshly started
 # gateway and a fresh product; the report prints (2) − (2N) and (2E) − (2N), the gateway CPU per
 # request that verifying a token costs (goals: HS256 ≤ 5 µs; EdDSA ≤ one Ed25519 verify, from
-# criterion, + 5 µs); (2L) (2) with the per-user limit on; (3) the sold-out path; (4) sync
-# mode; (5) the Redis ceiling; (6) the batched drain, (7) the raw MySQL ceiling, (8) the
-# row-at-a-time drain; (9) end to end, (9L) at a lower rate; (10) the payment deadline: from
-# each unpaid order's pay_by_ms to its unit back on sale in Redis (p50, p99; goal p99 ≤ 1 s at
+# criterion, + 5 µs); (2L) (2) with the per-user limit on, and (2S) the same at
+# BENCH_SAT_CONCURRENCY (512), where the machine is CPU-bound; (3) the sold-out path; (4) sync
+# mode; (5) the Redis ceiling, and (5G) Redis's floor, a GET at the same concurrency; (6) the
+# batched drain, (7) the raw MySQL ceiling, (8) the row-at-a-time drain; (9) end to end, (9L)
+# at a lower rate; (10) the payment deadline: from each unpaid order's pay_by_ms to its unit
+# back on sale in Redis (p50, p99; goal p99 ≤ 1 s at
 # 10,000 expiring orders) and the expiry throughput next to the drain rate of (6). (10) is not
 # a row of the table (`seckill-bench report` does not know it yet): its line follows the table
 # and goes into the results block's note. (11) the waiting room: BENCH_QUEUE_BUYERS buyers join a
@@ -63,7 +65,8 @@
 # in it), BENCH_ED25519_VERIFY_US (one Ed25519 verify, µs, for (2E)'s
 # goal; default: criterion's estimate in $CARGO_TARGET_DIR/criterion/ed25519_verify, left by
 # `cargo bench -p seckill-gateway --bench auth`, if there is one), BENCH_KAFKA_LINGER_MS
-# (gateway producer linger; default: the gateway's own default), BENCH_BIN (a directory with gateway, worker and seckill-bench to use
+# (gateway producer linger; default: the gateway's own default), BENCH_SAT_CONCURRENCY (the
+# concurrency of (2S), 512), BENCH_BIN (a directory with gateway, worker and seckill-bench to use
 # instead of building: before/after comparisons; its seckill-bench must have `report`).
 # Gateways listen on 28081.., workers' health on 29191..; every group of figures runs on a
 # fresh namespace (Redis prefix, ZooKeeper root, MySQL database sk_<ns>, topic, group), all
@@ -93,7 +96,7 @@ fi
 : "${BENCH_DRAIN_N:=20000}" "${BENCH_ROW_N:=2000}" "${BENCH_BATCH:=500}" "${BENCH_LINGER_MS:=20}"
 : "${BENCH_HTTP_WORKERS:=}" "${BENCH_MAX_IN_FLIGHT:=100000}" "${BENCH_E2E_FRACTION:=0.5}"
 : "${BENCH_KAFKA_LINGER_MS:=}" "${BENCH_E2E_RATE:=}" "${BENCH_E2E_LOW_FRACTION:=0.15}" "${BENCH_PARTITIONS:=8}"
-: "${BENCH_E2E_MAX_IN_FLIGHT:=512}" "${BENCH_ED25519_VERIFY_US:=}"
+: "${BENCH_E2E_MAX_IN_FLIGHT:=512}" "${BENCH_ED25519_VERIFY_US:=}" "${BENCH_SAT_CONCURRENCY:=512}"
 : "${BENCH_EXPIRY_N:=10000}" "${BENCH_EXPIRY_WINDOW_SECS:=10}"
 : "${BENCH_QUEUE_BUYERS:=100000}" "${BENCH_QUEUE_STOCK:=1000}" "${BENCH_QUEUE_ADMIT_PER_SEC:=1000}"
 : "${BENCH_QUEUE_FACTOR:=1.5}" "${BENCH_QUEUE_CONCURRENCY:=256}" "${BENCH_QUEUE_STARTS_IN:=}"
@@ -387,6 +390,11 @@ if want 2; then
     log "(2L) accept path with the per-user limit on, ${D} s"
     load f2l --gateway "$GW0" --product "$P2" --users 1000000000 --first-user 2000000000 \
         --duration "$D" --settle-timeout 0 --no-history
+    # (2S) the same at a concurrency that saturates the machine: the peak where it is CPU-bound.
+    ran 2S
+    log "(2S) accept path with the per-user limit on, concurrency $BENCH_SAT_CONCURRENCY, ${D} s"
+    LOAD_C=$BENCH_SAT_CONCURRENCY load f2s --gateway "$GW0" --product "$P2" \
+        --users 1000000000 --first-user 3000000000 --duration "$D" --settle-timeout 0 --no-history
     stop_proc g0
     start_gateway 0
 fi
@@ -408,9 +416,9 @@ if want 5; then
     K="sk:{$SECKILL_NAMESPACE:$P5}:"
     rb() { # requests -> csv
         redis-benchmark -p "$REDIS_PORT" -c "$C" -n "$1" -r 1000000000 --csv \
-            EVALSHA "$SHA" 8 "${K}stock" "${K}meta" "${K}buyers" "${K}pending" \
-            "${K}t:$P5-__rand_int__" "${K}adm" "${K}qdone" "${K}q" \
-            __rand_int__ "$P5-__rand_int__" "$(date +%s%3N)" 600 "$P5" ""
+            EVALSHA "$SHA" 9 "${K}stock" "${K}meta" "${K}buyers" "${K}pending" \
+            "${K}t:$P5-__rand_int__" "${K}adm" "${K}qdone" "${K}q" "${K}borrowing" \
+            __rand_int__ "$P5-__rand_int__" "$(date +%s%3N)" 600 "$P5" "" 1
     }
     # The rate of the last line of the CSV ("test","rps",...; no test name holds '","').
     rps_of() { tail -n 1 | awk -F'","' '{ printf "%d\n", $2 }'; }
@@ -424,6 +432,14 @@ if want 5; then
     measure f5 rb $((n * D)) >"$OUT/f5.csv"
     printf '{"requests": %d, "stock_before": %d, "stock_after": %d}\n' \
         $((n * D)) "${s0:-0}" "$(stock || echo 0)" >"$OUT/f5-check.json"
+    # (5G) Redis's floor: a plain GET at the same concurrency, for Redis's CPU per GET.
+    ran 5G
+    gets() { redis-benchmark -p "$REDIS_PORT" -c "$C" -n "$1" -r 1000000 --csv -t get; }
+    n=$(gets 100000 | rps_of)
+    ((n > 0)) || n=10000
+    log "(5G) redis-benchmark GET: about ${D} s ($((n * D)) calls) at concurrency $C"
+    measure f5g gets $((n * D)) >"$OUT/f5g.csv"
+    echo $((n * D)) >"$OUT/f5g.requests"
 fi
 
 # ------------------------------------------------------ drain figures ---
@@ -691,8 +707,16 @@ sys.exit(0 if q.get("ok") else 1)
 EOF
 ) || QUEUE_OK=0
 fi
+# The cost of an accept with the per-user limit on, as ratios to floors measured in this run
+# (scripts/accept-cost.py): gateway CPU per accept of (2L) ÷ per /livez of (1), Redis CPU per
+# accept ÷ per GET of (5G) at the same concurrency, the whole machine's, and (2S)'s peak ÷ (1).
+CPU_LINE=""
+if want 2 && want 1; then
+    CPU_LINE=$(BENCH_SAT_CONCURRENCY=$BENCH_SAT_CONCURRENCY python3 scripts/accept-cost.py "$OUT" "$(getconf CLK_TCK)") || CPU_LINE=""
+    [[ -z $CPU_LINE ]] || log "$CPU_LINE"
+fi
 NOTE=$CHAOS_NOTE
-for l in "$EXPIRY_LINE" "$QUEUE_LINE"; do [[ -z $l ]] || NOTE+=${NOTE:+ }$l; done
+for l in "$EXPIRY_LINE" "$QUEUE_LINE" "$CPU_LINE"; do [[ -z $l ]] || NOTE+=${NOTE:+ }$l; done
 MODE=full
 ((QUICK)) && MODE=quick
 ((PROFILE)) && MODE=profile

@@ -49,6 +49,9 @@ fn ring_offset(b: u16) -> f64 {
     x
 }
 
+/// Bucket tags kept per process at most.
+const MAX_CACHED_TAGS: usize = 65_536;
+
 /// (namespace, product, bucket) → tag.
 type TagCache = HashMap<(String, ProductId, u16), String>;
 static TAGS: LazyLock<RwLock<TagCache>> = LazyLock::new(Default::default);
@@ -74,9 +77,12 @@ pub fn bucket_tag(namespace: &str, product: ProductId, b: u16) -> String {
             d.min(SLOTS - d) < NEAR
         })
         .expect("some k lands near the target slot");
-    TAGS.write()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(key, tag.clone());
+    let mut tags = TAGS.write().unwrap_or_else(|e| e.into_inner());
+    // Products come and go; a process that somehow saw this many starts over.
+    if tags.len() >= MAX_CACHED_TAGS {
+        tags.clear();
+    }
+    tags.insert(key, tag.clone());
     tag
 }
 

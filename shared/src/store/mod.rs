@@ -1070,8 +1070,12 @@ impl TicketStore {
         Ok(())
     }
 
-    /// The Redis copy of a ticket, or `None` when it is unknown or has expired.
+    /// The Redis copy of a ticket, or `None` when it is unknown or has expired (or names a
+    /// bucket its product does not have: a forged ticket costs no bucket-tag search).
     pub async fn ticket(&self, ticket: &Ticket) -> anyhow::Result<Option<TicketRecord>> {
+        if ticket.bucket() > 0 && ticket.bucket() >= self.buckets(ticket.product()).await? {
+            return Ok(None);
+        }
         let k = self.ticket_keys(ticket);
         let mut c = self.conn.clone();
         let h: HashMap<String, String> = c

@@ -119,15 +119,21 @@ async fn buyers_of_an_empty_bucket_borrow_and_nothing_is_left_unsold() {
     assert_eq!(rows.len(), 8);
 }
 
-/// Many buyers at once over every bucket: exactly the stock is sold, once per buyer, and the
-/// buckets balance.
+/// Many buyers at once, most of them living in one bucket: exactly the stock is sold, once per
+/// buyer (the crowded bucket's buyers borrow the others' units), and the buckets balance.
 #[tokio::test]
 async fn a_concurrent_crowd_buys_exactly_the_stock_across_buckets() {
     let env = TestEnv::new().await;
     let gw = env.gateway().await;
     let _worker = env.worker().await;
     let product = bucketed_product(&env, &gw, 25, 4).await;
-    let answers = futures::future::join_all((1..=120u64).map(|u| {
+    // 7 + 6 + 6 + 6 units; 60 buyers of bucket 0 and 2 of each other bucket: without loans
+    // only 7 + 2 + 2 + 2 = 13 units could sell.
+    let mut crowd = users_homed_in(0, 4, 1, 60);
+    for b in 1..4 {
+        crowd.extend(users_homed_in(b, 4, 1, 2));
+    }
+    let answers = futures::future::join_all(crowd.into_iter().map(|u| {
         let gw = &gw;
         async move { (u, gw.buy(product, u).await) }
     }))
@@ -178,6 +184,7 @@ async fn the_sweeper_ends_a_borrow_its_gateway_never_finished() {
     );
     let long_ago = seckill_shared::now_ms() - 60_000;
     let mut c = env.store.connection();
+    // One pipeline per bucket: on a Redis Cluster they live in different slots.
     let _: () = redis::pipe()
         .hset(home.buyers(), buyer, ticket.as_str())
         .zadd(home.borrowing(), ticket.as_str(), long_ago)
@@ -190,6 +197,10 @@ async fn the_sweeper_ends_a_borrow_its_gateway_never_finished() {
                 ("created_at", long_ago.to_string()),
             ],
         )
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    let _: () = redis::pipe()
         .decr(donor.stock(), 1)
         .hset(donor.loans(), ticket.as_str(), "taken")
         .hincr(donor.meta(), "lent", 1)
@@ -333,5 +344,9 @@ async fn bucket_counts_out_of_range_or_with_a_waiting_room_are_refused() {
             "{answer}"
         );
     }
-    let _ = env;
+    // A ticket naming a bucket its product does not have is unknown, like any forged one.
+    let product = env.product(&gw, 1).await;
+    let forged = format!("{product}-0123456789abcdef0123456789abcdef-63");
+    let (status, body) = gw.get_as(&format!("/v1/orders/{forged}"), Some(7)).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
 }
