@@ -1,5 +1,7 @@
 //! Per-user rate limit of the buy path: a token bucket per user in Redis, so that every
-//! gateway draws from the same bucket. One script call (`EVALSHA`) per buy.
+//! gateway draws from the same bucket. On one Redis server the buy takes its token inside the
+//! reservation script ([`RateLimiter::user_limit`]); on a Redis Cluster, whose bucket lives in
+//! another slot than the product's, it is one more script call (`EVALSHA`) per buy.
 //!
 //! The bucket of user `U` in namespace `NS` is the hash `sk:{NS:rl:U}` (its own Cluster slot),
 //! holding `tokens` and `ts` (the Redis server's clock, ms). It refills at
@@ -8,13 +10,17 @@
 
 use anyhow::Context;
 use redis::Script;
-use seckill_shared::store::RedisConn;
+use seckill_shared::store::{RedisConn, UserLimit, TOKEN_BUCKET_LUA};
 use seckill_shared::{Settings, UserId};
 use std::sync::LazyLock;
 use std::time::Duration;
 
-static TOKEN_BUCKET: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("rate_limit.lua")));
+static TOKEN_BUCKET: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        "{TOKEN_BUCKET_LUA}{}",
+        include_str!("rate_limit.lua")
+    ))
+});
 
 /// What the bucket said.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,11 +77,25 @@ impl RateLimiter {
         format!("sk:{{{namespace}:rl:{user}}}")
     }
 
+    /// The user's bucket, rate and burst, for the reservation script to take the token in
+    /// the same call; `None` on a Redis Cluster (see the module docs).
+    pub fn user_limit(&self, user: UserId) -> Option<UserLimit> {
+        self.conn.is_single_server().then(|| UserLimit {
+            key: self.bucket(user),
+            rate: self.rate,
+            burst: self.burst,
+        })
+    }
+
+    fn bucket(&self, user: UserId) -> String {
+        format!("sk:{{{}:{}:{user}}}", self.namespace, self.kind)
+    }
+
     /// Takes one token from the user's bucket, if there is one.
     pub async fn check(&self, user: UserId) -> anyhow::Result<Decision> {
         let mut conn = self.conn.clone();
         let (allowed, wait_ms): (i64, i64) = TOKEN_BUCKET
-            .key(format!("sk:{{{}:{}:{user}}}", self.namespace, self.kind))
+            .key(self.bucket(user))
             .arg(self.rate)
             .arg(self.burst)
             .invoke_async(&mut conn)

@@ -10,7 +10,7 @@ use actix_web::http::header;
 use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
 use seckill_shared::recovery::{self, Stuck};
 use seckill_shared::settle::Outcome;
-use seckill_shared::store::{RecordStatus, Reservation, TicketRecord};
+use seckill_shared::store::{RecordStatus, Reservation, TicketRecord, UserLimit};
 use seckill_shared::{
     db, now_ms, FailureReason, OrderMessage, ProductId, Ticket, TicketStatus, UserId,
 };
@@ -135,7 +135,8 @@ impl TicketBody {
 /// 2b. the buyer: the per-address limit (`429`), then the token (`401`), then a body
 ///     `user_id` that is not the token's (`403`);
 /// 3. admission: at most `SECKILL_MAX_IN_FLIGHT` buys in flight, else `503` at once;
-/// 4. the per-user rate limit, one script call to Redis: `429` with `Retry-After`;
+/// 4. the per-user rate limit (`429` with `Retry-After`): on a Redis Cluster one script call
+///    here; on one Redis server it is taken inside the reservation script of step 5;
 /// 5. the reservation and the hand-off, in their own task.
 ///
 /// The `buy` span starts after the marker check: a marker hit logs nothing, and a sold-out
@@ -222,7 +223,10 @@ async fn admit_and_reserve(
         req.extensions_mut().insert(OutcomeLabel("overloaded"));
         return Err(ApiError::Overloaded);
     };
-    if let Some(limiter) = &state.rate_limiter {
+    // On one Redis server the token is taken inside the reservation script (one call per
+    // buy); on a cluster, here first.
+    let limit = state.rate_limiter.as_ref().and_then(|l| l.user_limit(user));
+    if let (Some(limiter), None) = (&state.rate_limiter, &limit) {
         let t0 = Instant::now();
         let decision = limiter
             .check(user)
@@ -247,7 +251,7 @@ async fn admit_and_reserve(
     let result = actix_web::rt::spawn(
         async move {
             let _permit = permit;
-            reserve_and_hand_off(task_state, product, user, admitted).await
+            reserve_and_hand_off(task_state, product, user, admitted, limit).await
         }
         .instrument(tracing::Span::current()),
     )
@@ -266,12 +270,13 @@ async fn reserve_and_hand_off(
     product: ProductId,
     user: UserId,
     admitted: bool,
+    limit: Option<UserLimit>,
 ) -> Result<HttpResponse, ApiError> {
     let now = now_ms();
     let t0 = Instant::now();
     let (ticket, reservation) = state
         .store
-        .reserve(product, user, now, admitted)
+        .reserve_limited(product, user, now, admitted, limit.as_ref())
         .await
         .map_err(|e| ApiError::unavailable("Redis", e))?;
     state
@@ -308,6 +313,11 @@ async fn reserve_and_hand_off(
             .recovery
             .on_unknown_product(&state.store, &state.db, product)
             .await),
+        Reservation::RateLimited { retry_after_ms } => Err(ApiError::RateLimited {
+            retry_after_secs: Decision::retry_after_secs(std::time::Duration::from_millis(
+                retry_after_ms,
+            )),
+        }),
         Reservation::NotStarted => Err(ApiError::SaleNotStarted),
         Reservation::Ended => Err(ApiError::SaleEnded),
         Reservation::AdmissionRequired => Err(ApiError::AdmissionRequired),

@@ -17,7 +17,9 @@
 //! loans in every other bucket (`void.lua`: a loan taken goes back, one not taken can no
 //! longer be), and fails it. The buyer never had a `202` for it.
 
-use super::{Rebuild, Reservation, ReserveStep, TicketStore, BORROW, SETTLE_BORROW, VOID};
+use super::{
+    Rebuild, Reservation, ReserveStep, TicketStore, UserLimit, BORROW, SETTLE_BORROW, VOID,
+};
 use crate::domain::{home_bucket, ProductId, Ticket, UserId};
 use anyhow::Context;
 use redis::AsyncCommands;
@@ -131,14 +133,34 @@ impl TicketStore {
         now_ms: i64,
         admission_verified: bool,
     ) -> anyhow::Result<(Ticket, Reservation)> {
+        self.reserve_limited(product, user, now_ms, admission_verified, None)
+            .await
+    }
+
+    /// [`Self::reserve`], taking the buyer's per-user limit first in the same script call
+    /// (only when Redis is one server: in a cluster the bucket lives in another slot).
+    pub async fn reserve_limited(
+        &self,
+        product: ProductId,
+        user: UserId,
+        now_ms: i64,
+        admission_verified: bool,
+        mut limit: Option<&UserLimit>,
+    ) -> anyhow::Result<(Ticket, Reservation)> {
+        anyhow::ensure!(
+            limit.is_none() || self.conn.is_single_server(),
+            "the per-user limit is taken in the reservation only on one Redis server"
+        );
         // A product's bucket count never changes, so one miss per process and product.
         let mut n = self.known_buckets(product).unwrap_or(1);
         for _ in 0..2 {
             let ticket = Ticket::generate_in(product, home_bucket(user, n));
-            match self
-                .reserve_step(&ticket, user, now_ms, admission_verified, n)
-                .await?
-            {
+            let step = self
+                .reserve_step(&ticket, user, now_ms, admission_verified, n, limit)
+                .await?;
+            // The token is taken once, whatever comes next.
+            limit = None;
+            match step {
                 ReserveStep::Done(r) => return Ok((ticket, r)),
                 ReserveStep::Borrow => {
                     let r = self.borrow(&ticket, n).await?;

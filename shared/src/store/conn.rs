@@ -126,6 +126,12 @@ fn unreachable_cluster(why: &'static str) -> redis::RedisError {
 }
 
 impl RedisConn {
+    /// One server: a script may touch keys of any slot (the per-user limit and the
+    /// reservation in one call).
+    pub fn is_single_server(&self) -> bool {
+        matches!(self, Self::Single(_))
+    }
+
     /// Connects lazily to `topology`; each command fails after `timeout`.
     pub fn open(topology: &Topology, timeout: Duration) -> anyhow::Result<Self> {
         match topology {

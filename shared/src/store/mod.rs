@@ -40,7 +40,14 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, LazyLock, RwLock};
 use std::time::Duration;
 
-static RESERVE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("reserve.lua")));
+/// The per-user token bucket, a Lua function prepended to the scripts that take a token.
+pub const TOKEN_BUCKET_LUA: &str = include_str!("token_bucket.lua");
+static RESERVE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        "{TOKEN_BUCKET_LUA}{}",
+        include_str!("reserve.lua")
+    ))
+});
 static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("release.lua")));
 static CLAIM: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("claim.lua")));
 static CONFIRM: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("confirm.lua")));
@@ -176,6 +183,22 @@ pub enum Reservation {
     AdmissionRequired,
     /// A waiting-room product, and the buyer is not admitted now (lapsed, or taken back).
     NotAdmitted,
+    /// The buyer's per-user limit, taken in the same call ([`UserLimit`]): no token; the next
+    /// comes after this many ms.
+    RateLimited {
+        retry_after_ms: u64,
+    },
+}
+
+/// The buyer's per-user limit, taken inside the reservation script when Redis is one server
+/// ([`RedisConn::is_single_server`]): one call per buy instead of two.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UserLimit {
+    /// The buyer's bucket (`sk:{<ns>:rl:<user>}`).
+    pub key: String,
+    /// Tokens per second.
+    pub rate: f64,
+    pub burst: u64,
 }
 
 /// What one run of the reservation script asks for next.
@@ -458,12 +481,13 @@ impl TicketStore {
         now_ms: i64,
         admission_verified: bool,
         buckets: u16,
+        limit: Option<&UserLimit>,
     ) -> anyhow::Result<ReserveStep> {
         let product = ticket.product();
         let k = self.ticket_keys(ticket);
         let mut c = self.conn.clone();
-        let (code, extra): (i64, Option<String>) = RESERVE
-            .key(k.stock())
+        let mut inv = RESERVE.prepare_invoke();
+        inv.key(k.stock())
             .key(k.meta())
             .key(k.buyers())
             .key(k.pending())
@@ -478,7 +502,11 @@ impl TicketStore {
             .arg(self.ticket_ttl_secs)
             .arg(product.get())
             .arg(if admission_verified { "1" } else { "" })
-            .arg(buckets)
+            .arg(buckets);
+        if let Some(l) = limit {
+            inv.key(&l.key).arg(l.rate).arg(l.burst);
+        }
+        let (code, extra): (i64, Option<String>) = inv
             .invoke_async::<Vec<redis::Value>>(&mut c)
             .await
             .context("running the reservation script")
@@ -503,6 +531,13 @@ impl TicketStore {
             7 => Reservation::AdmissionRequired,
             8 => Reservation::NotAdmitted,
             9 => return Ok(ReserveStep::Borrow),
+            11 => Reservation::RateLimited {
+                retry_after_ms: extra
+                    .as_deref()
+                    .unwrap_or_default()
+                    .parse()
+                    .context("the wait in Redis")?,
+            },
             10 => {
                 let n: u16 = extra
                     .as_deref()

@@ -2,22 +2,31 @@
 -- For a product split into stock buckets, the keys are those of the buyer's home bucket, and
 -- an empty bucket holds the buyer's place (`borrowing`) while the caller borrows a unit from
 -- another bucket (borrow.lua, then settle_borrow.lua).
+-- When Redis is one server, the per-user limit is taken here first, in the same call
+-- (take_token, from token_bucket.lua, is prepended): KEYS[10] and ARGV[8], 9 are given.
 -- KEYS: 1 stock, 2 meta, 3 buyers, 4 pending, 5 ticket record, and for a product with a
 --       waiting room: 6 admitted (zset user -> admission expiry), 7 done (hash), 8 queue (zset);
---       9 borrowing (zset ticket -> reserved at, tickets waiting for a loan)
+--       9 borrowing (zset ticket -> reserved at, tickets waiting for a loan); 10 the buyer's
+--       rate-limit bucket (optional)
 -- ARGV: 1 user id, 2 ticket, 3 now (ms), 4 ticket ttl (s), 5 product id, 6 '1' when the
---       gateway verified the buyer's admission token, 7 how many buckets the caller assumed
+--       gateway verified the buyer's admission token, 7 how many buckets the caller assumed,
+--       8 and 9 the limit's rate and burst (with KEYS[10])
 -- Returns {code} or {code, held ticket}:
 --   1 reserved, 2 user already holds a live ticket, 3 sold out,
 --   4 unknown product, 5 sale not started, 6 sale ended,
 --   7 admission required (a waiting-room product, no verified token),
 --   8 not admitted now (the admission lapsed, or was taken back to keep the cap),
 --   9 this bucket is empty: the buyer's place is held (`borrowing`), borrow a unit elsewhere,
---   {10, buckets} the product has that many buckets, not ARGV[7]: ask the right one
+--   {10, buckets} the product has that many buckets, not ARGV[7]: ask the right one,
+--   {11, ms} the buyer's rate limit: no token, the next comes in that many ms
 -- A waiting-room product is only bought by an admitted buyer, checked here before the stock
 -- is touched. Buying ends the admission; and since admitted-not-bought must stay within
 -- ceil(factor × units left), the latest admissions go back to the head of the queue when the
 -- units left shrink below that.
+if KEYS[10] then
+  local wait = take_token(KEYS[10], ARGV[8], ARGV[9])
+  if wait > 0 then return {11, wait} end
+end
 local stock = redis.call('GET', KEYS[1])
 if not stock then return {4} end
 local meta = redis.call('HMGET', KEYS[2], 'starts_at', 'ends_at', 'wr_rate', 'wr_factor', 'buckets')

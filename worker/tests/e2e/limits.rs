@@ -179,3 +179,53 @@ async fn past_max_in_flight_a_buy_is_refused_at_once() {
         "admitted: {body}"
     );
 }
+
+/// On one Redis server the buy takes its token inside the reservation script: no separate
+/// rate-limit call (on a cluster, one per buy). Either way a product in buckets, whose first
+/// buy on a gateway is asked again in the right bucket, costs one token, not two.
+#[tokio::test]
+async fn the_token_is_taken_once_per_buy_and_in_the_reservation_on_one_server() {
+    let env = TestEnv::new().await;
+    let gw = env
+        .gateway_with(|s| {
+            s.rate_limit_per_user_per_sec = 0.1;
+            s.rate_limit_burst = 1;
+        })
+        .await;
+    // Created and loaded through another gateway, so this one has not learnt the bucket count.
+    let admin = env.gateway().await;
+    let (status, body) = admin
+        .admin_post(
+            "/admin/products",
+            json!({"name": "hot", "stock": 10, "buckets": 4}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let product = body["id"].as_u64().unwrap();
+    let (status, body) = admin
+        .admin_post(
+            &format!("/admin/products/{product}/preload"),
+            serde_json::Value::Null,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    // A buyer who does not live in bucket 0: this gateway first asks bucket 0, learns the
+    // product has 4 buckets, and asks the buyer's own.
+    let user = (1..)
+        .find(|u| seckill_shared::home_bucket(UserId::new(*u).unwrap(), 4) != 0)
+        .unwrap();
+    let res = buy_raw(&gw, product, user).await;
+    assert_eq!(res.status(), StatusCode::ACCEPTED, "one token, burst 1");
+    let res = buy_raw(&gw, product, user).await;
+    assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
+
+    let separate = gw
+        .metric("seckill_gateway_latency_seconds_count{step=\"rate_limit\"}")
+        .await;
+    let single = env.store.connection().is_single_server();
+    assert_eq!(
+        separate,
+        if single { 0.0 } else { 2.0 },
+        "single server: {single}"
+    );
+}
