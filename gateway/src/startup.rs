@@ -11,7 +11,7 @@ use crate::rate_limit::RateLimiter;
 use crate::recovery::Recovery;
 use crate::routes;
 use crate::sold_out::{watch_zookeeper, SoldOutMarkers};
-use crate::state::AppState;
+use crate::state::{AppState, ThreadRedis};
 use crate::waiting_room::Admissions;
 use actix_web::dev::{Server, ServerHandle};
 use actix_web::middleware::from_fn;
@@ -68,12 +68,10 @@ impl Application {
         if let Some(jwks) = auth.jwks() {
             tokio::spawn(jwks.watch(shutdown.clone()));
         }
-        let rate_limiter = RateLimiter::new(store.connection(), &settings);
         let store_conn = store.connection();
         let state = web::Data::new(AppState {
             auth,
             admission: Admission::new(settings.max_in_flight),
-            rate_limiter,
             settler: Settler {
                 store: store.clone(),
                 db: pool.clone(),
@@ -111,10 +109,14 @@ impl Application {
             shutdown.clone(),
         ));
         let data = state.clone();
+        let app_settings = settings.clone();
         let mut server = HttpServer::new(move || {
+            // Called once on each worker thread.
+            let thread_redis = web::Data::new(ThreadRedis::open(&data, &app_settings));
             App::new()
                 .wrap(from_fn(count_requests))
                 .app_data(data.clone())
+                .app_data(thread_redis)
                 .app_data(
                     web::JsonConfig::default()
                         .limit(MAX_BODY_BYTES)

@@ -31,8 +31,6 @@ pub struct AppState {
     pub settler: Settler,
     /// Caps the buys in flight (`SECKILL_MAX_IN_FLIGHT`).
     pub admission: Admission,
-    /// The per-user rate limit; `None` when it is off.
-    pub rate_limiter: Option<RateLimiter>,
     /// Rebuilds a product that Redis lost.
     pub recovery: Recovery,
     /// Records each accepted order's Kafka location, in batches.
@@ -53,5 +51,37 @@ impl AppState {
             .requests
             .with_label_values(&[route, outcome])
             .inc();
+    }
+}
+
+/// One actix worker thread's own Redis connection for the buy path (`app_data`, made by the
+/// server's app factory on each worker thread). A shared connection's driver task runs on the
+/// main runtime, so every buy's Redis calls hopped to another thread and back; this one's runs
+/// on the worker thread that first uses it.
+pub struct ThreadRedis {
+    pub store: TicketStore,
+    /// The per-user rate limit; `None` when it is off.
+    pub rate_limiter: Option<RateLimiter>,
+}
+
+impl ThreadRedis {
+    /// A new connection for this thread; the shared one if it cannot be made (it can only
+    /// fail on a URL, which the shared store already accepted).
+    pub fn open(state: &AppState, settings: &seckill_shared::Settings) -> Self {
+        let store = settings
+            .redis_topology()
+            .and_then(|t| state.store.on_new_connection(&t, settings.redis_timeout()))
+            .unwrap_or_else(|e| {
+                tracing::warn!(
+                    error = format!("{e:#}"),
+                    "no Redis connection of this worker's own; sharing one"
+                );
+                state.store.clone()
+            });
+        let rate_limiter = RateLimiter::new(store.connection(), settings);
+        Self {
+            store,
+            rate_limiter,
+        }
     }
 }

@@ -5,12 +5,12 @@ use crate::error::{documented as e, whole, ApiError, Object};
 use crate::rate_limit::Decision;
 use crate::routes::openapi::{schema, BuyAnswers};
 use crate::routes::Outcome as OutcomeLabel;
-use crate::state::AppState;
+use crate::state::{AppState, ThreadRedis};
 use actix_web::http::header;
 use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
 use seckill_shared::recovery::{self, Stuck};
 use seckill_shared::settle::Outcome;
-use seckill_shared::store::{RecordStatus, Reservation, TicketRecord, UserLimit};
+use seckill_shared::store::{RecordStatus, Reservation, TicketRecord, TicketStore, UserLimit};
 use seckill_shared::{
     db, now_ms, FailureReason, OrderMessage, ProductId, Ticket, TicketStatus, UserId,
 };
@@ -170,6 +170,7 @@ impl TicketBody {
 pub async fn buy(
     req: HttpRequest,
     state: web::Data<AppState>,
+    redis: web::Data<ThreadRedis>,
     path: web::Path<String>,
     body: web::Json<Object<BuyRequest>>,
 ) -> Result<HttpResponse, ApiError> {
@@ -205,7 +206,7 @@ pub async fn buy(
         user_id = user.get(),
         ticket = tracing::field::Empty
     );
-    admit_and_reserve(req, state, product, user, admitted, started)
+    admit_and_reserve(req, state, redis, product, user, admitted, started)
         .instrument(span)
         .await
 }
@@ -214,6 +215,7 @@ pub async fn buy(
 async fn admit_and_reserve(
     req: HttpRequest,
     state: web::Data<AppState>,
+    redis: web::Data<ThreadRedis>,
     product: ProductId,
     user: UserId,
     admitted: bool,
@@ -225,8 +227,8 @@ async fn admit_and_reserve(
     };
     // On one Redis server the token is taken inside the reservation script (one call per
     // buy); on a cluster, here first.
-    let limit = state.rate_limiter.as_ref().and_then(|l| l.user_limit(user));
-    if let (Some(limiter), None) = (&state.rate_limiter, &limit) {
+    let limit = redis.rate_limiter.as_ref().and_then(|l| l.user_limit(user));
+    if let (Some(limiter), None) = (&redis.rate_limiter, &limit) {
         let t0 = Instant::now();
         let decision = limiter
             .check(user)
@@ -251,7 +253,7 @@ async fn admit_and_reserve(
     let result = actix_web::rt::spawn(
         async move {
             let _permit = permit;
-            reserve_and_hand_off(task_state, product, user, admitted, limit).await
+            reserve_and_hand_off(task_state, &redis.store, product, user, admitted, limit).await
         }
         .instrument(tracing::Span::current()),
     )
@@ -267,6 +269,7 @@ async fn admit_and_reserve(
 
 async fn reserve_and_hand_off(
     state: web::Data<AppState>,
+    store: &TicketStore,
     product: ProductId,
     user: UserId,
     admitted: bool,
@@ -274,8 +277,7 @@ async fn reserve_and_hand_off(
 ) -> Result<HttpResponse, ApiError> {
     let now = now_ms();
     let t0 = Instant::now();
-    let (ticket, reservation) = state
-        .store
+    let (ticket, reservation) = store
         .reserve_limited(product, user, now, admitted, limit.as_ref())
         .await
         .map_err(|e| ApiError::unavailable("Redis", e))?;

@@ -433,6 +433,22 @@ impl TicketStore {
         })
     }
 
+    /// The same store on a connection of its own, opened lazily: its driver task runs on the
+    /// runtime of the first command, so a thread that owns one keeps its Redis calls on that
+    /// thread (see the gateway's `ThreadRedis`).
+    pub fn on_new_connection(
+        &self,
+        topology: &Topology,
+        timeout: Duration,
+    ) -> anyhow::Result<Self> {
+        Ok(Self {
+            conn: RedisConn::open(topology, timeout)?,
+            namespace: self.namespace.clone(),
+            ticket_ttl_secs: self.ticket_ttl_secs,
+            bucket_counts: self.bucket_counts.clone(),
+        })
+    }
+
     /// The store for `SECKILL_REDIS_URL`, `SECKILL_NAMESPACE`, `SECKILL_TICKET_TTL_SECS` and
     /// `SECKILL_REDIS_TIMEOUT_MS`.
     pub fn from_settings(s: &crate::Settings) -> anyhow::Result<Self> {
