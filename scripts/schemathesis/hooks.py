@@ -4,8 +4,12 @@ A new product's `ends_at` must be after its `starts_at`. The document says so in
 (`NewProduct.ends_at`), but JSON Schema cannot compare two fields, so schemathesis would send
 schema-valid products with an empty sale window and count their `400` as a wrong rejection. This
 teaches its generator the rule: a generated product whose two times are both well-formed and out
-of order gets them swapped, or loses `ends_at` when they are equal. Nothing else is changed, so a
-body meant to be invalid stays invalid.
+of order gets them swapped, or loses `ends_at` when they are equal.
+
+Likewise a product with a waiting room keeps its stock in one bucket (`NewProduct.buckets` says
+so in words): a generated product with a waiting room and 2 to 64 buckets gets 1 bucket.
+
+Nothing else is changed, so a body meant to be invalid stays invalid.
 """
 
 import re
@@ -56,4 +60,13 @@ def map_body(context, body):
                 del body["ends_at"]
             else:
                 body["starts_at"], body["ends_at"] = body["ends_at"], body["starts_at"]
+        buckets = body.get("buckets")
+        if (
+            isinstance(body.get("waiting_room"), dict)
+            and isinstance(buckets, int)
+            and not isinstance(buckets, bool)
+            and 2 <= buckets <= 64
+        ):
+            body = dict(body)
+            body["buckets"] = 1
     return body
