@@ -79,7 +79,7 @@ pub struct NewProduct {
     /// buys in one bucket (chosen by the user id), and borrows a unit from another when that
     /// one is empty, so no unit is left unsold. Not with a waiting room.
     #[serde(default, deserialize_with = "whole::optional_i64")]
-    #[schema(minimum = 1, maximum = 64, examples(4))]
+    #[schema(nullable = false, minimum = 1, maximum = 64, examples(4))]
     buckets: Option<i64>,
 }
 
