@@ -7,7 +7,8 @@ teaches its generator the rule: a generated product whose two times are both wel
 of order gets them swapped, or loses `ends_at` when they are equal.
 
 Likewise a product with a waiting room keeps its stock in one bucket (`NewProduct.buckets` says
-so in words): a generated product with a waiting room and 2 to 64 buckets gets 1 bucket.
+so in words): a generated product with a waiting room and 2 to 64 buckets (`33.0` included)
+gets 1 bucket.
 
 Nothing else is changed, so a body meant to be invalid stays invalid.
 """
@@ -71,10 +72,12 @@ def _buckets_with_room(body) -> bool:
     if not isinstance(body, dict):
         return False
     buckets = body.get("buckets")
+    # The gateway takes a whole number written as a float too (`33.0`).
     return (
         isinstance(body.get("waiting_room"), dict)
-        and isinstance(buckets, int)
+        and isinstance(buckets, (int, float))
         and not isinstance(buckets, bool)
+        and float(buckets).is_integer()
         and 2 <= buckets <= 64
     )
 
