@@ -6,12 +6,12 @@ same run of scripts/bench.sh (one line, for the results block's note):
 - (2S), (2L) at a concurrency that saturates the machine: accepts/s over (1)'s req/s, with the
   202's p50 and p99.
 
-Usage: accept-cost.py OUT_DIR CLK_TCK (BENCH_SAT_CONCURRENCY in the environment)."""
-import json
+Usage: accept-cost.py OUT_DIR CLK_TCK SECKILL_BENCH (BENCH_SAT_CONCURRENCY in the environment)."""
 import os
+import subprocess
 import sys
 
-out, hz = sys.argv[1], int(sys.argv[2])
+out, hz, tool = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 
 
 def cpu(name):
@@ -25,25 +25,18 @@ def cpu(name):
 
 
 def outcome(name, label):
-    """One outcome's stats from a load summary (OUT/NAME.json)."""
-    try:
-        j = json.load(open(f"{out}/{name}.json"))
-    except (OSError, ValueError):
+    """One outcome's count, rate and latency from a load summary (OUT/NAME.json), as
+    `seckill-bench report outcome` reads it; None when the figure did not run."""
+    if not os.path.exists(f"{out}/{name}.json"):
         return None
-
-    def find(v):
-        if isinstance(v, dict):
-            if v.get("outcome") == label and "count" in v:
-                return v
-            v = list(v.values())
-        if isinstance(v, list):
-            for x in v:
-                r = find(x)
-                if r:
-                    return r
-        return None
-
-    return find(j)
+    stat = {}
+    for field in ("count", "per-sec", "p50-ms", "p99-ms"):
+        r = subprocess.run([tool, "report", "outcome", "--file", f"{out}/{name}.json",
+                            "--outcome", label, "--field", field], capture_output=True, text=True)
+        if r.returncode != 0:
+            return None
+        stat[field.replace("-", "_")] = float(r.stdout)
+    return stat
 
 
 def per(name, label, proc):
@@ -67,7 +60,7 @@ m1, m2 = per("f1", "200", "machine"), per("f2l", "202", "machine")
 if m1 and m2:
     parts.append(f"whole machine {m2:.0f} µs per accept = {m2 / m1:.1f} × {m1:.0f} µs per /livez (goal ≤ 5 ×)")
 s, l = outcome("f2s", "202"), outcome("f1", "200")
-if s and l:
+if s and l and l["per_sec"]:
     parts.append(
         f"(2S) at concurrency {os.environ.get('BENCH_SAT_CONCURRENCY', '?')}: {s['per_sec']:,.0f} accepts/s"
         f" = {s['per_sec'] / l['per_sec']:.3f} × (1)'s {l['per_sec']:,.0f} /livez req/s,"

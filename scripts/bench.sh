@@ -7,7 +7,7 @@
 #   scripts/bench.sh --quick          smoke run: 3 s per figure, small N; prints the table only
 #   scripts/bench.sh --figures "1 2"  a subset (1..11; wrk runs with 1; (2N), (2E) and (2L)
 #                                     with 2); prints the table only
-#   scripts/bench.sh --profile        perf-record the gateway during (2) and (3) and the worker
+#   scripts/bench.sh --profile        perf-record the gateway during (2), (2S) and (3) and the worker
 #                                     during (6); the figures are then perturbed: no doc rewrite
 #   scripts/bench.sh --report FILE    write the results block to FILE (any mode)
 #   scripts/bench.sh --no-report      never write the doc
@@ -393,8 +393,10 @@ if want 2; then
     # (2S) the same at a concurrency that saturates the machine: the peak where it is CPU-bound.
     ran 2S
     log "(2S) accept path with the per-user limit on, concurrency $BENCH_SAT_CONCURRENCY, ${D} s"
+    perf_start f2s -a
     LOAD_C=$BENCH_SAT_CONCURRENCY load f2s --gateway "$GW0" --product "$P2" \
         --users 1000000000 --first-user 3000000000 --duration "$D" --settle-timeout 0 --no-history
+    perf_stop f2s
     stop_proc g0
     start_gateway 0
 fi
@@ -712,7 +714,7 @@ fi
 # accept ÷ per GET of (5G) at the same concurrency, the whole machine's, and (2S)'s peak ÷ (1).
 CPU_LINE=""
 if want 2 && want 1; then
-    CPU_LINE=$(BENCH_SAT_CONCURRENCY=$BENCH_SAT_CONCURRENCY python3 scripts/accept-cost.py "$OUT" "$(getconf CLK_TCK)") || CPU_LINE=""
+    CPU_LINE=$(BENCH_SAT_CONCURRENCY=$BENCH_SAT_CONCURRENCY python3 scripts/accept-cost.py "$OUT" "$(getconf CLK_TCK)" "$BIN/seckill-bench") || CPU_LINE=""
     [[ -z $CPU_LINE ]] || log "$CPU_LINE"
 fi
 NOTE=$CHAOS_NOTE

@@ -5,7 +5,7 @@
 #
 #   scripts/check-monitoring.sh
 #
-# 1. promtool: the Prometheus configuration, the alert rules, and their unit tests
+# 1. promtool: the Prometheus configurations, the alert rules, and their unit tests
 #    (deploy/prometheus/alerts_test.yml).
 # 2. The Grafana files: the dashboard is valid JSON with a uid, and every datasource it names
 #    is the provisioned one; every PromQL expression of its panels parses (promtool, with
@@ -34,8 +34,10 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 # ------------------------------------------------------------ 1. promtool ---
-log "monitoring: promtool check config"
-promtool check config "$PROM_DIR/prometheus.yml" || die "promtool check config failed"
+log "monitoring: promtool check config (prometheus.yml, and prometheus-ha.yml for the ha profile)"
+for config in prometheus.yml prometheus-ha.yml; do
+    promtool check config "$PROM_DIR/$config" || die "promtool check config $config failed"
+done
 log "monitoring: promtool check rules"
 promtool check rules "$PROM_DIR/alerts.yml" || die "promtool check rules failed"
 log "monitoring: promtool test rules"

@@ -137,33 +137,24 @@ hz=$(getconf CLK_TCK)
     echo "|---|---|---|---|---|---|---|---|---|---|"
     for row in "${ROWS[@]}"; do
         read -r n b accepts <<<"$row"
-        python3 - "$OUT/cpu0-$n-$b" "$OUT/cpu1-$n-$b" "$hz" "$n" "$b" "$accepts" "$OUT/load-$n-$b.json" "$OUT/view-$n-$b.json" <<'EOF'
+        stat() { "$BIN/seckill-bench" report outcome --file "$OUT/load-$n-$b.json" --outcome 202 --field "$1"; }
+        python3 - "$OUT/cpu0-$n-$b" "$OUT/cpu1-$n-$b" "$hz" "$n" "$b" "$accepts" "$OUT/view-$n-$b.json" \
+            "$(stat per-sec)" "$(stat p50-ms)" "$(stat p99-ms)" <<'EOF'
 import json, sys
-def find(v):
-    if isinstance(v, dict):
-        if v.get("outcome") == "202" and "p99_ms" in v:
-            return v
-        v = list(v.values())
-    if isinstance(v, list):
-        for x in v:
-            r = find(x)
-            if r:
-                return r
-    return None
-o = find(json.load(open(sys.argv[7]))) or {}
 try:
-    lent = sum(b["lent"] for b in json.load(open(sys.argv[8]))["buckets"])
+    lent = sum(b["lent"] for b in json.load(open(sys.argv[7]))["buckets"])
 except Exception:
     lent = "?"
 c0 = dict(l.split() for l in open(sys.argv[1]))
 c1 = dict(l.split() for l in open(sys.argv[2]))
 hz, n, b, acc = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
+per_sec, p50, p99 = (float(x) for x in sys.argv[8:11])
 used = {p: (int(c1[p]) - int(c0[p])) / hz * 1e6 for p in c0}
 total = sum(used.values())
 per = " / ".join(f"{used[p] / acc:.1f}" for p in sorted(used))
 share = max(used.values()) / total if total else 0
 goal = f"≤ {1.25 / b:.2f}: {'met' if share <= 1.25 / b else 'NOT met'}" if b <= n else "n/a (more buckets than primaries)"
-print(f"| {n} | {b} | {acc} | {lent} | {o.get('per_sec', 0):.0f} | {o.get('p50_ms', 0):.1f} / {o.get('p99_ms', 0):.1f} | {per} | {total / acc:.1f} | {share:.2f} | {goal} |")
+print(f"| {n} | {b} | {acc} | {lent} | {per_sec:.0f} | {p50:.1f} / {p99:.1f} | {per} | {total / acc:.1f} | {share:.2f} | {goal} |")
 EOF
     done
 } | tee "$OUT/spread.md"

@@ -3,8 +3,8 @@
 //! reservation script ([`RateLimiter::user_limit`]); on a Redis Cluster, whose bucket lives in
 //! another slot than the product's, it is one more script call (`EVALSHA`) per buy.
 //!
-//! The bucket of user `U` in namespace `NS` is the hash `sk:{NS:rl:U}` (its own Cluster slot),
-//! holding `tokens` and `ts` (the Redis server's clock, ms). It refills at
+//! The bucket of user `U` in namespace `NS` is the string `sk:{NS:rl:U}:b` (its own Cluster
+//! slot), `"<tokens> <ts>"` (`ts` on the Redis server's clock, ms). It refills at
 //! `SECKILL_RATE_LIMIT_PER_USER_PER_SEC` tokens a second up to `SECKILL_RATE_LIMIT_BURST`, and
 //! expires once it would be full again.
 
@@ -74,7 +74,7 @@ impl RateLimiter {
 
     /// The Redis key of a user's bucket.
     pub fn key(namespace: &str, user: UserId) -> String {
-        format!("sk:{{{namespace}:rl:{user}}}")
+        format!("sk:{{{namespace}:rl:{user}}}:b")
     }
 
     /// The user's bucket, rate and burst, for the reservation script to take the token in
@@ -88,7 +88,7 @@ impl RateLimiter {
     }
 
     fn bucket(&self, user: UserId) -> String {
-        format!("sk:{{{}:{}:{user}}}", self.namespace, self.kind)
+        format!("sk:{{{}:{}:{user}}}:b", self.namespace, self.kind)
     }
 
     /// Takes one token from the user's bucket, if there is one.
@@ -127,6 +127,6 @@ mod tests {
     #[test]
     fn keys_are_per_namespace_and_user_in_their_own_slot() {
         let user = UserId::new(42).unwrap();
-        assert_eq!(RateLimiter::key("ns", user), "sk:{ns:rl:42}");
+        assert_eq!(RateLimiter::key("ns", user), "sk:{ns:rl:42}:b");
     }
 }

@@ -50,6 +50,11 @@ const HA_REPLICATION_FACTOR: i32 = 3;
 const HA_MIN_INSYNC: i32 = 2;
 /// The one-shot service that stops the programs from starting with single-server settings.
 const HA_GUARD: &str = "ha-guard";
+/// The host variable that picks Prometheus's configuration in deploy/prometheus (the guard
+/// gets it under the same name): `prometheus-ha.yml` with the `ha` profile.
+const PROMETHEUS_CONFIG_VAR: &str = "PROMETHEUS_CONFIG";
+const PROMETHEUS_HA_CONFIG: &str = "prometheus-ha.yml";
+const PROMETHEUS: &str = "prometheus";
 /// What the `ha` profile needs from the host: the programs' settings, and the variable the
 /// guard gets each in.
 const HA_VARS: [(&str, &str); 4] = [
@@ -215,6 +220,7 @@ fn check_compose_in(text: &str, host: &Host) -> Result<(), Vec<String>> {
 
     check_cluster_profile(text, &doc, &services, &mut problems);
     check_ha_profile(text, &doc, &services, &mut problems);
+    check_prometheus(&services, host, &on, &mut problems);
 
     for (name, role) in apps {
         if let Some(service) = services.get(name) {
@@ -1078,11 +1084,9 @@ fn check_ha_guard(
         ));
         return;
     };
-    let unset: Vec<&str> = HA_VARS
-        .iter()
-        .map(|v| v.0)
-        .filter(|v| !documented.contains_key(*v))
-        .collect();
+    // What the guard checks: the programs' settings, and Prometheus's configuration.
+    let checked = || HA_VARS.iter().map(|v| v.0).chain([PROMETHEUS_CONFIG_VAR]);
+    let unset: Vec<&str> = checked().filter(|v| !documented.contains_key(*v)).collect();
     if !unset.is_empty() {
         problems.push(format!(
             "the documented `COMPOSE_PROFILES={HA_PROFILE}` command does not set {unset:?}"
@@ -1106,7 +1110,7 @@ fn check_ha_guard(
         if let Ok(path) = std::env::var("PATH") {
             command.env("PATH", path);
         }
-        for (_, var) in HA_VARS {
+        for var in HA_VARS.iter().map(|v| v.1).chain([PROMETHEUS_CONFIG_VAR]) {
             command.env(var, env_of(guard, var, vars).unwrap_or_default());
         }
         let out = command.output().map_err(|e| format!("running sh: {e}"))?;
@@ -1123,7 +1127,7 @@ fn check_ha_guard(
         )),
         Err(e) => problems.push(format!("{HA_GUARD}: {e}")),
     }
-    for (setting, _) in HA_VARS {
+    for setting in checked() {
         let mut vars = documented.clone();
         vars.remove(setting);
         match run(&vars) {
@@ -1138,6 +1142,106 @@ fn check_ha_guard(
             Err(e) => problems.push(format!("{HA_GUARD}: {e}")),
         }
     }
+}
+
+/// Prometheus scrapes exactly the gateways and workers that run with the host's profiles: its
+/// `--config.file`, as the host interpolates it, names a file of deploy/prometheus (mounted at
+/// /etc/prometheus) whose `gateway` and `worker` jobs list those services at the ports they
+/// listen on. The guard, with the `ha` profile, sees the same file name.
+fn check_prometheus(
+    services: &BTreeMap<String, &Value>,
+    host: &Host,
+    on: &BTreeSet<String>,
+    problems: &mut Vec<String>,
+) {
+    let Some(prometheus) = services.get(PROMETHEUS) else {
+        problems.push(format!("service `{PROMETHEUS}` is missing"));
+        return;
+    };
+    let mut problem = |p: String| problems.push(format!("{PROMETHEUS}: {p}"));
+    if !mounts(prometheus)
+        .iter()
+        .any(|(from, to)| from == "./deploy/prometheus" && to == "/etc/prometheus")
+    {
+        problem("does not mount ./deploy/prometheus at /etc/prometheus".into());
+    }
+    let file = argv_of(prometheus).iter().find_map(|w| {
+        let w = interpolate_in(w, host).ok()?;
+        w.strip_prefix("--config.file=/etc/prometheus/")
+            .map(str::to_string)
+    });
+    let Some(file) = file else {
+        problem("no --config.file=/etc/prometheus/<file>".into());
+        return;
+    };
+    let guard = services.get(HA_GUARD).filter(|g| is_on(g, on));
+    if let Some(guard) = guard {
+        let seen = env_of(guard, PROMETHEUS_CONFIG_VAR, host);
+        if seen.as_deref() != Some(file.as_str()) {
+            problem(format!(
+                "reads {file}, but {HA_GUARD} checks {PROMETHEUS_CONFIG_VAR} {seen:?}"
+            ));
+        }
+    }
+    let config = match std::fs::read_to_string(repo_root().join("deploy/prometheus").join(&file))
+        .map_err(|e| e.to_string())
+        .and_then(|t| serde_norway::from_str::<Value>(&t).map_err(|e| e.to_string()))
+    {
+        Ok(c) => c,
+        Err(e) => {
+            problem(format!("--config.file {file}: {e}"));
+            return;
+        }
+    };
+    let apps = [
+        (
+            "gateway",
+            "SECKILL_HTTP_ADDR",
+            GATEWAYS.map(|g| g.0).to_vec(),
+        ),
+        ("worker", "SECKILL_WORKER_HTTP_ADDR", WORKERS.to_vec()),
+    ];
+    for (job, listen_var, names) in apps {
+        let want: BTreeSet<String> = names
+            .iter()
+            .filter_map(|n| {
+                let service = services.get(*n).filter(|s| is_on(s, on))?;
+                let addr = env_of(service, listen_var, host)?;
+                Some(format!("{n}:{}", addr.rsplit(':').next()?))
+            })
+            .collect();
+        let got = scrape_targets(&config, job);
+        if got != want {
+            problem(format!(
+                "{file} scrapes {got:?} as job {job}, but {want:?} run with profiles {on:?}"
+            ));
+        }
+    }
+}
+
+/// The static targets of a Prometheus configuration's job.
+fn scrape_targets(config: &Value, job: &str) -> BTreeSet<String> {
+    let jobs = config
+        .get("scrape_configs")
+        .and_then(Value::as_sequence)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    jobs.iter()
+        .filter(|j| j.get("job_name").and_then(scalar).as_deref() == Some(job))
+        .flat_map(|j| {
+            j.get("static_configs")
+                .and_then(Value::as_sequence)
+                .into_iter()
+                .flatten()
+        })
+        .flat_map(|c| {
+            c.get("targets")
+                .and_then(Value::as_sequence)
+                .into_iter()
+                .flatten()
+        })
+        .filter_map(scalar)
+        .collect()
 }
 
 /// The host of the `COMPOSE_PROFILES=ha VAR=value ... docker compose up` the text documents.
@@ -2167,6 +2271,7 @@ fn compose_file_runs_on_the_ha_profile() {
             "kafka-1:9092,kafka-2:9092,kafka-3:9092",
         ),
         ("SECKILL_KAFKA_REPLICATION_FACTOR", "3"),
+        (PROMETHEUS_CONFIG_VAR, PROMETHEUS_HA_CONFIG),
     ]);
     assert_eq!(vars, want, "the documented ha command");
     if let Err(problems) = check_compose_in(&text, &vars) {
@@ -2669,4 +2774,77 @@ fn the_cluster_nodes_run_with_the_ha_profile() {
         ),
         &["redis-cluster-init: has profiles [\"cluster\"], not [\"cluster\", \"ha\"]"],
     );
+}
+
+#[test]
+fn checker_catches_prometheus_missing_or_scraping_absent_programs() {
+    // With the ha profile but the default configuration, gateway-3 and worker-3 go unscraped
+    // (and the guard names the variable).
+    assert_rejected_in(
+        &compose_text(),
+        &ha_host_with(PROMETHEUS_CONFIG_VAR, None),
+        &[
+            "prometheus: prometheus.yml scrapes",
+            "gateway-3:8080",
+            "job gateway",
+        ],
+    );
+    // A guard that does not check it.
+    assert_rejected_on_ha(
+        &compose_with(
+            "        want PROMETHEUS_CONFIG \"$$PROMETHEUS_CONFIG\" prometheus-ha.yml\n",
+            "",
+        ),
+        &[HA_GUARD, "passes with PROMETHEUS_CONFIG at its single-server default"],
+    );
+    // Without it, the ha configuration would count gateway-3 and worker-3 as down.
+    assert_rejected_in(
+        &compose_text(),
+        &host(&[(PROMETHEUS_CONFIG_VAR, PROMETHEUS_HA_CONFIG)]),
+        &["prometheus-ha.yml scrapes", "worker-3:9090", "job worker"],
+    );
+    // A file that is not there, and a guard that checks another variable than Prometheus reads.
+    assert_rejected(
+        &compose_with(
+            "--config.file=/etc/prometheus/${PROMETHEUS_CONFIG:-prometheus.yml}",
+            "--config.file=/etc/prometheus/${PROMETHEUS_CONFIG:-prometheus-typo.yml}",
+        ),
+        &["prometheus: --config.file prometheus-typo.yml"],
+    );
+    assert_rejected_on_ha(
+        &compose_with(
+            "      PROMETHEUS_CONFIG: ${PROMETHEUS_CONFIG:-prometheus.yml}\n",
+            "      PROMETHEUS_CONFIG: prometheus-ha.yml\n",
+        )
+        .replace(
+            "--config.file=/etc/prometheus/${PROMETHEUS_CONFIG:-prometheus.yml}",
+            "--config.file=/etc/prometheus/prometheus.yml",
+        ),
+        &["prometheus: reads prometheus.yml, but ha-guard checks"],
+    );
+}
+
+#[test]
+fn prometheus_configurations_differ_in_their_targets_only() {
+    let read = |file: &str| -> Value {
+        let mut config: Value =
+            serde_norway::from_str(&read_repo_file(&format!("deploy/prometheus/{file}")))
+                .unwrap_or_else(|e| panic!("{file}: {e}"));
+        let jobs = config
+            .get_mut("scrape_configs")
+            .and_then(Value::as_sequence_mut)
+            .unwrap_or_else(|| panic!("{file}: no scrape_configs"));
+        for job in jobs.iter_mut() {
+            for c in job
+                .get_mut("static_configs")
+                .and_then(Value::as_sequence_mut)
+                .into_iter()
+                .flatten()
+            {
+                c.as_mapping_mut().map(|m| m.remove("targets"));
+            }
+        }
+        config
+    };
+    assert_eq!(read("prometheus.yml"), read(PROMETHEUS_HA_CONFIG));
 }

@@ -9,6 +9,10 @@ use std::time::Duration;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio_util::sync::CancellationToken;
 
+/// The same allocator as the gateway's (see there).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// The seckill worker: persists orders from Kafka to MySQL, in batches, as one member of a
 /// consumer group.
 ///

@@ -16,7 +16,6 @@ mod buckets;
 mod payments;
 mod waiting_room;
 
-pub use buckets::BucketFacts;
 pub use payments::{
     all_units_paid, late_successes_refunded, order_decided_once, paid_within_stock,
     redis_follows_payments,
@@ -25,6 +24,7 @@ pub use waiting_room::{CapSample, RoomFacts, RoomHistory, RoomRedis};
 
 use crate::history::{SaleEndCheck, SettledLine};
 use seckill_shared::payment::PaymentStatus;
+use seckill_shared::store::BucketCounts;
 use seckill_shared::{CancelReason, OrderStatus};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -206,7 +206,7 @@ pub struct RedisFacts {
     pub cancelled: i64,
     pub failed: i64,
     /// Each stock bucket, for a product split into several (else empty).
-    pub buckets: Vec<BucketFacts>,
+    pub buckets: Vec<BucketCounts>,
 }
 
 /// An `orders` row.

@@ -338,20 +338,7 @@ pub async fn gather(
         paid: c.paid,
         cancelled: c.cancelled,
         failed: c.failed,
-        buckets: c
-            .buckets
-            .iter()
-            .map(|b| checks::BucketFacts {
-                bucket: b.bucket,
-                stock: b.stock,
-                initial: b.initial,
-                pending: b.pending,
-                confirmed: b.confirmed,
-                lent: b.lent,
-                borrowed: b.borrowed,
-                borrowing: b.borrowing,
-            })
-            .collect(),
+        buckets: c.buckets.clone(),
     };
     let cancel_reasons: BTreeMap<&str, CancelReason> = mysql
         .orders

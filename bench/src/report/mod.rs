@@ -119,6 +119,9 @@ pub struct OutcomeArgs {
 pub enum OutcomeField {
     Count,
     PerSec,
+    /// Latency percentiles of the outcome, in ms.
+    P50Ms,
+    P99Ms,
 }
 
 /// `Ok(false)` when a figure's run was invalid.
@@ -130,6 +133,8 @@ pub fn run(args: ReportArgs) -> anyhow::Result<bool> {
             match a.field {
                 OutcomeField::Count => println!("{}", o.map_or(0, |o| o.count)),
                 OutcomeField::PerSec => println!("{}", o.map_or(0.0, |o| o.per_sec)),
+                OutcomeField::P50Ms => println!("{}", o.map_or(0.0, |o| o.p50_ms)),
+                OutcomeField::P99Ms => println!("{}", o.map_or(0.0, |o| o.p99_ms)),
             }
             Ok(true)
         }

@@ -22,7 +22,7 @@ use super::{
 };
 use crate::domain::{home_bucket, ProductId, Ticket, UserId};
 use anyhow::Context;
-use redis::AsyncCommands;
+use redis::{AsyncCommands, Script};
 use std::collections::HashMap;
 use std::sync::{LazyLock, RwLock};
 
@@ -104,7 +104,8 @@ impl TicketStore {
     }
 
     /// How many buckets `product` has: as learnt, else as its first bucket's meta says (1 when
-    /// it says nothing, as for every product created without buckets). After Redis lost the
+    /// it says nothing, as for a product loaded before the count was written for every
+    /// product: read again next time). After Redis lost the
     /// first bucket, only what was learnt from MySQL knows.
     pub async fn buckets(&self, product: ProductId) -> anyhow::Result<u16> {
         if let Some(n) = self.known_buckets(product) {
@@ -178,23 +179,13 @@ impl TicketStore {
     /// Steps 1 and 2 of a borrow (module docs). An error leaves the ticket `borrowing` for the
     /// sweeper, which gives back whatever was taken.
     async fn borrow(&self, ticket: &Ticket, n: u16) -> anyhow::Result<Reservation> {
-        let product = ticket.product();
         let home = ticket.bucket();
         // Start at a random other bucket, so that borrowers spread over the donors.
         let start = rand::random::<u16>() % (n - 1);
         let mut unloaded = false;
         for i in 0..n - 1 {
             let donor = (home + 1 + (start + i) % (n - 1)) % n;
-            let k = self.bucket_keys(product, donor);
-            let mut c = self.conn.clone();
-            let got: i64 = BORROW
-                .key(k.stock())
-                .key(k.meta())
-                .key(k.loans())
-                .arg(ticket.as_str())
-                .invoke_async(&mut c)
-                .await
-                .context("running the borrow script")?;
+            let got: i64 = self.in_donor(&BORROW, ticket, donor).await?;
             if got == 1 {
                 anyhow::ensure!(
                     self.settle_borrow(ticket, "lent").await?,
@@ -211,6 +202,26 @@ impl TicketStore {
         } else {
             Reservation::SoldOut
         })
+    }
+
+    /// Runs `borrow.lua` or `void.lua` (the same keys and argument) for `ticket` in bucket
+    /// `donor`.
+    async fn in_donor<T: redis::FromRedisValue>(
+        &self,
+        script: &Script,
+        ticket: &Ticket,
+        donor: u16,
+    ) -> anyhow::Result<T> {
+        let k = self.bucket_keys(ticket.product(), donor);
+        let mut c = self.conn.clone();
+        script
+            .key(k.stock())
+            .key(k.meta())
+            .key(k.loans())
+            .arg(ticket.as_str())
+            .invoke_async(&mut c)
+            .await
+            .with_context(|| format!("running a loan script in bucket {donor}"))
     }
 
     async fn settle_borrow(&self, ticket: &Ticket, mode: &str) -> anyhow::Result<bool> {
@@ -267,17 +278,7 @@ impl TicketStore {
         let product = ticket.product();
         let mut back = 0;
         for donor in (0..self.buckets(product).await?).filter(|b| *b != ticket.bucket()) {
-            let k = self.bucket_keys(product, donor);
-            let mut c = self.conn.clone();
-            let n: u64 = VOID
-                .key(k.stock())
-                .key(k.meta())
-                .key(k.loans())
-                .arg(ticket.as_str())
-                .invoke_async(&mut c)
-                .await
-                .context("running the void script")?;
-            back += n;
+            back += self.in_donor::<u64>(&VOID, ticket, donor).await?;
         }
         self.settle_borrow(ticket, "void").await?;
         tracing::warn!(%ticket, units_back = back, "a borrow its gateway never finished was voided");

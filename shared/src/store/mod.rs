@@ -194,7 +194,7 @@ pub enum Reservation {
 /// ([`RedisConn::is_single_server`]): one call per buy instead of two.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UserLimit {
-    /// The buyer's bucket (`sk:{<ns>:rl:<user>}`).
+    /// The buyer's bucket (`sk:{<ns>:rl:<user>}:b`).
     pub key: String,
     /// Tokens per second.
     pub rate: f64,

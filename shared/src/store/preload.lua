@@ -16,7 +16,8 @@ redis.call('SET', KEYS[1], stock)
 local confirmed = tonumber(redis.call('HGET', KEYS[2], 'confirmed') or '0')
 redis.call('HSET', KEYS[2], 'initial', stock + in_flight + confirmed)
 redis.call('HSETNX', KEYS[2], 'loaded_at', ARGV[4])
-if ARGV[5] ~= '1' then redis.call('HSET', KEYS[2], 'buckets', ARGV[5]) end
+-- Written for every product, 1 too, so a process reading it learns the count once.
+redis.call('HSET', KEYS[2], 'buckets', ARGV[5])
 if ARGV[2] ~= '' then redis.call('HSET', KEYS[2], 'starts_at', ARGV[2]) else redis.call('HDEL', KEYS[2], 'starts_at') end
 if ARGV[3] ~= '' then redis.call('HSET', KEYS[2], 'ends_at', ARGV[3]) else redis.call('HDEL', KEYS[2], 'ends_at') end
 return stock

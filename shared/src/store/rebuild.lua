@@ -14,10 +14,11 @@
 local in_flight = redis.call('ZCARD', KEYS[3])
 local stock = tonumber(ARGV[1]) - in_flight
 local initial = ARGV[2]
+redis.call('HSET', KEYS[2], 'buckets', ARGV[10])
 if ARGV[10] ~= '1' then
   stock = tonumber(ARGV[1])
   initial = stock + in_flight + tonumber(ARGV[3])
-  redis.call('HSET', KEYS[2], 'buckets', ARGV[10], 'lent', 0, 'borrowed', 0)
+  redis.call('HSET', KEYS[2], 'lent', 0, 'borrowed', 0)
 end
 redis.call('SET', KEYS[1], stock)
 redis.call('HSET', KEYS[2], 'initial', initial, 'confirmed', ARGV[3], 'failed', ARGV[4], 'loaded_at', ARGV[7],

@@ -46,14 +46,14 @@ end
 if tonumber(stock) <= 0 then
   if buckets == '1' then return {3} end
   redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
-  redis.call('ZADD', KEYS[9], now, ARGV[2])
+  redis.call('ZADD', KEYS[9], ARGV[3], ARGV[2])
   redis.call('HSET', KEYS[5], 'status', 'borrowing', 'user_id', ARGV[1], 'product_id', ARGV[5], 'created_at', ARGV[3])
   redis.call('EXPIRE', KEYS[5], ARGV[4])
   return {9}
 end
 local left = redis.call('DECR', KEYS[1])
 redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
-redis.call('ZADD', KEYS[4], now, ARGV[2])
+redis.call('ZADD', KEYS[4], ARGV[3], ARGV[2])
 redis.call('HSET', KEYS[5], 'status', 'pending', 'user_id', ARGV[1], 'product_id', ARGV[5], 'created_at', ARGV[3])
 redis.call('EXPIRE', KEYS[5], ARGV[4])
 if wr then

@@ -1,21 +1,25 @@
 -- The per-user token bucket, shared by every gateway. Prepended to the scripts that take a
 -- token: the gateway's rate_limit.lua, and reserve.lua, which takes it in the same call when
 -- Redis is one server. Time comes from the Redis server, so the gateways' clocks do not matter.
--- take_token(key, rate, burst): the user's bucket (hash: tokens, ts), its refill rate (tokens
--- per second, > 0) and size (>= 1). Returns 0 when a token was taken, else the ms until the
--- next token (at least 1).
+-- take_token(key, rate, burst): the user's bucket (a string "<tokens> <ts ms>", one GET and one
+-- SET ... PX: the smallest encoding, and no separate expiry call), its refill rate (tokens per
+-- second, > 0) and size (>= 1). Returns 0 when a token was taken, else the ms until the next
+-- token (at least 1).
 local function take_token(key, rate, burst)
   rate = tonumber(rate)
   burst = tonumber(burst)
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  local b = redis.call('HMGET', key, 'tokens', 'ts')
-  local tokens = tonumber(b[1])
-  local ts = tonumber(b[2])
-  if tokens == nil or ts == nil then
-    tokens = burst
-  elseif now > ts then
-    tokens = math.min(burst, tokens + (now - ts) * rate / 1000)
+  local tokens = burst
+  local b = redis.call('GET', key)
+  if b then
+    local sep = string.find(b, ' ', 1, true)
+    local left = sep and tonumber(string.sub(b, 1, sep - 1))
+    local ts = sep and tonumber(string.sub(b, sep + 1))
+    if left and ts then
+      tokens = left
+      if now > ts then tokens = math.min(burst, tokens + (now - ts) * rate / 1000) end
+    end
   end
   local wait = 0
   if tokens >= 1 then
@@ -23,8 +27,8 @@ local function take_token(key, rate, burst)
   else
     wait = math.ceil((1 - tokens) * 1000 / rate)
   end
-  redis.call('HSET', key, 'tokens', tostring(tokens), 'ts', now)
   -- A bucket left alone this long is full again, the same as no bucket.
-  redis.call('PEXPIRE', key, math.ceil(burst * 1000 / rate) + 1000)
+  redis.call('SET', key, tostring(tokens) .. ' ' .. string.format('%d', now), 'PX',
+    math.ceil(burst * 1000 / rate) + 1000)
   return wait
 end

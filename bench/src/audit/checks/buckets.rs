@@ -6,19 +6,6 @@
 
 use super::{AuditInput, CheckResult};
 
-/// One bucket, as `TicketStore::bucket_counts` reads it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct BucketFacts {
-    pub bucket: u16,
-    pub stock: Option<i64>,
-    pub initial: Option<i64>,
-    pub pending: i64,
-    pub confirmed: i64,
-    pub lent: i64,
-    pub borrowed: i64,
-    pub borrowing: i64,
-}
-
 /// Check 16, for a product split into buckets (none otherwise).
 pub fn run(input: &AuditInput) -> Vec<CheckResult> {
     if input.mysql.buckets <= 1 && input.redis.buckets.len() <= 1 {
@@ -100,9 +87,10 @@ mod tests {
     use super::super::tests::sale;
     use super::super::Status;
     use super::*;
+    use seckill_shared::store::BucketCounts;
 
-    fn bucket(bucket: u16, initial: i64, stock: i64, confirmed: i64) -> BucketFacts {
-        BucketFacts {
+    fn bucket(bucket: u16, initial: i64, stock: i64, confirmed: i64) -> BucketCounts {
+        BucketCounts {
             bucket,
             stock: Some(stock),
             initial: Some(initial),
