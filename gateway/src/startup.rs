@@ -7,7 +7,6 @@ use crate::error::{json_error, path_error, query_error};
 use crate::metrics::Metrics;
 use crate::payments::Payments;
 use crate::publish::{Locator, OrderPublisher};
-use crate::rate_limit::RateLimiter;
 use crate::recovery::Recovery;
 use crate::routes;
 use crate::sold_out::{watch_zookeeper, SoldOutMarkers};
@@ -100,7 +99,6 @@ impl Application {
                 &settings.admin_token,
                 settings.admission_ttl_secs * 1000,
             ),
-            queue_limiter: RateLimiter::for_queue(store_conn.clone(), &settings),
         });
         tokio::spawn(forget_idle_addresses(state.clone(), shutdown.clone()));
         tokio::spawn(crate::live::run(

@@ -41,8 +41,6 @@ pub struct AppState {
     pub default_payment_window_secs: u64,
     /// Waiting rooms' admission tokens.
     pub admissions: Admissions,
-    /// Waiting-room joins and polls per buyer; `None` when off.
-    pub queue_limiter: Option<RateLimiter>,
 }
 
 impl AppState {
@@ -54,14 +52,16 @@ impl AppState {
     }
 }
 
-/// One actix worker thread's own Redis connection for the buy path (`app_data`, made by the
-/// server's app factory on each worker thread). A shared connection's driver task runs on the
-/// main runtime, so every buy's Redis calls hopped to another thread and back; this one's runs
-/// on the worker thread that first uses it.
+/// One actix worker thread's own Redis connection for the buy path and the waiting room's
+/// joins and polls (`app_data`, made by the server's app factory on each worker thread). A
+/// shared connection's driver task runs on the main runtime, so every call hopped to another
+/// thread and back; this one's runs on the worker thread that first uses it.
 pub struct ThreadRedis {
     pub store: TicketStore,
-    /// The per-user rate limit; `None` when it is off.
+    /// The per-user rate limit of buys; `None` when it is off.
     pub rate_limiter: Option<RateLimiter>,
+    /// Waiting-room joins and polls per buyer; `None` when off.
+    pub queue_limiter: Option<RateLimiter>,
 }
 
 impl ThreadRedis {
@@ -78,10 +78,10 @@ impl ThreadRedis {
                 );
                 state.store.clone()
             });
-        let rate_limiter = RateLimiter::new(store.connection(), settings);
         Self {
+            rate_limiter: RateLimiter::new(store.connection(), settings),
+            queue_limiter: RateLimiter::for_queue(store.connection(), settings),
             store,
-            rate_limiter,
         }
     }
 }

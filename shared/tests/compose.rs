@@ -2795,7 +2795,10 @@ fn checker_catches_prometheus_missing_or_scraping_absent_programs() {
             "        want PROMETHEUS_CONFIG \"$$PROMETHEUS_CONFIG\" prometheus-ha.yml\n",
             "",
         ),
-        &[HA_GUARD, "passes with PROMETHEUS_CONFIG at its single-server default"],
+        &[
+            HA_GUARD,
+            "passes with PROMETHEUS_CONFIG at its single-server default",
+        ],
     );
     // Without it, the ha configuration would count gateway-3 and worker-3 as down.
     assert_rejected_in(

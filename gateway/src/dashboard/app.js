@@ -165,6 +165,17 @@ function productRow(p) {
     }), h('span', { class: 'pct' }, Math.round((100 * (p.stock_db ?? 0)) / p.initial_stock) + '%'));
   }
 
+  // A product split into stock buckets: each bucket's Redis stock under the meter, and its
+  // counts in the tooltip (the admin API's `buckets`).
+  const buckets = p.buckets || [];
+  if (buckets.length > 1) {
+    left.append(h('div', {
+      class: 'buckets', 'data-field': 'buckets',
+      title: buckets.map((b) => `bucket ${b.bucket}: stock ${dash(b.stock)}, pending ${b.pending}, `
+        + `confirmed ${b.confirmed}, lent ${b.lent}, borrowed ${b.borrowed}, borrowing ${b.borrowing}`).join('\n'),
+    }, `${buckets.length} buckets: ` + buckets.map((b) => dash(b.stock)).join(' · ')));
+  }
+
   const details = [
     'price ' + money(p.price, p.currency),
     p.starts_at ? 'starts ' + p.starts_at : null,

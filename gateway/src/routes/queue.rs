@@ -7,7 +7,7 @@ use crate::auth::Buyer;
 use crate::error::{documented as e, ApiError};
 use crate::rate_limit::Decision;
 use crate::routes::openapi::schema;
-use crate::state::AppState;
+use crate::state::{AppState, ThreadRedis};
 use actix_web::{web, HttpResponse};
 use rand::RngCore;
 use seckill_shared::store::{QueueOp, QueueState};
@@ -50,12 +50,13 @@ pub struct QueueBody {
 /// Joins or polls, then shapes the answer. `expected`: the queue id a poll names.
 async fn run(
     state: &AppState,
+    redis: &ThreadRedis,
     product: ProductId,
     user: UserId,
     op: QueueOp<'_>,
     expected: Option<&str>,
 ) -> Result<QueueBody, ApiError> {
-    if let Some(limiter) = &state.queue_limiter {
+    if let Some(limiter) = &redis.queue_limiter {
         let decision = limiter
             .check(user)
             .await
@@ -67,7 +68,7 @@ async fn run(
         }
     }
     let now = now_ms();
-    let found = state
+    let found = redis
         .store
         .queue(product, user, op, now, state.admissions.ttl_ms)
         .await
@@ -165,6 +166,7 @@ async fn run(
 pub async fn join(
     buyer: Buyer,
     state: web::Data<AppState>,
+    redis: web::Data<ThreadRedis>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let product = ProductId::parse(&path)?;
@@ -177,6 +179,7 @@ pub async fn join(
     let place = rand::rng().next_u64() >> 14;
     let body = run(
         &state,
+        &redis,
         product,
         user,
         QueueOp::Join {
@@ -213,6 +216,7 @@ pub async fn join(
 pub async fn poll(
     buyer: Buyer,
     state: web::Data<AppState>,
+    redis: web::Data<ThreadRedis>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
     let (product, queue_id) = path.into_inner();
@@ -227,6 +231,14 @@ pub async fn poll(
         ));
     }
     let user = buyer.resolve(None)?;
-    let body = run(&state, product, user, QueueOp::Poll, Some(&queue_id)).await?;
+    let body = run(
+        &state,
+        &redis,
+        product,
+        user,
+        QueueOp::Poll,
+        Some(&queue_id),
+    )
+    .await?;
     Ok(HttpResponse::Ok().json(body))
 }

@@ -9,7 +9,13 @@ use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-async fn bucketed_product(env: &TestEnv, gw: &TestGateway, stock: i64, buckets: u16) -> ProductId {
+/// A product of `stock` units in `buckets` stock buckets, preloaded.
+pub(crate) async fn bucketed_product(
+    env: &TestEnv,
+    gw: &TestGateway,
+    stock: i64,
+    buckets: u16,
+) -> ProductId {
     let (status, body) = gw
         .admin_post(
             "/admin/products",

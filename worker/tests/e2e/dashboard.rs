@@ -314,6 +314,40 @@ async fn the_dashboard_in_a_real_browser_shows_what_the_admin_api_says() {
     .await;
     assert!(points >= 1);
     assert_eq!(text(&c, "#error").await.as_deref(), Some(""));
+    // A product in one piece shows no buckets.
+    assert!(c
+        .find(Locator::Css(&format!("{row} [data-field=\"buckets\"]")))
+        .await
+        .is_err());
+
+    // A product in stock buckets: each bucket's Redis stock, as the admin API lists them.
+    let hot = super::buckets::bucketed_product(&env, &gw, 8, 4).await;
+    for user in 100..103 {
+        assert_eq!(gw.buy(hot, user).await.0, StatusCode::ACCEPTED);
+    }
+    let shown = format!("tr[data-product=\"{hot}\"] [data-field=\"buckets\"]");
+    let shown_text = eventually(
+        "the page to show the buckets as the admin API does",
+        Duration::from_secs(15),
+        || async {
+            let (_, api) = gw.admin_get(&format!("/admin/products/{hot}")).await;
+            let stocks: Vec<String> = api["buckets"]
+                .as_array()?
+                .iter()
+                .map(|b| b["stock"].to_string())
+                .collect();
+            let want = format!("{} buckets: {}", stocks.len(), stocks.join(" · "));
+            let got = text(&c, &shown).await?;
+            (got == want).then_some(got)
+        },
+    )
+    .await;
+    // Four buckets of 2 units, 3 of them bought.
+    let stocks = shown_text
+        .strip_prefix("4 buckets: ")
+        .unwrap_or_else(|| panic!("{shown_text}"));
+    let left: i64 = stocks.split(" · ").map(|n| n.parse::<i64>().unwrap()).sum();
+    assert_eq!(left, 5, "{shown_text}");
 
     let png = c.screenshot().await.unwrap();
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../.dev/artifacts");
