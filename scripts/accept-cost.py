@@ -24,26 +24,30 @@ def cpu(name):
     return {k: (b[k] - a[k]) / hz * 1e6 for k in a if k in b and k != "clock"}
 
 
-def outcome(name, label):
-    """One outcome's count, rate and latency from a load summary (OUT/NAME.json), as
-    `seckill-bench report outcome` reads it; None when the figure did not run."""
+def field(name, label, what):
+    """One field of an outcome of a load summary (OUT/NAME.json), as `seckill-bench report
+    outcome` reads it: count, per-sec, p50-ms, p99-ms. None when the figure did not run, the
+    outcome never happened, or the tool (an older BENCH_BIN) lacks the field."""
     if not os.path.exists(f"{out}/{name}.json"):
         return None
-    stat = {}
-    for field in ("count", "per-sec", "p50-ms", "p99-ms"):
+    try:
         r = subprocess.run([tool, "report", "outcome", "--file", f"{out}/{name}.json",
-                            "--outcome", label, "--field", field], capture_output=True, text=True)
-        if r.returncode != 0:
-            return None
-        stat[field.replace("-", "_")] = float(r.stdout)
-    return stat
+                            "--outcome", label, "--field", what], capture_output=True, text=True)
+    except OSError as e:
+        print(f"accept-cost.py: {tool}: {e}", file=sys.stderr)
+        return None
+    if r.returncode != 0:
+        print(f"accept-cost.py: {r.stderr.strip()}", file=sys.stderr)
+        return None
+    v = float(r.stdout)
+    return v if v > 0 else None
 
 
 def per(name, label, proc):
-    c, o = cpu(name), outcome(name, label)
-    if not c or not o or not o["count"] or proc not in c:
+    c, n = cpu(name), field(name, label, "count")
+    if not c or not n or proc not in c:
         return None
-    return c[proc] / o["count"]
+    return c[proc] / n
 
 
 parts = []
@@ -53,20 +57,27 @@ if g1 and g2:
 r2 = per("f2l", "202", "redis")
 try:
     rg = cpu("f5g")["redis"] / int(open(f"{out}/f5g.requests").read())
-    parts.append(f"Redis {r2:.1f} µs per accept = {r2 / rg:.1f} × its {rg:.1f} µs per GET (5G) (goal ≤ 4 ×)")
 except (OSError, TypeError, KeyError, ValueError, ZeroDivisionError):
-    parts.append("Redis per GET n/a ((5G) did not run)")
+    rg = None
+if r2 and rg:
+    parts.append(f"Redis {r2:.1f} µs per accept = {r2 / rg:.1f} × its {rg:.1f} µs per GET (5G) (goal ≤ 4 ×)")
+elif r2:
+    parts.append(f"Redis {r2:.1f} µs per accept; per GET n/a ((5G) did not run)")
 m1, m2 = per("f1", "200", "machine"), per("f2l", "202", "machine")
 if m1 and m2:
     parts.append(f"whole machine {m2:.0f} µs per accept = {m2 / m1:.1f} × {m1:.0f} µs per /livez (goal ≤ 5 ×)")
-s, l = outcome("f2s", "202"), outcome("f1", "200")
-if s and l and l["per_sec"]:
+s, l = field("f2s", "202", "per-sec"), field("f1", "200", "per-sec")
+if s and l:
     parts.append(
-        f"(2S) at concurrency {os.environ.get('BENCH_SAT_CONCURRENCY', '?')}: {s['per_sec']:,.0f} accepts/s"
-        f" = {s['per_sec'] / l['per_sec']:.3f} × (1)'s {l['per_sec']:,.0f} /livez req/s,"
-        f" 202 p50 {s['p50_ms']:.1f} ms, p99 {s['p99_ms']:.1f} ms"
+        f"(2S) at concurrency {os.environ.get('BENCH_SAT_CONCURRENCY', '?')}: {s:,.0f} accepts/s"
+        f" = {s / l:.3f} × (1)'s {l:,.0f} /livez req/s"
     )
+    p50, p99 = field("f2s", "202", "p50-ms"), field("f2s", "202", "p99-ms")
+    if p50 and p99:
+        parts[-1] += f", 202 p50 {p50:.1f} ms, p99 {p99:.1f} ms"
     m = per("f2s", "202", "machine")
     if m:
         parts[-1] += f", whole machine {m:.0f} µs per accept"
+if not parts:
+    sys.exit(1)  # nothing measured: no line
 print("Accept cost, per-user limit on: " + "; ".join(parts) + ".")

@@ -137,9 +137,9 @@ hz=$(getconf CLK_TCK)
     echo "|---|---|---|---|---|---|---|---|---|---|"
     for row in "${ROWS[@]}"; do
         read -r n b accepts <<<"$row"
-        stat() { "$BIN/seckill-bench" report outcome --file "$OUT/load-$n-$b.json" --outcome 202 --field "$1"; }
+        outcome_field() { "$BIN/seckill-bench" report outcome --file "$OUT/load-$n-$b.json" --outcome 202 --field "$1"; }
         python3 - "$OUT/cpu0-$n-$b" "$OUT/cpu1-$n-$b" "$hz" "$n" "$b" "$accepts" "$OUT/view-$n-$b.json" \
-            "$(stat per-sec)" "$(stat p50-ms)" "$(stat p99-ms)" <<'EOF'
+            "$(outcome_field per-sec)" "$(outcome_field p50-ms)" "$(outcome_field p99-ms)" <<'EOF'
 import json, sys
 try:
     lent = sum(b["lent"] for b in json.load(open(sys.argv[7]))["buckets"])

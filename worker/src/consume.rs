@@ -144,11 +144,48 @@ impl Batch {
     }
 }
 
+/// A Kafka consumer whose close never blocks the thread that drops it. Dropping a librdkafka
+/// consumer closes it, and the close can hang for good in a rebalance
+/// (confluentinc/librdkafka#4884, fede1024/rust-rdkafka#509). A worker stopped gracefully
+/// closes it itself, bounded ([`Self::into_inner`], in `run_until_stopped`); one whose task is
+/// dropped unfinished (its runtime shut down, as at the end of a test) would close it on a
+/// runtime's thread and stall that thread. Dropped, this closes it on a thread of its own.
+pub struct DetachedClose<T: Send + 'static>(Option<T>);
+
+impl<T: Send + 'static> DetachedClose<T> {
+    pub fn new(inner: T) -> Self {
+        Self(Some(inner))
+    }
+
+    /// The consumer, to close where the caller bounds it.
+    pub fn into_inner(mut self) -> T {
+        self.0.take().expect("present until taken")
+    }
+}
+
+impl<T: Send + 'static> std::ops::Deref for DetachedClose<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        self.0.as_ref().expect("present until taken")
+    }
+}
+
+impl<T: Send + 'static> Drop for DetachedClose<T> {
+    fn drop(&mut self) {
+        if let Some(inner) = self.0.take() {
+            // If no thread can be made, the closure (and the consumer) drops here instead.
+            let _ = std::thread::Builder::new()
+                .name("consumer-close".into())
+                .spawn(move || drop(inner));
+        }
+    }
+}
+
 /// One worker's batch pipeline: reads orders from Kafka, settles them in batches
 /// (claim in Redis | write to MySQL | confirm in Redis), stores the offsets, and queues the
 /// `"false"`s. Built by [`crate::startup::Worker`], which runs it.
 pub struct Pipeline {
-    pub(crate) consumer: Arc<StreamConsumer<WorkerContext>>,
+    pub(crate) consumer: Arc<DetachedClose<StreamConsumer<WorkerContext>>>,
     pub(crate) settler: Settler,
     pub(crate) metrics: Metrics,
     /// Publishes `"false"` off the settle path.

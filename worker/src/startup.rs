@@ -1,7 +1,7 @@
 //! Building and running a worker.
 
 use crate::announce::Announcer;
-use crate::consume::{Assignment, Pipeline, WorkerContext};
+use crate::consume::{Assignment, DetachedClose, Pipeline, WorkerContext};
 use crate::health;
 use crate::metrics::Metrics;
 use actix_web::dev::Server;
@@ -86,7 +86,7 @@ impl Worker {
                 metrics: metrics.clone(),
             })
             .context("creating the Kafka consumer")?;
-        let consumer = Arc::new(consumer);
+        let consumer = Arc::new(DetachedClose::new(consumer));
 
         let listener = TcpListener::bind(&settings.worker_http_addr).with_context(|| {
             format!(
@@ -219,11 +219,16 @@ impl Worker {
         self.announcer_stop.cancel();
         live.abort();
         // Closing the consumer blocks on the broker (and can hang: confluentinc/librdkafka#4884),
-        // so it happens off the runtime's threads.
+        // so it happens off the runtime's threads, bounded. (Were another handle still alive,
+        // the last one's drop closes it on a thread of its own.)
         let consumer = self.pipeline.consumer;
         match tokio::time::timeout(
             crate::consume::LEAVE_TIMEOUT,
-            tokio::task::spawn_blocking(move || drop(consumer)),
+            tokio::task::spawn_blocking(move || {
+                if let Ok(only) = Arc::try_unwrap(consumer) {
+                    drop(only.into_inner());
+                }
+            }),
         )
         .await
         {

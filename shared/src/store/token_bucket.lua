@@ -25,10 +25,14 @@ local function take_token(key, rate, burst)
   if tokens >= 1 then
     tokens = tokens - 1
   else
-    wait = math.ceil((1 - tokens) * 1000 / rate)
+    -- Capped as the expiry below is, so the reply stays an integer the caller can read.
+    wait = math.min(math.ceil((1 - tokens) * 1000 / rate), 2147483647)
   end
-  -- A bucket left alone this long is full again, the same as no bucket.
+  -- A bucket left alone this long is full again, the same as no bucket. (At most about 24
+  -- days: a rate so small that it refills slower is refused by no setting, and must not turn
+  -- the expiry into a number Redis cannot read.)
+  local ttl = math.min(math.ceil(burst * 1000 / rate) + 1000, 2147483647)
   redis.call('SET', key, tostring(tokens) .. ' ' .. string.format('%d', now), 'PX',
-    math.ceil(burst * 1000 / rate) + 1000)
+    string.format('%d', ttl))
   return wait
 end

@@ -21,6 +21,67 @@ async fn buy_raw(
         .unwrap()
 }
 
+/// The bucket reads back what it wrote (a fraction in exponent form too), a damaged one counts
+/// as full, and a refill rate so slow that the bucket would outlive Redis's expiry range still
+/// works: its expiry is capped, not written as a number Redis cannot read.
+#[tokio::test]
+async fn the_bucket_survives_odd_values_and_a_tiny_rate() {
+    let env = TestEnv::new().await;
+    let gw = env
+        .gateway_with(|s| {
+            s.rate_limit_per_user_per_sec = 1e-17;
+            s.rate_limit_burst = 2;
+        })
+        .await;
+    let (first, second) = (env.product(&gw, 5).await, env.product(&gw, 5).await);
+    let key = RateLimiter::key(&env.settings.namespace, UserId::new(7).unwrap());
+    let mut conn = env.store.connection();
+
+    // burst / rate is 2 × 10^20 ms, past what Redis takes as an expiry: capped at 2^31 − 1 ms.
+    assert_eq!(gw.buy(first, 7).await.0, StatusCode::ACCEPTED);
+    let ttl: i64 = redis::cmd("PTTL")
+        .arg(&key)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!((2_000_000_000..=2_147_483_647).contains(&ttl), "PTTL {ttl}");
+    let left: String = redis::cmd("GET")
+        .arg(&key)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(left.starts_with("1 "), "one token left: {left:?}");
+
+    // A hundred-thousandth of a token, as Lua writes such a number: no token.
+    let (secs, micros): (String, String) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
+    let now_ms = secs.parse::<i64>().unwrap() * 1000 + micros.parse::<i64>().unwrap() / 1000;
+    let _: () = redis::cmd("SET")
+        .arg(&key)
+        .arg(format!("1e-05 {now_ms}"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(
+        buy_raw(&gw, second, 7).await.status(),
+        StatusCode::TOO_MANY_REQUESTS
+    );
+
+    // Damaged: read as a full bucket, and rewritten whole.
+    let _: () = redis::cmd("SET")
+        .arg(&key)
+        .arg("garbage")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(gw.buy(second, 7).await.0, StatusCode::ACCEPTED);
+    let left: String = redis::cmd("GET")
+        .arg(&key)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(left.starts_with("1 "), "rewritten: {left:?}");
+}
+
 /// The bucket is in Redis: what a user spends on one gateway is gone on the other.
 #[tokio::test]
 async fn a_user_over_the_burst_gets_429_with_retry_after_on_every_gateway() {
