@@ -103,7 +103,7 @@ impl Application {
         tokio::spawn(forget_idle_addresses(state.clone(), shutdown.clone()));
         tokio::spawn(crate::live::run(
             state.clone(),
-            LivePublisher::new(store_conn.clone(), &settings.namespace),
+            LivePublisher::new(store_conn, &settings.namespace),
             shutdown.clone(),
         ));
         let data = state.clone();

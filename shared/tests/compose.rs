@@ -2777,7 +2777,7 @@ fn the_cluster_nodes_run_with_the_ha_profile() {
 }
 
 #[test]
-fn checker_catches_prometheus_missing_or_scraping_absent_programs() {
+fn checker_catches_prometheus_not_scraping_what_runs() {
     // With the ha profile but the default configuration, gateway-3 and worker-3 go unscraped
     // (and the guard names the variable).
     assert_rejected_in(

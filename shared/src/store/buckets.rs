@@ -185,7 +185,7 @@ impl TicketStore {
         let mut unloaded = false;
         for i in 0..n - 1 {
             let donor = (home + 1 + (start + i) % (n - 1)) % n;
-            let got: i64 = self.in_donor(&BORROW, ticket, donor).await?;
+            let got: i64 = self.in_donor((&BORROW, "borrow"), ticket, donor).await?;
             if got == 1 {
                 anyhow::ensure!(
                     self.settle_borrow(ticket, "lent").await?,
@@ -208,7 +208,7 @@ impl TicketStore {
     /// `donor`.
     async fn in_donor<T: redis::FromRedisValue>(
         &self,
-        script: &Script,
+        (script, name): (&Script, &str),
         ticket: &Ticket,
         donor: u16,
     ) -> anyhow::Result<T> {
@@ -221,7 +221,7 @@ impl TicketStore {
             .arg(ticket.as_str())
             .invoke_async(&mut c)
             .await
-            .with_context(|| format!("running a loan script in bucket {donor}"))
+            .with_context(|| format!("running the {name} script in bucket {donor}"))
     }
 
     async fn settle_borrow(&self, ticket: &Ticket, mode: &str) -> anyhow::Result<bool> {
@@ -278,7 +278,7 @@ impl TicketStore {
         let product = ticket.product();
         let mut back = 0;
         for donor in (0..self.buckets(product).await?).filter(|b| *b != ticket.bucket()) {
-            back += self.in_donor::<u64>(&VOID, ticket, donor).await?;
+            back += self.in_donor::<u64>((&VOID, "void"), ticket, donor).await?;
         }
         self.settle_borrow(ticket, "void").await?;
         tracing::warn!(%ticket, units_back = back, "a borrow its gateway never finished was voided");

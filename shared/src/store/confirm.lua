@@ -15,8 +15,8 @@ for i = 3, #KEYS do
     redis.call('HSET', KEYS[i], 'status', 'confirmed', 'order_id', order_id, 'confirmed_at', now)
     if ttl ~= '' then redis.call('EXPIRE', KEYS[i], ttl) end
     redis.call('ZREM', KEYS[2], ticket)
+    redis.call('HINCRBY', KEYS[1], 'confirmed', 1)
     changed = changed + 1
   end
 end
-if changed > 0 then redis.call('HINCRBY', KEYS[1], 'confirmed', changed) end
 return changed
