@@ -135,9 +135,10 @@ hz=$(getconf CLK_TCK)
     echo
     echo "| primaries | buckets | accepts | borrowed | 202/s | 202 p50 / p99 (ms) | Redis CPU per accept, each primary (µs) | all primaries (µs) | busiest primary's share | goal (N on N) |"
     echo "|---|---|---|---|---|---|---|---|---|---|"
+    # A field of the 202 outcome of the row's load run (n, b).
+    outcome_field() { "$BIN/seckill-bench" report outcome --file "$OUT/load-$n-$b.json" --outcome 202 --field "$1"; }
     for row in "${ROWS[@]}"; do
         read -r n b accepts <<<"$row"
-        outcome_field() { "$BIN/seckill-bench" report outcome --file "$OUT/load-$n-$b.json" --outcome 202 --field "$1"; }
         python3 - "$OUT/cpu0-$n-$b" "$OUT/cpu1-$n-$b" "$hz" "$n" "$b" "$accepts" "$OUT/view-$n-$b.json" \
             "$(outcome_field per-sec)" "$(outcome_field p50-ms)" "$(outcome_field p99-ms)" <<'EOF'
 import json, sys

@@ -74,7 +74,11 @@ impl RateLimiter {
 
     /// The Redis key of a user's bucket.
     pub fn key(namespace: &str, user: UserId) -> String {
-        format!("sk:{{{namespace}:rl:{user}}}:b")
+        Self::key_of(namespace, "rl", user)
+    }
+
+    fn key_of(namespace: &str, kind: &str, user: UserId) -> String {
+        format!("sk:{{{namespace}:{kind}:{user}}}:b")
     }
 
     /// The user's bucket, rate and burst, for the reservation script to take the token in
@@ -88,7 +92,7 @@ impl RateLimiter {
     }
 
     fn bucket(&self, user: UserId) -> String {
-        format!("sk:{{{}:{}:{user}}}:b", self.namespace, self.kind)
+        Self::key_of(&self.namespace, self.kind, user)
     }
 
     /// Takes one token from the user's bucket, if there is one.

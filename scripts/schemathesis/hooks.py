@@ -7,8 +7,8 @@ teaches its generator the rule: a generated product whose two times are both wel
 of order gets them swapped, or loses `ends_at` when they are equal.
 
 Likewise a product with a waiting room keeps its stock in one bucket (`NewProduct.buckets` says
-so in words): a generated product with a waiting room and 2 to 64 buckets (`33.0` included)
-gets 1 bucket.
+so in words): a product with a waiting room and 2 to 64 buckets (`33.0` included) gets 1 bucket,
+in `before_call`, which sees every phase's bodies.
 
 Nothing else is changed, so a body meant to be invalid stays invalid.
 """
@@ -61,9 +61,6 @@ def map_body(context, body):
                 del body["ends_at"]
             else:
                 body["starts_at"], body["ends_at"] = body["ends_at"], body["starts_at"]
-        if _buckets_with_room(body):
-            body = dict(body)
-            body["buckets"] = 1
     return body
 
 
@@ -84,9 +81,9 @@ def _buckets_with_room(body) -> bool:
 
 @schemathesis.hook
 def before_call(context, case, **kwargs):
-    """`map_body` shapes generated bodies only; the examples and coverage phases build theirs
-    from the schema's examples and bounds (a waiting room and `buckets: 4`), so the bucket rule
-    is applied here too, just before any product is sent."""
+    """The bucket rule, just before any product is sent: `map_body` sees generated bodies only,
+    and the examples and coverage phases build theirs from the schema's examples and bounds (a
+    waiting room and `buckets: 4`)."""
     op = case.operation
     if op.method.upper() == "POST" and op.path == "/admin/products" and _buckets_with_room(case.body):
         case.body = dict(case.body, buckets=1)

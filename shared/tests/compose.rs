@@ -99,6 +99,14 @@ impl Role {
             Role::Worker => "worker",
         }
     }
+
+    /// The setting it listens on (its HTTP address).
+    fn listen_var(self) -> &'static str {
+        match self {
+            Role::Gateway { .. } => "SECKILL_HTTP_ADDR",
+            Role::Worker => "SECKILL_WORKER_HTTP_ADDR",
+        }
+    }
 }
 
 // ---------------------------------------------------------------- the checks
@@ -291,10 +299,7 @@ fn check_app(
     }
     let is_set = |key: &str| resolved.iter().any(|(k, _)| k == key);
 
-    let listen_var = match role {
-        Role::Gateway { .. } => "SECKILL_HTTP_ADDR",
-        Role::Worker => "SECKILL_WORKER_HTTP_ADDR",
-    };
+    let listen_var = role.listen_var();
     let mut required: Vec<&str> = CONNECTIONS.iter().map(|c| c.0).collect();
     required.push(listen_var);
     // Both programs refuse to start without it unless run with --dev.
@@ -1195,18 +1200,18 @@ fn check_prometheus(
     };
     let apps = [
         (
-            "gateway",
-            "SECKILL_HTTP_ADDR",
+            Role::Gateway { host_port: 0 },
             GATEWAYS.map(|g| g.0).to_vec(),
         ),
-        ("worker", "SECKILL_WORKER_HTTP_ADDR", WORKERS.to_vec()),
+        (Role::Worker, WORKERS.to_vec()),
     ];
-    for (job, listen_var, names) in apps {
+    for (role, names) in apps {
+        let job = role.program();
         let want: BTreeSet<String> = names
             .iter()
             .filter_map(|n| {
                 let service = services.get(*n).filter(|s| is_on(s, on))?;
-                let addr = env_of(service, listen_var, host)?;
+                let addr = env_of(service, role.listen_var(), host)?;
                 Some(format!("{n}:{}", addr.rsplit(':').next()?))
             })
             .collect();

@@ -1,6 +1,7 @@
 //! Rate limiting and admission on the buy path.
 
 use crate::helpers::*;
+use redis::AsyncCommands;
 use reqwest::StatusCode;
 use seckill_gateway::rate_limit::RateLimiter;
 use seckill_shared::UserId;
@@ -39,46 +40,24 @@ async fn the_bucket_survives_odd_values_and_a_tiny_rate() {
 
     // burst / rate is 2 × 10^20 ms, past what Redis takes as an expiry: capped at 2^31 − 1 ms.
     assert_eq!(gw.buy(first, 7).await.0, StatusCode::ACCEPTED);
-    let ttl: i64 = redis::cmd("PTTL")
-        .arg(&key)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let ttl: i64 = conn.pttl(&key).await.unwrap();
     assert!((2_000_000_000..=2_147_483_647).contains(&ttl), "PTTL {ttl}");
-    let left: String = redis::cmd("GET")
-        .arg(&key)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let left: String = conn.get(&key).await.unwrap();
     assert!(left.starts_with("1 "), "one token left: {left:?}");
 
     // A hundred-thousandth of a token, as Lua writes such a number: no token.
     let (secs, micros): (String, String) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
     let now_ms = secs.parse::<i64>().unwrap() * 1000 + micros.parse::<i64>().unwrap() / 1000;
-    let _: () = redis::cmd("SET")
-        .arg(&key)
-        .arg(format!("1e-05 {now_ms}"))
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let _: () = conn.set(&key, format!("1e-05 {now_ms}")).await.unwrap();
     assert_eq!(
         buy_raw(&gw, second, 7).await.status(),
         StatusCode::TOO_MANY_REQUESTS
     );
 
     // Damaged: read as a full bucket, and rewritten whole.
-    let _: () = redis::cmd("SET")
-        .arg(&key)
-        .arg("garbage")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let _: () = conn.set(&key, "garbage").await.unwrap();
     assert_eq!(gw.buy(second, 7).await.0, StatusCode::ACCEPTED);
-    let left: String = redis::cmd("GET")
-        .arg(&key)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let left: String = conn.get(&key).await.unwrap();
     assert!(left.starts_with("1 "), "rewritten: {left:?}");
 }
 
