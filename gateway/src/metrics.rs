@@ -3,8 +3,8 @@
 //! [`crate::counting`].
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
-    Registry, TextEncoder,
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
 #[derive(Clone)]
@@ -26,6 +26,8 @@ pub struct Metrics {
     pub cancels: IntCounter,
     /// 1 while the last check (every second) of each dependency passed.
     pub dependency_up: IntGaugeVec,
+    /// Buyers per reservation call to Redis (`store::batch`).
+    pub reserve_batch: Histogram,
 }
 
 const BUCKETS: &[f64] = &[
@@ -111,6 +113,15 @@ impl Metrics {
             &["dependency"],
         )
         .unwrap();
+        let reserve_batch = Histogram::with_opts(
+            HistogramOpts::new(
+                "seckill_gateway_reserve_batch_size",
+                "Buyers per reservation call to Redis (buys that wait for the same stock bucket go together)",
+            )
+            .buckets(vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0]),
+        )
+        .unwrap();
+        registry.register(Box::new(reserve_batch.clone())).unwrap();
         registry.register(Box::new(dependency_up.clone())).unwrap();
         registry.register(Box::new(payments.clone())).unwrap();
         registry.register(Box::new(cancels.clone())).unwrap();
@@ -137,6 +148,7 @@ impl Metrics {
             payments,
             cancels,
             dependency_up,
+            reserve_batch,
         }
     }
 

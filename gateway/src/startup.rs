@@ -47,7 +47,9 @@ impl Application {
 
         let metrics = Metrics::new();
         metrics.max_in_flight.set(settings.max_in_flight as i64);
-        let store = TicketStore::from_settings(&settings)?;
+        let batch = metrics.reserve_batch.clone();
+        let store = TicketStore::from_settings(&settings)?
+            .with_batch_observer(Arc::new(move |n| batch.observe(n as f64)));
         let locator = Locator::start(store.clone());
         let pool = db::pool(settings.mysql_url.expose_secret(), 16)?;
         let publisher = OrderPublisher::new(&settings)?;

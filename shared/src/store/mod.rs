@@ -31,9 +31,11 @@
 
 use crate::domain::{OrderMessage, ProductId, Ticket, TicketStatus, UserId};
 use anyhow::Context;
+mod batch;
 mod buckets;
 mod conn;
 
+pub use batch::BatchObserver;
 pub use conn::{RedisConn, Topology};
 use redis::{AsyncCommands, Script};
 use std::collections::{BTreeMap, HashMap};
@@ -42,12 +44,6 @@ use std::time::Duration;
 
 /// The per-user token bucket, a Lua function prepended to the scripts that take a token.
 pub const TOKEN_BUCKET_LUA: &str = include_str!("token_bucket.lua");
-static RESERVE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(&format!(
-        "{TOKEN_BUCKET_LUA}{}",
-        include_str!("reserve.lua")
-    ))
-});
 static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("release.lua")));
 static CLAIM: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("claim.lua")));
 static CONFIRM: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("confirm.lua")));
@@ -413,6 +409,9 @@ pub struct TicketStore {
     ticket_ttl_secs: u64,
     /// How many stock buckets each product has, as learnt (see `buckets.rs`).
     bucket_counts: Arc<RwLock<HashMap<ProductId, u16>>>,
+    /// This connection's reservations waiting for their batch (`batch.rs`).
+    lanes: Arc<batch::Lanes>,
+    batch_observer: Option<BatchObserver>,
 }
 
 impl TicketStore {
@@ -430,7 +429,16 @@ impl TicketStore {
             namespace: namespace.to_owned(),
             ticket_ttl_secs,
             bucket_counts: Default::default(),
+            lanes: Default::default(),
+            batch_observer: None,
         })
+    }
+
+    /// Tells `observe` the size of every reservation batch sent, on this connection and on
+    /// those opened from it later.
+    pub fn with_batch_observer(mut self, observe: BatchObserver) -> Self {
+        self.batch_observer = Some(observe);
+        self
     }
 
     /// The same store on a connection of its own, opened lazily: its driver task runs on the
@@ -446,6 +454,8 @@ impl TicketStore {
             namespace: self.namespace.clone(),
             ticket_ttl_secs: self.ticket_ttl_secs,
             bucket_counts: self.bucket_counts.clone(),
+            lanes: Default::default(),
+            batch_observer: self.batch_observer.clone(),
         })
     }
 
@@ -488,8 +498,9 @@ impl TicketStore {
         Ok(())
     }
 
-    /// Runs the reservation script once, in `ticket`'s bucket, assuming the product has
-    /// `buckets` buckets. See [`Self::reserve`].
+    /// Runs the reservation script once, in `ticket`'s bucket (batched with other buyers of
+    /// that bucket, `batch.rs`), assuming the product has `buckets` buckets. See
+    /// [`Self::reserve`].
     async fn reserve_step(
         &self,
         ticket: &Ticket,
@@ -499,41 +510,16 @@ impl TicketStore {
         buckets: u16,
         limit: Option<&UserLimit>,
     ) -> anyhow::Result<ReserveStep> {
-        let product = ticket.product();
-        let k = self.ticket_keys(ticket);
-        let mut c = self.conn.clone();
-        let mut inv = RESERVE.prepare_invoke();
-        inv.key(k.stock())
-            .key(k.meta())
-            .key(k.buyers())
-            .key(k.pending())
-            .key(k.ticket(ticket))
-            .key(k.admitted())
-            .key(k.queue_done())
-            .key(k.queue())
-            .key(k.borrowing())
-            .arg(user.get())
-            .arg(ticket.as_str())
-            .arg(now_ms)
-            .arg(self.ticket_ttl_secs)
-            .arg(product.get())
-            .arg(if admission_verified { "1" } else { "" })
-            .arg(buckets);
-        if let Some(l) = limit {
-            inv.key(&l.key).arg(l.rate).arg(l.burst);
-        }
-        let (code, extra): (i64, Option<String>) = inv
-            .invoke_async::<Vec<redis::Value>>(&mut c)
-            .await
-            .context("running the reservation script")
-            .and_then(|v| {
-                let code: i64 = redis::from_redis_value_ref(v.first().context("empty reply")?)?;
-                let extra: Option<String> = match v.get(1) {
-                    Some(x) => Some(redis::from_redis_value_ref(x)?),
-                    None => None,
-                };
-                Ok((code, extra))
-            })?;
+        let (code, extra) = self
+            .reserve_batched(batch::ReserveCall {
+                ticket: ticket.clone(),
+                user,
+                now_ms,
+                admission_verified,
+                buckets,
+                limit: limit.cloned(),
+            })
+            .await?;
         let done = match code {
             1 => Reservation::Reserved,
             2 => Reservation::AlreadyHolds(

@@ -1,4 +1,6 @@
--- Reserve one unit of a product for a user, atomically.
+-- Reserve one unit of a product for a user, atomically. The gateway runs it as the body of
+-- `reserve(KEYS, ARGV)`, once per buyer of a batch (reserve_batch.lua); on its own it is the
+-- one-buyer script that figure (5) of scripts/bench.sh measures.
 -- For a product split into stock buckets, the keys are those of the buyer's home bucket, and
 -- an empty bucket holds the buyer's place (`borrowing`) while the caller borrows a unit from
 -- another bucket (borrow.lua, then settle_borrow.lua).

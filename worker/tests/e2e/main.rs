@@ -6,6 +6,7 @@ mod helpers;
 
 mod auth;
 mod bad_input;
+mod batches;
 mod binaries;
 mod buckets;
 mod connections;

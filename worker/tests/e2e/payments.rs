@@ -541,6 +541,9 @@ async fn a_cancel_interrupted_after_its_commit_gives_its_unit_back_exactly_once(
         .await
         .unwrap();
     assert_eq!(crashed.len(), 3);
+    // Checked while the cancels still look an hour in the future, so the running worker
+    // cannot have given the units back yet.
+    assert_eq!(sale.stocks(product).await, (3, 0));
     // It committed with a clock an hour ahead; set the cancels to a few seconds ago, past the
     // grace a live round gets to finish its own give-back.
     sqlx::query("UPDATE orders SET cancelled_at_ms = ? WHERE product_id = ?")
@@ -549,7 +552,6 @@ async fn a_cancel_interrupted_after_its_commit_gives_its_unit_back_exactly_once(
         .execute(&sale.env.db)
         .await
         .unwrap();
-    assert_eq!(sale.stocks(product).await, (3, 0));
     // The running worker finds them (`restore_due`) and gives each unit back.
     eventually(
         "the interrupted cancels finished",

@@ -1,0 +1,210 @@
+//! Reservations batched per stock bucket (group commit). A buy whose bucket has no
+//! reservation call in flight goes to Redis at once, alone; buys that arrive while one is in
+//! flight wait for it and then go together, in one call of `reserve_batch.lua`, which runs
+//! `reserve.lua` for each of them in order. So an idle sale adds no wait, and a busy one pays
+//! Redis's per-call cost (reading the call, setting up the script, writing the reply) and the
+//! gateway's round trip once per batch instead of once per buyer.
+//!
+//! Each connection ([`TicketStore::on_new_connection`]) batches its own calls: a gateway
+//! thread's buys share that thread's connection and its batches.
+
+use super::{TicketStore, UserLimit};
+use crate::domain::{ProductId, Ticket, UserId};
+use anyhow::Context;
+use redis::Script;
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex};
+use tokio::sync::oneshot;
+
+static RESERVE_BATCH: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        "{}local function reserve(KEYS, ARGV)\n{}\nend\n{}",
+        super::TOKEN_BUCKET_LUA,
+        include_str!("reserve.lua"),
+        include_str!("reserve_batch.lua"),
+    ))
+});
+
+/// Buyers per call at most: a call holds Redis for about 10 µs per buyer.
+const MAX_BATCH: usize = 32;
+
+/// One buyer's run of `reserve.lua` (see `TicketStore::reserve_step`).
+pub(super) struct ReserveCall {
+    pub ticket: Ticket,
+    pub user: UserId,
+    pub now_ms: i64,
+    pub admission_verified: bool,
+    pub buckets: u16,
+    pub limit: Option<UserLimit>,
+}
+
+/// `reserve.lua`'s reply: its code, and the value that comes with some codes.
+pub(super) type Reply = anyhow::Result<(i64, Option<String>)>;
+
+/// Told the size of each batch sent (the gateway's histogram).
+pub type BatchObserver = Arc<dyn Fn(usize) + Send + Sync>;
+
+struct Waiting {
+    call: ReserveCall,
+    reply: oneshot::Sender<Reply>,
+}
+
+#[derive(Default)]
+struct Lane {
+    /// A driver task is sending this lane's calls.
+    busy: bool,
+    waiting: Vec<Waiting>,
+}
+
+/// (product, bucket) → the calls waiting for it.
+#[derive(Default)]
+pub(super) struct Lanes(Mutex<HashMap<(ProductId, u16), Lane>>);
+
+impl Lanes {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(ProductId, u16), Lane>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Frees a lane whose driver ended without emptying it (a panic, or its runtime shutting
+/// down): the calls still waiting get an error, and the next call starts a new driver.
+struct Unstick {
+    lanes: Arc<Lanes>,
+    lane: (ProductId, u16),
+    armed: bool,
+}
+
+impl Drop for Unstick {
+    fn drop(&mut self) {
+        if self.armed {
+            self.lanes.lock().remove(&self.lane);
+        }
+    }
+}
+
+impl TicketStore {
+    /// Runs `call` in the next batch of its bucket, and returns its reply.
+    pub(super) async fn reserve_batched(&self, call: ReserveCall) -> Reply {
+        let lane = (call.ticket.product(), call.ticket.bucket());
+        let (reply, answer) = oneshot::channel();
+        let start = {
+            let mut lanes = self.lanes.lock();
+            let l = lanes.entry(lane).or_default();
+            l.waiting.push(Waiting { call, reply });
+            !std::mem::replace(&mut l.busy, true)
+        };
+        if start {
+            tokio::spawn(self.clone().drive(lane));
+        }
+        answer
+            .await
+            .unwrap_or_else(|_| Err(anyhow::anyhow!("the reservation batch was dropped")))
+    }
+
+    /// Sends a lane's calls, in batches, until none waits.
+    async fn drive(self, lane: (ProductId, u16)) {
+        let mut unstick = Unstick {
+            lanes: self.lanes.clone(),
+            lane,
+            armed: true,
+        };
+        loop {
+            let batch: Vec<Waiting> = {
+                let mut lanes = self.lanes.lock();
+                let Some(l) = lanes.get_mut(&lane) else {
+                    unstick.armed = false;
+                    return;
+                };
+                if l.waiting.is_empty() {
+                    lanes.remove(&lane);
+                    unstick.armed = false;
+                    return;
+                }
+                let n = l.waiting.len().min(MAX_BATCH);
+                l.waiting.drain(..n).collect()
+            };
+            if let Some(observe) = &self.batch_observer {
+                observe(batch.len());
+            }
+            let (calls, replies): (Vec<_>, Vec<_>) =
+                batch.into_iter().map(|w| (w.call, w.reply)).unzip();
+            match self.run_batch(lane, &calls).await {
+                Ok(answers) => {
+                    for (reply, answer) in replies.into_iter().zip(answers) {
+                        let _ = reply.send(answer);
+                    }
+                }
+                Err(e) => {
+                    for reply in replies {
+                        let _ = reply.send(Err(anyhow::anyhow!("{e:#}")));
+                    }
+                }
+            }
+        }
+    }
+
+    /// One call of `reserve_batch.lua` for `calls`, all in bucket `lane`.
+    async fn run_batch(
+        &self,
+        lane: (ProductId, u16),
+        calls: &[ReserveCall],
+    ) -> anyhow::Result<Vec<Reply>> {
+        let (product, bucket) = lane;
+        let k = self.bucket_keys(product, bucket);
+        let mut inv = RESERVE_BATCH.prepare_invoke();
+        inv.key(k.stock())
+            .key(k.meta())
+            .key(k.buyers())
+            .key(k.pending())
+            .key(k.admitted())
+            .key(k.queue_done())
+            .key(k.queue())
+            .key(k.borrowing())
+            .arg(self.ticket_ttl_secs)
+            .arg(product.get());
+        for c in calls {
+            inv.key(k.ticket(&c.ticket))
+                .arg(c.user.get())
+                .arg(c.ticket.as_str())
+                .arg(c.now_ms)
+                .arg(if c.admission_verified { "1" } else { "" })
+                .arg(c.buckets);
+            match &c.limit {
+                Some(l) => {
+                    inv.key(&l.key).arg(l.rate).arg(l.burst);
+                }
+                None => {
+                    inv.arg("").arg("");
+                }
+            }
+        }
+        let mut conn = self.conn.clone();
+        let replies: Vec<Vec<redis::Value>> = inv
+            .invoke_async(&mut conn)
+            .await
+            .context("running the reservation script")?;
+        anyhow::ensure!(
+            replies.len() == calls.len(),
+            "the reservation script answered {} of {} buyers",
+            replies.len(),
+            calls.len()
+        );
+        Ok(replies.iter().map(|v| parse(v)).collect())
+    }
+}
+
+/// One buyer's reply: `{code}`, `{code, value}`, or `{0, error}`.
+fn parse(v: &[redis::Value]) -> Reply {
+    let code: i64 = redis::from_redis_value_ref(v.first().context("empty reply")?)?;
+    let extra: Option<String> = match v.get(1) {
+        Some(x) => Some(redis::from_redis_value_ref(x)?),
+        None => None,
+    };
+    if code == 0 {
+        anyhow::bail!(
+            "the reservation script failed: {}",
+            extra.unwrap_or_default()
+        );
+    }
+    Ok((code, extra))
+}
