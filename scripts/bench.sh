@@ -214,6 +214,22 @@ gw_metric() { # index name
     curl -fsS "http://127.0.0.1:${GW_PORTS[$1]}/metrics" | awk -v n="$2" '$1 == n { print $2 }'
 }
 gw_metric_is() { [[ $(gw_metric "$1" "$2") == "$3" ]]; }
+# Buyers and calls counted so far by gateway 0's reservation batches ("sum count"; "0 0" for
+# a gateway that does not batch). batch_mean FIGURE BEFORE logs the mean since BEFORE.
+batch_counts() {
+    local s c
+    s=$(gw_metric 0 seckill_gateway_reserve_batch_size_sum)
+    c=$(gw_metric 0 seckill_gateway_reserve_batch_size_count)
+    echo "${s:-0} ${c:-0}"
+}
+batch_mean() {
+    local b0 c0 b1 c1
+    read -r b0 c0 <<<"$2"
+    read -r b1 c1 <<<"$(batch_counts)"
+    python3 -c 'import sys; b, c = float(sys.argv[2]), float(sys.argv[3])
+print(f"{sys.argv[1]} buyers per reservation call: " + (f"{b / c:.2f} ({int(c)} calls)" if c else "no batches counted"))' \
+        "$1" "$(python3 -c "print(${b1%.*} - ${b0%.*})")" "$(python3 -c "print(${c1%.*} - ${c0%.*})")" | tee -a "$OUT/batches.txt"
+}
 worker_assigned() { # index partitions
     curl -fsS "http://127.0.0.1:${WK_PORTS[$1]}/healthz" |
         python3 -c 'import json,sys; sys.exit(len(json.load(sys.stdin).get("assigned_partitions") or []) != int(sys.argv[1]))' "$2"
@@ -388,15 +404,19 @@ if want 2; then
     stop_proc g0
     start_gateway 0 SECKILL_RATE_LIMIT_PER_USER_PER_SEC=5
     log "(2L) accept path with the per-user limit on, ${D} s"
+    before=$(batch_counts)
     load f2l --gateway "$GW0" --product "$P2" --users 1000000000 --first-user 2000000000 \
         --duration "$D" --settle-timeout 0 --no-history
     # (2S) the same at a concurrency that saturates the machine: the peak where it is CPU-bound.
     ran 2S
+    batch_mean "(2L)" "$before"
     log "(2S) accept path with the per-user limit on, concurrency $BENCH_SAT_CONCURRENCY, ${D} s"
+    before=$(batch_counts)
     perf_start f2s -a
     LOAD_C=$BENCH_SAT_CONCURRENCY load f2s --gateway "$GW0" --product "$P2" \
         --users 1000000000 --first-user 3000000000 --duration "$D" --settle-timeout 0 --no-history
     perf_stop f2s
+    batch_mean "(2S)" "$before"
     stop_proc g0
     start_gateway 0
 fi
@@ -419,8 +439,8 @@ if want 5; then
     rb() { # requests -> csv
         redis-benchmark -p "$REDIS_PORT" -c "$C" -n "$1" -r 1000000000 --csv \
             EVALSHA "$SHA" 9 "${K}stock" "${K}meta" "${K}buyers" "${K}pending" \
-            "${K}t:$P5-__rand_int__" "${K}adm" "${K}qdone" "${K}q" "${K}borrowing" \
-            __rand_int__ "$P5-__rand_int__" "$(date +%s%3N)" 600 "$P5" "" 1
+            "${K}adm" "${K}qdone" "${K}q" "${K}borrowing" "${K}t:$P5-__rand_int__" \
+            600 "$P5" __rand_int__ "$P5-__rand_int__" "$(date +%s%3N)" "" 1 "" ""
     }
     # The rate of the last line of the CSV ("test","rps",...; no test name holds '","').
     rps_of() { tail -n 1 | awk -F'","' '{ printf "%d\n", $2 }'; }

@@ -1,9 +1,10 @@
 //! Reservations batched per stock bucket (group commit). A buy whose bucket has no
 //! reservation call in flight goes to Redis at once, alone; buys that arrive while one is in
-//! flight wait for it and then go together, in one call of `reserve_batch.lua`, which runs
-//! `reserve.lua` for each of them in order. So an idle sale adds no wait, and a busy one pays
-//! Redis's per-call cost (reading the call, setting up the script, writing the reply) and the
-//! gateway's round trip once per batch instead of once per buyer.
+//! flight wait for it and then go together, in one call of `reserve.lua`, which decides for
+//! each of them in order. So an idle sale adds no wait, and a busy one pays Redis's per-call
+//! cost (reading the call, setting up the script, writing the reply), the script's reads of
+//! the product and writes of its stock, buyers and pending set, and the gateway's round trip
+//! once per batch instead of once per buyer.
 //!
 //! Each connection ([`TicketStore::on_new_connection`]) batches its own calls: a gateway
 //! thread's buys share that thread's connection and its batches.
@@ -16,19 +17,18 @@ use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
 use tokio::sync::oneshot;
 
-static RESERVE_BATCH: LazyLock<Script> = LazyLock::new(|| {
+static RESERVE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
-        "{}local function reserve(KEYS, ARGV)\n{}\nend\n{}",
+        "{}{}",
         super::TOKEN_BUCKET_LUA,
-        include_str!("reserve.lua"),
-        include_str!("reserve_batch.lua"),
+        include_str!("reserve.lua")
     ))
 });
 
-/// Buyers per call at most: a call holds Redis for about 10 µs per buyer.
+/// Buyers per call at most: a call holds Redis for several µs per buyer.
 const MAX_BATCH: usize = 32;
 
-/// One buyer's run of `reserve.lua` (see `TicketStore::reserve_step`).
+/// One buyer's part of a `reserve.lua` call (see `TicketStore::reserve_step`).
 pub(super) struct ReserveCall {
     pub ticket: Ticket,
     pub user: UserId,
@@ -143,7 +143,7 @@ impl TicketStore {
         }
     }
 
-    /// One call of `reserve_batch.lua` for `calls`, all in bucket `lane`.
+    /// One call of `reserve.lua` for `calls`, all in bucket `lane`.
     async fn run_batch(
         &self,
         lane: (ProductId, u16),
@@ -151,7 +151,7 @@ impl TicketStore {
     ) -> anyhow::Result<Vec<Reply>> {
         let (product, bucket) = lane;
         let k = self.bucket_keys(product, bucket);
-        let mut inv = RESERVE_BATCH.prepare_invoke();
+        let mut inv = RESERVE.prepare_invoke();
         inv.key(k.stock())
             .key(k.meta())
             .key(k.buyers())

@@ -1,74 +1,120 @@
--- Reserve one unit of a product for a user, atomically. The gateway runs it as the body of
--- `reserve(KEYS, ARGV)`, once per buyer of a batch (reserve_batch.lua); on its own it is the
--- one-buyer script that figure (5) of scripts/bench.sh measures.
--- For a product split into stock buckets, the keys are those of the buyer's home bucket, and
--- an empty bucket holds the buyer's place (`borrowing`) while the caller borrows a unit from
+-- Reserve one unit of a product for each of several buyers of one stock bucket, atomically
+-- and in order (the gateway sends the buys that arrive together in one call: `batch.rs`).
+-- The product's stock, meta and the Redis time are read once per call, and the stock, buyers
+-- and pending set written once at its end; each buyer costs one read of the buyers hash, its
+-- ticket record and, when given, its rate-limit bucket. A buyer whose step raises an error
+-- gets {0, error} and leaves nothing behind in the stock, buyers or pending set; the others
+-- still count.
+-- For a product split into stock buckets, the keys are those of the buyers' home bucket, and
+-- an empty bucket holds a buyer's place (`borrowing`) while the caller borrows a unit from
 -- another bucket (borrow.lua, then settle_borrow.lua).
--- When Redis is one server, the per-user limit is taken here first, in the same call
--- (take_token, from token_bucket.lua, is prepended): KEYS[10] and ARGV[8], 9 are given.
--- KEYS: 1 stock, 2 meta, 3 buyers, 4 pending, 5 ticket record, and for a product with a
---       waiting room: 6 admitted (zset user -> admission expiry), 7 done (hash), 8 queue (zset);
---       9 borrowing (zset ticket -> reserved at, tickets waiting for a loan); 10 the buyer's
---       rate-limit bucket (optional)
--- ARGV: 1 user id, 2 ticket, 3 now (ms), 4 ticket ttl (s), 5 product id, 6 '1' when the
---       gateway verified the buyer's admission token, 7 how many buckets the caller assumed,
---       8 and 9 the limit's rate and burst (with KEYS[10])
--- Returns {code} or {code, held ticket}:
---   1 reserved, 2 user already holds a live ticket, 3 sold out,
+-- When Redis is one server, a buyer's per-user limit is taken here first (take_token, from
+-- token_bucket.lua, is prepended).
+-- KEYS: 1 stock, 2 meta, 3 buyers, 4 pending, and for a product with a waiting room:
+--       5 admitted (zset user -> admission expiry), 6 done (hash), 7 queue (zset);
+--       8 borrowing (zset ticket -> reserved at, tickets waiting for a loan); then per buyer
+--       its ticket record, and its rate-limit bucket when its rate is given
+-- ARGV: 1 ticket ttl (s), 2 product id, then 7 per buyer: user id, ticket, now (ms), '1' when
+--       the gateway verified the buyer's admission token, how many buckets the caller
+--       assumed, the limit's rate ('' for none) and burst
+-- Returns one reply per buyer, in order, {code} or {code, value}:
+--   1 reserved, {2, ticket} the user already holds this live ticket, 3 sold out,
 --   4 unknown product, 5 sale not started, 6 sale ended,
 --   7 admission required (a waiting-room product, no verified token),
 --   8 not admitted now (the admission lapsed, or was taken back to keep the cap),
 --   9 this bucket is empty: the buyer's place is held (`borrowing`), borrow a unit elsewhere,
---   {10, buckets} the product has that many buckets, not ARGV[7]: ask the right one,
---   {11, ms} the buyer's rate limit: no token, the next comes in that many ms
+--   {10, buckets} the product has that many buckets, not the number assumed: ask again,
+--   {11, ms} the buyer's rate limit: no token, the next comes in that many ms,
+--   {0, error} this buyer's step failed
 -- A waiting-room product is only bought by an admitted buyer, checked here before the stock
 -- is touched. Buying ends the admission; and since admitted-not-bought must stay within
 -- ceil(factor × units left), the latest admissions go back to the head of the queue when the
 -- units left shrink below that.
-if KEYS[10] then
-  local wait = take_token(KEYS[10], ARGV[8], ARGV[9])
-  if wait > 0 then return {11, wait} end
-end
-local stock = redis.call('GET', KEYS[1])
-if not stock then return {4} end
+local left = tonumber(redis.call('GET', KEYS[1]))
 local meta = redis.call('HMGET', KEYS[2], 'starts_at', 'ends_at', 'wr_rate', 'wr_factor', 'buckets')
 local buckets = meta[5] or '1'
-if buckets ~= ARGV[7] then return {10, buckets} end
-local held = redis.call('HGET', KEYS[3], ARGV[1])
-if held then return {2, held} end
-local now = tonumber(ARGV[3])
-if meta[1] and now < tonumber(meta[1]) then return {5} end
-if meta[2] and now >= tonumber(meta[2]) then return {6} end
-local wr = meta[3] and #KEYS >= 8
-if meta[3] then
-  if ARGV[6] ~= '1' or #KEYS < 8 then return {7} end
-  local until_ms = redis.call('ZSCORE', KEYS[6], ARGV[1])
-  if (not until_ms) or tonumber(until_ms) <= now then return {8} end
+local clock
+local taken = 0
+-- Written at the end: user -> ticket (also what this call already gave each user), and the
+-- pending set's score/member pairs.
+local held, buyers, pending = {}, {}, {}
+
+local function hold(user, ticket)
+  held[user] = ticket
+  buyers[#buyers + 1] = user
+  buyers[#buyers + 1] = ticket
 end
-if tonumber(stock) <= 0 then
-  if buckets == '1' then return {3} end
-  redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
-  redis.call('ZADD', KEYS[9], ARGV[3], ARGV[2])
-  redis.call('HSET', KEYS[5], 'status', 'borrowing', 'user_id', ARGV[1], 'product_id', ARGV[5], 'created_at', ARGV[3])
-  redis.call('EXPIRE', KEYS[5], ARGV[4])
-  return {9}
-end
-local left = redis.call('DECR', KEYS[1])
-redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
-redis.call('ZADD', KEYS[4], ARGV[3], ARGV[2])
-redis.call('HSET', KEYS[5], 'status', 'pending', 'user_id', ARGV[1], 'product_id', ARGV[5], 'created_at', ARGV[3])
-redis.call('EXPIRE', KEYS[5], ARGV[4])
-if wr then
-  redis.call('ZREM', KEYS[6], ARGV[1])
-  redis.call('HSET', KEYS[7], ARGV[1], 'bought')
-  local cap = math.ceil(tonumber(meta[4]) * math.max(left, 0))
-  while redis.call('ZCARD', KEYS[6]) > cap do
-    local latest = redis.call('ZRANGE', KEYS[6], -1, -1)[1]
-    redis.call('ZREM', KEYS[6], latest)
-    local head = redis.call('ZRANGE', KEYS[8], 0, 0, 'WITHSCORES')
-    local score = -1
-    if head[2] then score = tonumber(head[2]) - 1 end
-    redis.call('ZADD', KEYS[8], score, latest)
+
+local function reserve(record, limiter, user, ticket, now_s, admitted, assumed, rate, burst)
+  if limiter then
+    if not clock then
+      local t = redis.call('TIME')
+      clock = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    end
+    local wait = take_token(limiter, rate, burst, clock)
+    if wait > 0 then return {11, wait} end
   end
+  if not left then return {4} end
+  if buckets ~= assumed then return {10, buckets} end
+  local h = held[user] or redis.call('HGET', KEYS[3], user)
+  if h then return {2, h} end
+  local now = tonumber(now_s)
+  if meta[1] and now < tonumber(meta[1]) then return {5} end
+  if meta[2] and now >= tonumber(meta[2]) then return {6} end
+  if meta[3] then
+    if admitted ~= '1' then return {7} end
+    local until_ms = redis.call('ZSCORE', KEYS[5], user)
+    if (not until_ms) or tonumber(until_ms) <= now then return {8} end
+  end
+  if left <= 0 then
+    if buckets == '1' then return {3} end
+    redis.call('HSET', record, 'status', 'borrowing', 'user_id', user, 'product_id', ARGV[2], 'created_at', now_s)
+    redis.call('EXPIRE', record, ARGV[1])
+    redis.call('ZADD', KEYS[8], now_s, ticket)
+    hold(user, ticket)
+    return {9}
+  end
+  redis.call('HSET', record, 'status', 'pending', 'user_id', user, 'product_id', ARGV[2], 'created_at', now_s)
+  redis.call('EXPIRE', record, ARGV[1])
+  if meta[3] then
+    redis.call('ZREM', KEYS[5], user)
+    redis.call('HSET', KEYS[6], user, 'bought')
+    local cap = math.ceil(tonumber(meta[4]) * math.max(left - 1, 0))
+    while redis.call('ZCARD', KEYS[5]) > cap do
+      local latest = redis.call('ZRANGE', KEYS[5], -1, -1)[1]
+      redis.call('ZREM', KEYS[5], latest)
+      local head = redis.call('ZRANGE', KEYS[7], 0, 0, 'WITHSCORES')
+      local score = -1
+      if head[2] then score = tonumber(head[2]) - 1 end
+      redis.call('ZADD', KEYS[7], score, latest)
+    end
+  end
+  left = left - 1
+  taken = taken + 1
+  pending[#pending + 1] = now_s
+  pending[#pending + 1] = ticket
+  hold(user, ticket)
+  return {1}
 end
-return {1}
+
+local out = {}
+local k = 8
+for i = 3, #ARGV, 7 do
+  k = k + 1
+  local record, limiter = KEYS[k], nil
+  if ARGV[i + 5] ~= '' then
+    k = k + 1
+    limiter = KEYS[k]
+  end
+  local ok, reply = pcall(reserve, record, limiter, ARGV[i], ARGV[i + 1], ARGV[i + 2],
+    ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6])
+  if not ok then
+    if type(reply) == 'table' then reply = reply.err end
+    reply = {0, tostring(reply)}
+  end
+  out[#out + 1] = reply
+end
+if #buyers > 0 then redis.call('HSET', KEYS[3], unpack(buyers)) end
+if #pending > 0 then redis.call('ZADD', KEYS[4], unpack(pending)) end
+if taken > 0 then redis.call('DECRBY', KEYS[1], taken) end
+return out

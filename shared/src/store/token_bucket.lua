@@ -1,15 +1,17 @@
 -- The per-user token bucket, shared by every gateway. Prepended to the scripts that take a
 -- token: the gateway's rate_limit.lua, and reserve.lua, which takes it in the same call when
 -- Redis is one server. Time comes from the Redis server, so the gateways' clocks do not matter.
--- take_token(key, rate, burst): the user's bucket (a string "<tokens> <ts ms>", one GET and one
--- SET ... PX: the smallest encoding, and no separate expiry call), its refill rate (tokens per
--- second, > 0) and size (>= 1). Returns 0 when a token was taken, else the ms until the next
--- token (at least 1).
-local function take_token(key, rate, burst)
+-- take_token(key, rate, burst[, now]): the user's bucket (a string "<tokens> <ts ms>", one GET
+-- and one SET ... PX: the smallest encoding, and no separate expiry call), its refill rate
+-- (tokens per second, > 0) and size (>= 1), and the Redis time in ms when the caller already
+-- read it. Returns 0 when a token was taken, else the ms until the next token (at least 1).
+local function take_token(key, rate, burst, now)
   rate = tonumber(rate)
   burst = tonumber(burst)
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  if not now then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
   local tokens = burst
   local b = redis.call('GET', key)
   if b then
