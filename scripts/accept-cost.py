@@ -2,6 +2,7 @@
 same run of scripts/bench.sh (one line, for the results block's note):
 - the gateway's CPU per accept of (2L) over its CPU per `/livez` of (1) (goal <= 4x);
 - Redis's CPU per accept of (2L) over its CPU per GET of (5G), same concurrency (goal <= 4x);
+- Redis's CPU per reservation of (5B), the reservation script with 8 buyers per call;
 - the whole machine's CPU per accept over its CPU per `/livez` (goal <= 5x);
 - (2S), (2L) at a concurrency that saturates the machine: accepts/s over (1)'s req/s, with the
   202's p50 and p99.
@@ -63,6 +64,12 @@ if r2 and rg:
     parts.append(f"Redis {r2:.1f} µs per accept = {r2 / rg:.1f} × its {rg:.1f} µs per GET (5G) (goal ≤ 4 ×)")
 elif r2:
     parts.append(f"Redis {r2:.1f} µs per accept; per GET n/a ((5G) did not run)")
+try:
+    rb = cpu("f5b")["redis"] / int(open(f"{out}/f5b.requests").read())
+except (OSError, TypeError, KeyError, ValueError, ZeroDivisionError):
+    rb = None
+if rb and rg:
+    parts.append(f"Redis {rb:.1f} µs per reservation in calls of 8 buyers (5B) = {rb / rg:.1f} × a GET")
 m1, m2 = per("f1", "200", "machine"), per("f2l", "202", "machine")
 if m1 and m2:
     parts.append(f"whole machine {m2:.0f} µs per accept = {m2 / m1:.1f} × {m1:.0f} µs per /livez (goal ≤ 5 ×)")
