@@ -56,18 +56,22 @@ g1, g2 = per("f1", "200", "g0"), per("f2l", "202", "g0")
 if g1 and g2:
     parts.append(f"gateway {g2:.1f} µs per accept (2L) = {g2 / g1:.1f} × its {g1:.1f} µs per /livez (1) (goal ≤ 4 ×)")
 r2 = per("f2l", "202", "redis")
-try:
-    rg = cpu("f5g")["redis"] / int(open(f"{out}/f5g.requests").read())
-except (OSError, TypeError, KeyError, ValueError, ZeroDivisionError):
-    rg = None
+
+
+def redis_per_request(name):
+    """Redis's CPU µs per request of a redis-benchmark figure (OUT/NAME.requests)."""
+    try:
+        return cpu(name)["redis"] / int(open(f"{out}/{name}.requests").read())
+    except (OSError, TypeError, KeyError, ValueError, ZeroDivisionError):
+        return None
+
+
+rg = redis_per_request("f5g")
 if r2 and rg:
     parts.append(f"Redis {r2:.1f} µs per accept = {r2 / rg:.1f} × its {rg:.1f} µs per GET (5G) (goal ≤ 4 ×)")
 elif r2:
     parts.append(f"Redis {r2:.1f} µs per accept; per GET n/a ((5G) did not run)")
-try:
-    rb = cpu("f5b")["redis"] / int(open(f"{out}/f5b.requests").read())
-except (OSError, TypeError, KeyError, ValueError, ZeroDivisionError):
-    rb = None
+rb = redis_per_request("f5b")
 if rb and rg:
     parts.append(f"Redis {rb:.1f} µs per reservation in calls of 8 buyers (5B) = {rb / rg:.1f} × a GET")
 m1, m2 = per("f1", "200", "machine"), per("f2l", "202", "machine")

@@ -20,7 +20,7 @@
 # request that verifying a token costs (goals: HS256 ≤ 5 µs; EdDSA ≤ one Ed25519 verify, from
 # criterion, + 5 µs); (2L) (2) with the per-user limit on, and (2S) the same at
 # BENCH_SAT_CONCURRENCY (512), where the machine is CPU-bound; (3) the sold-out path; (4) sync
-# mode; (5) the Redis ceiling, and (5G) Redis's floor, a GET at the same concurrency; (6) the
+# mode; (5) the Redis ceiling (one buyer per call; (5B) 8 per call), and (5G) Redis's floor, a GET at the same concurrency; (6) the
 # batched drain, (7) the raw MySQL ceiling, (8) the row-at-a-time drain; (9) end to end, (9L)
 # at a lower rate; (10) the payment deadline: from each unpaid order's pay_by_ms to its unit
 # back on sale in Redis (p50, p99; goal p99 ≤ 1 s at
