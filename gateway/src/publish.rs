@@ -138,7 +138,7 @@ impl OrderPublisher {
     }
 }
 
-/// Records the Kafka location of accepted orders in their buckets' `locations`, off the answer's
+/// Records the Kafka location of accepted orders in their ticket records, off the answer's
 /// path and in batches: one script call per product for whatever arrived in the last few
 /// milliseconds, instead of one per accept.
 #[derive(Clone)]

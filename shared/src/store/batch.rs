@@ -94,7 +94,14 @@ impl TicketStore {
             !std::mem::replace(&mut l.busy, true)
         };
         if start {
-            tokio::spawn(self.clone().drive(lane));
+            // The guard goes with the task, so even a task dropped before it first runs (its
+            // runtime shutting down) frees the lane.
+            let unstick = Unstick {
+                lanes: self.lanes.clone(),
+                lane,
+                armed: true,
+            };
+            tokio::spawn(self.clone().drive(lane, unstick));
         }
         answer
             .await
@@ -102,12 +109,7 @@ impl TicketStore {
     }
 
     /// Sends a lane's calls, in batches, until none waits.
-    async fn drive(self, lane: (ProductId, u16)) {
-        let mut unstick = Unstick {
-            lanes: self.lanes.clone(),
-            lane,
-            armed: true,
-        };
+    async fn drive(self, lane: (ProductId, u16), mut unstick: Unstick) {
         loop {
             let batch: Vec<Waiting> = {
                 let mut lanes = self.lanes.lock();

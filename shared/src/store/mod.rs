@@ -10,7 +10,6 @@
 //! | `sk:{ns:P}:buyers` | hash | user id → live ticket |
 //! | `sk:{ns:P}:pending` | sorted set | tickets not yet settled, scored by reservation time |
 //! | `sk:{ns:P}:t:<ticket>` | hash | `status`, `user_id`, `product_id`, `created_at`, `order_id`, `confirmed_at`, `reason` |
-//! | `sk:{ns:P}:loc` | hash | ticket → `partition:offset`: where the order landed in Kafka, for the sweeper, until it is confirmed (expires a ticket TTL after the last write) |
 //!
 //! Ticket states ([`RecordStatus`]): `pending` → `processing` (claimed by a worker) →
 //! `confirmed` | `failed`; a confirmed ticket then follows MySQL to `paid` or `cancelled`
@@ -55,6 +54,7 @@ static REBUILD: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("re
 static QUEUE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("queue.lua")));
 static CANCEL: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("cancel.lua")));
 static PAID: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("paid.lua")));
+static LOCATE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("locate.lua")));
 static BORROW: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("borrow.lua")));
 static VOID: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("void.lua")));
 static SETTLE_BORROW: LazyLock<Script> =
@@ -86,10 +86,6 @@ impl ProductKeys {
     /// Loans this bucket made to buyers of other buckets (ticket → state).
     pub fn loans(&self) -> String {
         format!("{}loans", self.prefix)
-    }
-    /// Where this bucket's pending orders landed in Kafka (ticket → `partition:offset`).
-    pub fn locations(&self) -> String {
-        format!("{}loc", self.prefix)
     }
     /// Tickets holding their buyer's place in this bucket while they borrow a unit.
     pub fn borrowing(&self) -> String {
@@ -343,12 +339,6 @@ pub struct TicketRecord {
     pub cancelled_at_ms: Option<i64>,
     /// Where the order landed in Kafka (partition, offset), once the gateway recorded it.
     pub location: Option<(i32, i64)>,
-}
-
-/// A Kafka location as the gateway records it: `partition:offset`.
-fn parse_location(v: &str) -> Option<(i32, i64)> {
-    let (p, o) = v.split_once(':')?;
-    Some((p.parse().ok()?, o.parse().ok()?))
 }
 
 /// What MySQL says of a product, for [`TicketStore::rebuild`].
@@ -755,12 +745,8 @@ impl TicketStore {
         raw.iter().map(|s| ClaimStatus::parse(s)).collect()
     }
 
-    /// Records where the orders of one product landed in Kafka: (ticket, partition, offset),
-    /// one write per bucket into its `locations` hash (not into each ticket's record: two
-    /// commands per ticket fewer), whose expiry moves a ticket TTL ahead with each write.
-    /// An entry leaves when its ticket is confirmed; one written after that (the worker was
-    /// faster than the gateway's locator) or of a ticket that failed stays until the hash
-    /// expires. Returns how many were recorded.
+    /// Records where the orders of one product landed in Kafka: (ticket, partition, offset).
+    /// Returns how many records were still there to take it.
     pub async fn locate(
         &self,
         product: ProductId,
@@ -768,24 +754,18 @@ impl TicketStore {
     ) -> anyhow::Result<u64> {
         let mut n = 0;
         for (bucket, idx) in by_bucket(located.iter().map(|(t, _, _)| t)) {
-            let loc = self.bucket_keys(product, bucket).locations();
-            let fields: Vec<(&str, String)> = idx
-                .iter()
-                .map(|&i| {
-                    let (t, partition, offset) = &located[i];
-                    (t.as_str(), format!("{partition}:{offset}"))
-                })
-                .collect();
+            let k = self.bucket_keys(product, bucket);
+            let mut inv = LOCATE.prepare_invoke();
+            for (t, partition, offset) in idx.iter().map(|&i| &located[i]) {
+                inv.key(k.ticket(t));
+                inv.arg(*partition).arg(*offset);
+            }
             let mut c = self.conn.clone();
-            let _: () = redis::pipe()
-                .hset_multiple(&loc, &fields)
-                .ignore()
-                .expire(&loc, self.ticket_ttl_secs as i64)
-                .ignore()
-                .query_async(&mut c)
+            let got: u64 = inv
+                .invoke_async(&mut c)
                 .await
-                .context("recording where orders landed in Kafka")?;
-            n += fields.len() as u64;
+                .context("running the locate script")?;
+            n += got;
         }
         Ok(n)
     }
@@ -813,7 +793,7 @@ impl TicketStore {
     ) -> anyhow::Result<u64> {
         let k = self.bucket_keys(product, bucket);
         let mut inv = CONFIRM.prepare_invoke();
-        inv.key(k.meta()).key(k.pending()).key(k.locations());
+        inv.key(k.meta()).key(k.pending());
         let now = crate::now_ms();
         for (t, id, pay_by) in orders {
             inv.key(k.ticket(t));
@@ -1135,10 +1115,8 @@ impl TicketStore {
         }
         let k = self.ticket_keys(ticket);
         let mut c = self.conn.clone();
-        let (h, located): (HashMap<String, String>, Option<String>) = redis::pipe()
+        let h: HashMap<String, String> = c
             .hgetall(k.ticket(ticket))
-            .hget(k.locations(), ticket.as_str())
-            .query_async(&mut c)
             .await
             .context("reading a ticket")?;
         let Some(raw) = h.get("status") else {
@@ -1157,11 +1135,7 @@ impl TicketStore {
             confirmed_at_ms: num("confirmed_at"),
             paid_at_ms: num("paid_at"),
             cancelled_at_ms: num("cancelled_at"),
-            // Builds before 2026-12-02 wrote the location into the record itself.
-            location: located
-                .as_deref()
-                .and_then(parse_location)
-                .or_else(|| num("kp").zip(num("ko")).map(|(p, o)| (p as i32, o))),
+            location: num("kp").zip(num("ko")).map(|(p, o)| (p as i32, o)),
         }))
     }
 

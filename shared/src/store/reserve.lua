@@ -3,8 +3,8 @@
 -- The product's stock, meta and the Redis time are read once per call, and the stock, buyers
 -- and pending set written once at its end; each buyer costs one read of the buyers hash, its
 -- ticket record and, when given, its rate-limit bucket. A buyer whose step raises an error
--- gets {0, error} and leaves nothing behind in the stock, buyers or pending set; the others
--- still count.
+-- gets {0, error} and leaves nothing behind in the stock, buyers or pending set (its token,
+-- once taken, stays taken); the others still count.
 -- For a product split into stock buckets, the keys are those of the buyers' home bucket, and
 -- an empty bucket holds a buyer's place (`borrowing`) while the caller borrows a unit from
 -- another bucket (borrow.lua, then settle_borrow.lua).
@@ -74,12 +74,13 @@ local function reserve(record, limiter, user, ticket, now_s, admitted, assumed, 
     hold(user, ticket)
     return {9}
   end
+  -- Computed before any write, so that a damaged factor fails this buyer with nothing written.
+  local cap = meta[3] and math.ceil(tonumber(meta[4]) * math.max(left - 1, 0))
   redis.call('HSET', record, 'status', 'pending', 'user_id', user, 'product_id', ARGV[2], 'created_at', now_s)
   redis.call('EXPIRE', record, ARGV[1])
   if meta[3] then
     redis.call('ZREM', KEYS[5], user)
     redis.call('HSET', KEYS[6], user, 'bought')
-    local cap = math.ceil(tonumber(meta[4]) * math.max(left - 1, 0))
     while redis.call('ZCARD', KEYS[5]) > cap do
       local latest = redis.call('ZRANGE', KEYS[5], -1, -1)[1]
       redis.call('ZREM', KEYS[5], latest)
@@ -114,7 +115,8 @@ for i = 3, #ARGV, 7 do
   end
   out[#out + 1] = reply
 end
+-- The stock first, as the one-buyer script did: if it cannot be taken, nothing else is written.
+if taken > 0 then redis.call('DECRBY', KEYS[1], taken) end
 if #buyers > 0 then redis.call('HSET', KEYS[3], unpack(buyers)) end
 if #pending > 0 then redis.call('ZADD', KEYS[4], unpack(pending)) end
-if taken > 0 then redis.call('DECRBY', KEYS[1], taken) end
 return out
