@@ -13,6 +13,7 @@ use super::{TicketStore, UserLimit};
 use crate::domain::{ProductId, Ticket, UserId};
 use anyhow::Context;
 use redis::Script;
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
 use tokio::sync::oneshot;
@@ -49,19 +50,14 @@ struct Waiting {
     reply: oneshot::Sender<Reply>,
 }
 
+/// (product, bucket) → the calls waiting for it. A lane is here exactly while a driver task
+/// sends its calls: the call that adds it starts the driver, and the driver removes it once
+/// none waits.
 #[derive(Default)]
-struct Lane {
-    /// A driver task is sending this lane's calls.
-    busy: bool,
-    waiting: Vec<Waiting>,
-}
-
-/// (product, bucket) → the calls waiting for it.
-#[derive(Default)]
-pub(super) struct Lanes(Mutex<HashMap<(ProductId, u16), Lane>>);
+pub(super) struct Lanes(Mutex<HashMap<(ProductId, u16), Vec<Waiting>>>);
 
 impl Lanes {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(ProductId, u16), Lane>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(ProductId, u16), Vec<Waiting>>> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -87,11 +83,16 @@ impl TicketStore {
     pub(super) async fn reserve_batched(&self, call: ReserveCall) -> Reply {
         let lane = (call.ticket.product(), call.ticket.bucket());
         let (reply, answer) = oneshot::channel();
-        let start = {
-            let mut lanes = self.lanes.lock();
-            let l = lanes.entry(lane).or_default();
-            l.waiting.push(Waiting { call, reply });
-            !std::mem::replace(&mut l.busy, true)
+        let waiting = Waiting { call, reply };
+        let start = match self.lanes.lock().entry(lane) {
+            Entry::Occupied(mut l) => {
+                l.get_mut().push(waiting);
+                false
+            }
+            Entry::Vacant(l) => {
+                l.insert(vec![waiting]);
+                true
+            }
         };
         if start {
             // The guard goes with the task, so even a task dropped before it first runs (its
@@ -113,17 +114,13 @@ impl TicketStore {
         loop {
             let batch: Vec<Waiting> = {
                 let mut lanes = self.lanes.lock();
-                let Some(l) = lanes.get_mut(&lane) else {
-                    unstick.armed = false;
-                    return;
-                };
-                if l.waiting.is_empty() {
+                let Some(waiting) = lanes.get_mut(&lane).filter(|w| !w.is_empty()) else {
                     lanes.remove(&lane);
                     unstick.armed = false;
                     return;
-                }
-                let n = l.waiting.len().min(MAX_BATCH);
-                l.waiting.drain(..n).collect()
+                };
+                let n = waiting.len().min(MAX_BATCH);
+                waiting.drain(..n).collect()
             };
             if let Some(observe) = &self.batch_observer {
                 observe(batch.len());

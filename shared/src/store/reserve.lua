@@ -37,13 +37,7 @@ local clock
 local taken = 0
 -- Written at the end: user -> ticket (also what this call already gave each user), and the
 -- pending set's score/member pairs.
-local held, buyers, pending = {}, {}, {}
-
-local function hold(user, ticket)
-  held[user] = ticket
-  buyers[#buyers + 1] = user
-  buyers[#buyers + 1] = ticket
-end
+local held, pending = {}, {}
 
 local function reserve(record, limiter, user, ticket, now_s, admitted, assumed, rate, burst)
   if limiter then
@@ -71,7 +65,7 @@ local function reserve(record, limiter, user, ticket, now_s, admitted, assumed, 
     redis.call('HSET', record, 'status', 'borrowing', 'user_id', user, 'product_id', ARGV[2], 'created_at', now_s)
     redis.call('EXPIRE', record, ARGV[1])
     redis.call('ZADD', KEYS[8], now_s, ticket)
-    hold(user, ticket)
+    held[user] = ticket
     return {9}
   end
   -- Computed before any write, so that a damaged factor fails this buyer with nothing written.
@@ -94,7 +88,7 @@ local function reserve(record, limiter, user, ticket, now_s, admitted, assumed, 
   taken = taken + 1
   pending[#pending + 1] = now_s
   pending[#pending + 1] = ticket
-  hold(user, ticket)
+  held[user] = ticket
   return {1}
 end
 
@@ -117,6 +111,11 @@ for i = 3, #ARGV, 7 do
 end
 -- The stock first, as the one-buyer script did: if it cannot be taken, nothing else is written.
 if taken > 0 then redis.call('DECRBY', KEYS[1], taken) end
+local buyers = {}
+for user, ticket in pairs(held) do
+  buyers[#buyers + 1] = user
+  buyers[#buyers + 1] = ticket
+end
 if #buyers > 0 then redis.call('HSET', KEYS[3], unpack(buyers)) end
 if #pending > 0 then redis.call('ZADD', KEYS[4], unpack(pending)) end
 return out
