@@ -440,7 +440,7 @@ if want 5; then
         redis-benchmark -p "$REDIS_PORT" -c "$C" -n "$1" -r 1000000000 --csv \
             EVALSHA "$SHA" 9 "${K}stock" "${K}meta" "${K}buyers" "${K}pending" \
             "${K}adm" "${K}qdone" "${K}q" "${K}borrowing" "${K}t:$P5-__rand_int__" \
-            600 "$P5" __rand_int__ "$P5-__rand_int__" "$(date +%s%3N)" "" 1 "" ""
+            600 "$P5" 0 __rand_int__ "$P5-__rand_int__" "$(date +%s%3N)" "" 1 "" ""
     }
     # The rate of the last line of the CSV ("test","rps",...; no test name holds '","').
     rps_of() { tail -n 1 | awk -F'","' '{ printf "%d\n", $2 }'; }
@@ -476,7 +476,7 @@ if want 5; then
         redis-benchmark -p "$REDIS_PORT" -c "$C" -n "$1" -r 1000000000 --csv \
             EVALSHA "$SHA" $((8 + ${#batch_keys[@]})) "${K}stock" "${K}meta" "${K}buyers" \
             "${K}pending" "${K}adm" "${K}qdone" "${K}q" "${K}borrowing" "${batch_keys[@]}" \
-            600 "$P5B" "${batch_args[@]}"
+            600 "$P5B" 0 "${batch_args[@]}"
     }
     n=$(rb8 5000 | rps_of)
     ((n > 0)) || n=1000

@@ -137,39 +137,3 @@ impl OrderPublisher {
             .context("flushing the Kafka producer")
     }
 }
-
-/// Records the Kafka location of accepted orders in their ticket records, off the answer's
-/// path and in batches: one script call per product for whatever arrived in the last few
-/// milliseconds, instead of one per accept.
-#[derive(Clone)]
-pub struct Locator {
-    tx: tokio::sync::mpsc::Sender<(seckill_shared::Ticket, i32, i64)>,
-}
-
-impl Locator {
-    pub fn start(store: seckill_shared::store::TicketStore) -> Self {
-        let (tx, mut rx) = tokio::sync::mpsc::channel::<(seckill_shared::Ticket, i32, i64)>(65_536);
-        tokio::spawn(async move {
-            let mut batch = Vec::with_capacity(1024);
-            while rx.recv_many(&mut batch, 1024).await > 0 {
-                let mut by_product: std::collections::BTreeMap<_, Vec<_>> = Default::default();
-                for entry in batch.drain(..) {
-                    by_product.entry(entry.0.product()).or_default().push(entry);
-                }
-                for (product, located) in by_product {
-                    if let Err(e) = store.locate(product, &located).await {
-                        // Those tickets keep the sweeper's timeout for an unknown location.
-                        tracing::warn!(error = format!("{e:#}"), %product, "could not record orders' Kafka offsets");
-                    }
-                }
-            }
-        });
-        Self { tx }
-    }
-
-    /// Queues one order's location. Never waits; a full queue drops it (the ticket then keeps
-    /// the timeout for an unknown location).
-    pub fn locate(&self, ticket: seckill_shared::Ticket, partition: i32, offset: i64) {
-        let _ = self.tx.try_send((ticket, partition, offset));
-    }
-}

@@ -6,7 +6,7 @@ use crate::counting::count_requests;
 use crate::error::{json_error, path_error, query_error};
 use crate::metrics::Metrics;
 use crate::payments::Payments;
-use crate::publish::{Locator, OrderPublisher};
+use crate::publish::OrderPublisher;
 use crate::recovery::Recovery;
 use crate::routes;
 use crate::sold_out::{watch_zookeeper, SoldOutMarkers};
@@ -50,7 +50,6 @@ impl Application {
         let batch = metrics.reserve_batch.clone();
         let store = TicketStore::from_settings(&settings)?
             .with_batch_observer(Arc::new(move |n| batch.observe(n as f64)));
-        let locator = Locator::start(store.clone());
         let pool = db::pool(settings.mysql_url.expose_secret(), 16)?;
         let publisher = OrderPublisher::new(&settings)?;
         let sold_out = Arc::new(SoldOutMarkers::new(
@@ -93,7 +92,6 @@ impl Application {
             namespace: settings.namespace.clone(),
             sync_mode: settings.gateway_mode == GatewayMode::Sync,
             recovery: Recovery::new(&settings)?,
-            locator,
             payments: Payments::from_settings(&settings)?,
             default_payment_window_secs: settings.payment_window_secs,
             admissions: Admissions::new(

@@ -4,7 +4,7 @@ use crate::admission::Admission;
 use crate::auth::Authenticator;
 use crate::metrics::Metrics;
 use crate::payments::Payments;
-use crate::publish::{Locator, OrderPublisher};
+use crate::publish::OrderPublisher;
 use crate::rate_limit::RateLimiter;
 use crate::recovery::Recovery;
 use crate::sold_out::SoldOutMarkers;
@@ -33,8 +33,6 @@ pub struct AppState {
     pub admission: Admission,
     /// Rebuilds a product that Redis lost.
     pub recovery: Recovery,
-    /// Records each accepted order's Kafka location, in batches.
-    pub locator: Locator,
     /// The payment provider and its callbacks' secret.
     pub payments: Payments,
     /// `SECKILL_PAYMENT_WINDOW_SECS`: the window of a priced product that sets none.

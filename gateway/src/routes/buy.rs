@@ -141,8 +141,10 @@ impl TicketBody {
 ///
 /// The `buy` span starts after the marker check: a marker hit logs nothing, and a sold-out
 /// flood is mostly marker hits, so it skips the span's cost.
-/// Its fields are `product_id`, `user_id` and, once reserved, `ticket`: every event logged
-/// while the buy runs carries them (at `debug`, one event per accepted buy).
+/// Its fields are `product_id` and `user_id`: every event logged while the buy runs carries
+/// them. The events about a reserved ticket name it themselves (at `debug`, one event per
+/// accepted buy): recording it on the span would cost every buy a second formatting of the
+/// span's fields, logged or not.
 #[utoipa::path(
     post,
     path = "/v1/seckill/{product_id}",
@@ -200,12 +202,7 @@ pub async fn buy(
             true
         }
     };
-    let span = tracing::info_span!(
-        "buy",
-        product_id = product.get(),
-        user_id = user.get(),
-        ticket = tracing::field::Empty
-    );
+    let span = tracing::info_span!("buy", product_id = product.get(), user_id = user.get(),);
     admit_and_reserve(req, state, redis, product, user, admitted, started)
         .instrument(span)
         .await
@@ -248,7 +245,7 @@ async fn admit_and_reserve(
 
     // Reservation and hand-off run in their own task: if the client goes away mid-request,
     // the task still finishes, so no reservation is left half done. The task holds the
-    // admission permit until it ends, and runs in the `buy` span, which gets its ticket there.
+    // admission permit until it ends, and runs in the `buy` span.
     let task_state = state.clone();
     let result = actix_web::rt::spawn(
         async move {
@@ -289,15 +286,14 @@ async fn reserve_and_hand_off(
 
     match reservation {
         Reservation::Reserved => {
-            tracing::Span::current().record("ticket", ticket.as_str());
             let order = OrderMessage::new(ticket.clone(), user, now);
             let answer = if state.sync_mode {
                 settle_now(&state, order).await
             } else {
-                hand_off(&state, order).await
+                hand_off(&state, store, order).await
             };
             if let Ok(res) = &answer {
-                tracing::debug!(status = res.status().as_u16(), "reserved and handed off");
+                tracing::debug!(status = res.status().as_u16(), %ticket, "reserved and handed off");
             }
             answer
         }
@@ -330,7 +326,11 @@ async fn reserve_and_hand_off(
 }
 
 /// Async mode: publish, answer `202` once Kafka has it, give the unit back if it cannot.
-async fn hand_off(state: &AppState, order: OrderMessage) -> Result<HttpResponse, ApiError> {
+async fn hand_off(
+    state: &AppState,
+    store: &TicketStore,
+    order: OrderMessage,
+) -> Result<HttpResponse, ApiError> {
     let t0 = Instant::now();
     let published = state.publisher.publish(&order).await;
     state
@@ -341,11 +341,10 @@ async fn hand_off(state: &AppState, order: OrderMessage) -> Result<HttpResponse,
     match published {
         Ok((partition, offset)) => {
             // Where the order landed, so the sweeper never fails it for waiting in Kafka. Off
-            // the answer's path: until it is recorded, the sweeper treats the ticket as one
-            // without a location, whose timeout is far longer than this takes.
-            state
-                .locator
-                .locate(order.ticket.clone(), partition, offset);
+            // the answer's path, in the bucket's next call on this thread's connection: until
+            // it is recorded, the sweeper treats the ticket as one without a location, whose
+            // timeout is far longer than this takes.
+            store.locate_soon(order.ticket.clone(), partition, offset);
             Ok(HttpResponse::Accepted()
                 .insert_header((header::LOCATION, format!("/v1/orders/{}", order.ticket)))
                 .json(TicketBody::pending(&order.ticket, order.user_id)))

@@ -8,6 +8,10 @@
 //!
 //! Each connection ([`TicketStore::on_new_connection`]) batches its own calls: a gateway
 //! thread's buys share that thread's connection and its batches.
+//!
+//! The same lanes carry the Kafka locations of the orders accepted before
+//! ([`TicketStore::locate_soon`]): they ride the bucket's next reservation call, or, when no
+//! buyer waits, go in a call of `locate.lua` of their own.
 
 use super::{TicketStore, UserLimit};
 use crate::domain::{ProductId, Ticket, UserId};
@@ -28,6 +32,8 @@ static RESERVE: LazyLock<Script> = LazyLock::new(|| {
 
 /// Buyers per call at most: a call holds Redis for several µs per buyer.
 const MAX_BATCH: usize = 32;
+/// Kafka locations per call at most (about 1 µs of Redis each).
+const MAX_LOCATED: usize = 64;
 
 /// One buyer's part of a `reserve.lua` call (see `TicketStore::reserve_step`).
 pub(super) struct ReserveCall {
@@ -50,14 +56,22 @@ struct Waiting {
     reply: oneshot::Sender<Reply>,
 }
 
-/// (product, bucket) → the calls waiting for it. A lane is here exactly while a driver task
-/// sends its calls: the call that adds it starts the driver, and the driver removes it once
-/// none waits.
+/// What waits for a bucket's next call: buyers, and the Kafka locations of earlier orders.
 #[derive(Default)]
-pub(super) struct Lanes(Mutex<HashMap<(ProductId, u16), Vec<Waiting>>>);
+struct Lane {
+    buyers: Vec<Waiting>,
+    located: Vec<(Ticket, i32, i64)>,
+}
+
+type LaneKey = (ProductId, u16);
+
+/// (product, bucket) → what waits for it. A lane is here exactly while a driver task sends
+/// its calls: whatever adds it starts the driver, and the driver removes it once nothing waits.
+#[derive(Default)]
+pub(super) struct Lanes(Mutex<HashMap<LaneKey, Lane>>);
 
 impl Lanes {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(ProductId, u16), Vec<Waiting>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<LaneKey, Lane>> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -66,7 +80,7 @@ impl Lanes {
 /// down): the calls still waiting get an error, and the next call starts a new driver.
 struct Unstick {
     lanes: Arc<Lanes>,
-    lane: (ProductId, u16),
+    lane: LaneKey,
     armed: bool,
 }
 
@@ -83,14 +97,30 @@ impl TicketStore {
     pub(super) async fn reserve_batched(&self, call: ReserveCall) -> Reply {
         let lane = (call.ticket.product(), call.ticket.bucket());
         let (reply, answer) = oneshot::channel();
-        let waiting = Waiting { call, reply };
+        self.enqueue(lane, |l| l.buyers.push(Waiting { call, reply }));
+        answer
+            .await
+            .unwrap_or_else(|_| Err(anyhow::anyhow!("the reservation batch was dropped")))
+    }
+
+    /// Records where an accepted order landed in Kafka, soon and without waiting: in the next
+    /// call of its bucket on this connection. A location that cannot be recorded is logged;
+    /// its ticket then keeps the sweeper's timeout for an unknown location. Needs a Tokio
+    /// runtime.
+    pub fn locate_soon(&self, ticket: Ticket, partition: i32, offset: i64) {
+        let lane = (ticket.product(), ticket.bucket());
+        self.enqueue(lane, |l| l.located.push((ticket, partition, offset)));
+    }
+
+    /// Adds to a lane, and starts its driver when the lane was idle.
+    fn enqueue(&self, lane: LaneKey, add: impl FnOnce(&mut Lane)) {
         let start = match self.lanes.lock().entry(lane) {
             Entry::Occupied(mut l) => {
-                l.get_mut().push(waiting);
+                add(l.get_mut());
                 false
             }
             Entry::Vacant(l) => {
-                l.insert(vec![waiting]);
+                add(l.insert(Lane::default()));
                 true
             }
         };
@@ -104,30 +134,44 @@ impl TicketStore {
             };
             tokio::spawn(self.clone().drive(lane, unstick));
         }
-        answer
-            .await
-            .unwrap_or_else(|_| Err(anyhow::anyhow!("the reservation batch was dropped")))
     }
 
-    /// Sends a lane's calls, in batches, until none waits.
-    async fn drive(self, lane: (ProductId, u16), mut unstick: Unstick) {
+    /// Sends a lane's calls, in batches, until nothing waits.
+    async fn drive(self, lane: LaneKey, mut unstick: Unstick) {
         loop {
-            let batch: Vec<Waiting> = {
+            let (batch, located): (Vec<Waiting>, Vec<_>) = {
                 let mut lanes = self.lanes.lock();
-                let Some(waiting) = lanes.get_mut(&lane).filter(|w| !w.is_empty()) else {
+                let Some(waiting) = lanes
+                    .get_mut(&lane)
+                    .filter(|l| !(l.buyers.is_empty() && l.located.is_empty()))
+                else {
                     lanes.remove(&lane);
                     unstick.armed = false;
                     return;
                 };
-                let n = waiting.len().min(MAX_BATCH);
-                waiting.drain(..n).collect()
+                let n = waiting.buyers.len().min(MAX_BATCH);
+                let m = waiting.located.len().min(MAX_LOCATED);
+                (
+                    waiting.buyers.drain(..n).collect(),
+                    waiting.located.drain(..m).collect(),
+                )
             };
+            if batch.is_empty() {
+                if let Err(e) = self.locate(lane.0, &located).await {
+                    tracing::warn!(error = format!("{e:#}"), product = %lane.0, orders = located.len(), "could not record orders' Kafka offsets");
+                }
+                continue;
+            }
             if let Some(observe) = &self.batch_observer {
                 observe(batch.len());
             }
             let (calls, replies): (Vec<_>, Vec<_>) =
                 batch.into_iter().map(|w| (w.call, w.reply)).unzip();
-            match self.run_batch(lane, &calls).await {
+            let ran = self.run_batch(lane, &located, &calls).await;
+            if let (Err(e), false) = (&ran, located.is_empty()) {
+                tracing::warn!(error = format!("{e:#}"), product = %lane.0, orders = located.len(), "could not record orders' Kafka offsets");
+            }
+            match ran {
                 Ok(answers) => {
                     for (reply, answer) in replies.into_iter().zip(answers) {
                         let _ = reply.send(answer);
@@ -142,10 +186,12 @@ impl TicketStore {
         }
     }
 
-    /// One call of `reserve.lua` for `calls`, all in bucket `lane`.
+    /// One call of `reserve.lua` for `calls`, all in bucket `lane`, which first records the
+    /// Kafka locations `located` of earlier orders of that bucket.
     async fn run_batch(
         &self,
-        lane: (ProductId, u16),
+        lane: LaneKey,
+        located: &[(Ticket, i32, i64)],
         calls: &[ReserveCall],
     ) -> anyhow::Result<Vec<Reply>> {
         let (product, bucket) = lane;
@@ -160,7 +206,11 @@ impl TicketStore {
             .key(k.queue())
             .key(k.borrowing())
             .arg(self.ticket_ttl_secs)
-            .arg(product.get());
+            .arg(product.get())
+            .arg(located.len());
+        for (t, partition, offset) in located {
+            inv.key(k.ticket(t)).arg(*partition).arg(*offset);
+        }
         for c in calls {
             inv.key(k.ticket(&c.ticket))
                 .arg(c.user.get())

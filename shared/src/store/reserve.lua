@@ -1,10 +1,13 @@
 -- Reserve one unit of a product for each of several buyers of one stock bucket, atomically
 -- and in order (the gateway sends the buys that arrive together in one call: `batch.rs`).
--- The product's stock, meta and the Redis time are read once per call, and the stock, buyers
--- and pending set written once at its end; each buyer costs one read of the buyers hash, its
--- ticket record and, when given, its rate-limit bucket. A buyer whose step raises an error
--- gets {0, error} and leaves nothing behind in the stock, buyers or pending set (its token,
--- once taken, stays taken); the others still count.
+-- The product's stock, meta and the Redis time are read once per call, the buyers hash and
+-- the buyers' rate-limit buckets once per call too (HMGET, MGET), and the stock, buyers and
+-- pending set written once at its end; each buyer then costs its ticket record (HSET, EXPIRE)
+-- and, when given, its rate-limit bucket (SET). A buyer whose step raises an error gets
+-- {0, error} and leaves nothing behind in the stock, buyers or pending set (its token, once
+-- taken, stays taken); the others still count.
+-- The same call first records where earlier orders of this bucket landed in Kafka, as
+-- locate.lua does (their delivery reports came in while this call's buyers waited).
 -- For a product split into stock buckets, the keys are those of the buyers' home bucket, and
 -- an empty bucket holds a buyer's place (`borrowing`) while the caller borrows a unit from
 -- another bucket (borrow.lua, then settle_borrow.lua).
@@ -12,9 +15,11 @@
 -- token_bucket.lua, is prepended).
 -- KEYS: 1 stock, 2 meta, 3 buyers, 4 pending, and for a product with a waiting room:
 --       5 admitted (zset user -> admission expiry), 6 done (hash), 7 queue (zset);
---       8 borrowing (zset ticket -> reserved at, tickets waiting for a loan); then per buyer
---       its ticket record, and its rate-limit bucket when its rate is given
--- ARGV: 1 ticket ttl (s), 2 product id, then 7 per buyer: user id, ticket, now (ms), '1' when
+--       8 borrowing (zset ticket -> reserved at, tickets waiting for a loan); then the L ticket
+--       records to locate; then per buyer its ticket record, and its rate-limit bucket when
+--       its rate is given
+-- ARGV: 1 ticket ttl (s), 2 product id, 3 L, then (partition, offset) per record to locate,
+--       then 7 per buyer: user id, ticket, now (ms), '1' when
 --       the gateway verified the buyer's admission token, how many buckets the caller
 --       assumed, the limit's rate ('' for none) and burst
 -- Returns one reply per buyer, in order, {code} or {code, value}:
@@ -39,18 +44,25 @@ local taken = 0
 -- pending set's score/member pairs.
 local held, pending = {}, {}
 
-local function reserve(record, limiter, user, ticket, now_s, admitted, assumed, rate, burst)
+-- Read once for all buyers: their tickets (HMGET) and rate-limit buckets (MGET); a bucket
+-- taken earlier in this call is read from `bucket_now`.
+local found, bucket_now = {}, {}
+
+local function reserve(record, limiter, user, ticket, now_s, admitted, assumed, rate, burst, i)
   if limiter then
     if not clock then
       local t = redis.call('TIME')
       clock = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
     end
-    local wait = take_token(limiter, rate, burst, clock)
+    local seen = bucket_now[limiter]
+    if seen == nil then seen = found.buckets[limiter] end
+    local wait, value = take_token(limiter, rate, burst, clock, seen or false)
+    bucket_now[limiter] = value
     if wait > 0 then return {11, wait} end
   end
   if not left then return {4} end
   if buckets ~= assumed then return {10, buckets} end
-  local h = held[user] or redis.call('HGET', KEYS[3], user)
+  local h = held[user] or found.tickets[i]
   if h then return {2, h} end
   local now = tonumber(now_s)
   if meta[1] and now < tonumber(meta[1]) then return {5} end
@@ -92,17 +104,42 @@ local function reserve(record, limiter, user, ticket, now_s, admitted, assumed, 
   return {1}
 end
 
-local out = {}
-local k = 8
-for i = 3, #ARGV, 7 do
+-- Earlier orders' Kafka locations. Only existing records are touched, as in locate.lua, and
+-- a record that cannot take it (not a hash) costs no buyer its reservation.
+local located = tonumber(ARGV[3])
+for j = 1, located do
+  local record = KEYS[8 + j]
+  if redis.call('EXISTS', record) == 1 then
+    pcall(redis.call, 'HSET', record, 'kp', ARGV[2 + j * 2], 'ko', ARGV[3 + j * 2])
+  end
+end
+
+-- The buyers: their keys and arguments, then one read of their tickets and buckets.
+local calls, users, limiters = {}, {}, {}
+local k = 8 + located
+for i = 4 + located * 2, #ARGV, 7 do
   k = k + 1
-  local record, limiter = KEYS[k], nil
+  local c = {record = KEYS[k], at = i}
   if ARGV[i + 5] ~= '' then
     k = k + 1
-    limiter = KEYS[k]
+    c.limiter = KEYS[k]
+    limiters[#limiters + 1] = c.limiter
   end
-  local ok, reply = pcall(reserve, record, limiter, ARGV[i], ARGV[i + 1], ARGV[i + 2],
-    ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6])
+  calls[#calls + 1] = c
+  users[#users + 1] = ARGV[i]
+end
+found.tickets, found.buckets = {}, {}
+if #users > 0 then found.tickets = redis.call('HMGET', KEYS[3], unpack(users)) end
+if #limiters > 0 then
+  local values = redis.call('MGET', unpack(limiters))
+  for j = 1, #limiters do found.buckets[limiters[j]] = values[j] end
+end
+
+local out = {}
+for n, c in ipairs(calls) do
+  local i = c.at
+  local ok, reply = pcall(reserve, c.record, c.limiter, ARGV[i], ARGV[i + 1], ARGV[i + 2],
+    ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6], n)
   if not ok then
     if type(reply) == 'table' then reply = reply.err end
     reply = {0, tostring(reply)}

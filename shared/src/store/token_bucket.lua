@@ -1,11 +1,14 @@
 -- The per-user token bucket, shared by every gateway. Prepended to the scripts that take a
 -- token: the gateway's rate_limit.lua, and reserve.lua, which takes it in the same call when
 -- Redis is one server. Time comes from the Redis server, so the gateways' clocks do not matter.
--- take_token(key, rate, burst[, now]): the user's bucket (a string "<tokens> <ts ms>", one GET
--- and one SET ... PX: the smallest encoding, and no separate expiry call), its refill rate
--- (tokens per second, > 0) and size (>= 1), and the Redis time in ms when the caller already
--- read it. Returns 0 when a token was taken, else the ms until the next token (at least 1).
-local function take_token(key, rate, burst, now)
+-- take_token(key, rate, burst[, now[, found]]): the user's bucket (a string "<tokens> <ts ms>",
+-- one GET and one SET ... PX: the smallest encoding, and no separate expiry call), its refill
+-- rate (tokens per second, > 0) and size (>= 1), the Redis time in ms when the caller already
+-- read it, and the bucket's value when the caller already read it (false: no bucket; a
+-- caller that reads many buckets at once, with one MGET, skips their GETs).
+-- Returns 0 when a token was taken, else the ms until the next token (at least 1); and the
+-- bucket's new value.
+local function take_token(key, rate, burst, now, found)
   rate = tonumber(rate)
   burst = tonumber(burst)
   if not now then
@@ -13,7 +16,8 @@ local function take_token(key, rate, burst, now)
     now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   end
   local tokens = burst
-  local b = redis.call('GET', key)
+  local b = found
+  if b == nil then b = redis.call('GET', key) end
   if b then
     local sep = string.find(b, ' ', 1, true)
     local left = sep and tonumber(string.sub(b, 1, sep - 1))
@@ -34,7 +38,7 @@ local function take_token(key, rate, burst, now)
   -- days: a rate so small that it refills slower is refused by no setting, and must not turn
   -- the expiry into a number Redis cannot read.)
   local ttl = math.min(math.ceil(burst * 1000 / rate) + 1000, 2147483647)
-  redis.call('SET', key, tostring(tokens) .. ' ' .. string.format('%d', now), 'PX',
-    string.format('%d', ttl))
-  return wait
+  local value = tostring(tokens) .. ' ' .. string.format('%d', now)
+  redis.call('SET', key, value, 'PX', string.format('%d', ttl))
+  return wait, value
 end

@@ -6,9 +6,10 @@ use futures::future::join_all;
 use redis::AsyncCommands;
 use reqwest::StatusCode;
 use seckill_shared::store::{Reservation, UserLimit};
-use seckill_shared::{now_ms, UserId};
+use seckill_shared::{now_ms, Ticket, UserId};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// 201 buyers at once, 21 of them twice (one twice in the first call), for 50 units, on one
 /// connection: the calls go in batches (the first holds the most a batch takes), and the
@@ -93,8 +94,9 @@ async fn buys_that_arrive_together_share_a_call_and_keep_every_promise() {
     assert!(gw.metric("seckill_gateway_reserve_batch_size_sum").await >= 1.0);
 }
 
-/// A buyer whose reservation fails inside Redis (here its rate-limit key holds a hash, so the
-/// limiter's `GET` errors) gets that error, alone: the others in its call still reserve.
+/// A buyer whose reservation fails inside Redis (here its limit's refill rate is negative, so
+/// Redis refuses the bucket's expiry) gets that error, alone: the others in its call still
+/// reserve.
 #[tokio::test]
 async fn one_buyers_error_leaves_the_rest_of_its_batch_alone() {
     let env = TestEnv::new().await;
@@ -107,11 +109,9 @@ async fn one_buyers_error_leaves_the_rest_of_its_batch_alone() {
     let ns = &env.settings.namespace;
     let limit = |u: u64| UserLimit {
         key: format!("sk:{{{ns}:rl:{u}}}:b"),
-        rate: 5.0,
+        rate: if u == 3 { -5.0 } else { 5.0 },
         burst: 10,
     };
-    let mut c = env.store.connection();
-    let _: () = c.hset(limit(3).key, "f", "v").await.unwrap();
     let limits: Vec<UserLimit> = (1..=5).map(limit).collect();
     let answers = join_all(limits.iter().enumerate().map(|(i, l)| {
         let store = env.store.clone();
@@ -126,7 +126,7 @@ async fn one_buyers_error_leaves_the_rest_of_its_batch_alone() {
     for (i, a) in answers.iter().enumerate() {
         if i + 1 == 3 {
             let e = format!("{:#}", a.as_ref().unwrap_err());
-            assert!(e.contains("WRONGTYPE"), "{e}");
+            assert!(e.contains("invalid expire time"), "{e}");
         } else {
             assert_eq!(
                 a.as_ref().unwrap().1,
@@ -137,4 +137,72 @@ async fn one_buyers_error_leaves_the_rest_of_its_batch_alone() {
         }
     }
     assert_eq!(env.redis_stock(product).await, 6);
+}
+
+/// The Kafka locations of accepted orders ride their bucket's next reservation call: one that
+/// waits with a buyer is recorded by the time that buyer has its answer, and one that waits
+/// alone goes in a call of its own. A record that cannot take its location (not a hash) costs
+/// the buyers of its call nothing.
+#[tokio::test]
+async fn kafka_locations_ride_the_next_reservation() {
+    let env = TestEnv::new().await;
+    let gw = env.gateway().await;
+    let product = env.product(&gw, 10).await;
+    let store = env.store.clone();
+    let user = |u: u64| UserId::new(u).unwrap();
+    let location = |t: &Ticket| {
+        let store = store.clone();
+        let t = t.clone();
+        async move { store.ticket(&t).await.unwrap().unwrap().location }
+    };
+
+    let (first, r) = store
+        .reserve(product, user(1), now_ms(), false)
+        .await
+        .unwrap();
+    assert_eq!(r, Reservation::Reserved);
+    // With a buyer: recorded in the buyer's call.
+    store.locate_soon(first.clone(), 3, 41);
+    let (second, r) = store
+        .reserve(product, user(2), now_ms(), false)
+        .await
+        .unwrap();
+    assert_eq!(r, Reservation::Reserved);
+    assert_eq!(location(&first).await, Some((3, 41)));
+
+    // A damaged record beside a good one, with a buyer: the buyer still reserves.
+    let damaged = Ticket::generate(product);
+    let mut c = env.store.connection();
+    let _: () = c
+        .set(env.store.keys(product).ticket(&damaged), "not a hash")
+        .await
+        .unwrap();
+    store.locate_soon(damaged, 0, 1);
+    store.locate_soon(second.clone(), 0, 7);
+    let (_, r) = store
+        .reserve(product, user(3), now_ms(), false)
+        .await
+        .unwrap();
+    assert_eq!(r, Reservation::Reserved);
+    assert_eq!(location(&second).await, Some((0, 7)));
+
+    // Alone: in a call of its own, soon.
+    let (third, _) = store
+        .reserve(product, user(4), now_ms(), false)
+        .await
+        .unwrap();
+    store.locate_soon(third.clone(), 1, 9);
+    eventually("the lone location", Duration::from_secs(10), || async {
+        (location(&third).await == Some((1, 9))).then_some(())
+    })
+    .await;
+    // An order whose record is gone (expired, or lost with Redis) gets none back.
+    let gone = Ticket::generate(product);
+    store.locate_soon(gone.clone(), 1, 10);
+    let _ = store
+        .reserve(product, user(5), now_ms(), false)
+        .await
+        .unwrap();
+    assert!(store.ticket(&gone).await.unwrap().is_none());
+    assert_eq!(env.redis_stock(product).await, 5);
 }
