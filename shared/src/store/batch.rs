@@ -24,8 +24,9 @@ use tokio::sync::oneshot;
 
 static RESERVE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
-        "{}{}",
+        "{}{}{}",
         super::TOKEN_BUCKET_LUA,
+        super::LOCATIONS_LUA,
         include_str!("reserve.lua")
     ))
 });

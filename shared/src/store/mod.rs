@@ -54,7 +54,10 @@ static REBUILD: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("re
 static QUEUE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("queue.lua")));
 static CANCEL: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("cancel.lua")));
 static PAID: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("paid.lua")));
-static LOCATE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("locate.lua")));
+/// `record_locations`, prepended to the scripts that record Kafka locations.
+pub(crate) const LOCATIONS_LUA: &str = include_str!("locations.lua");
+static LOCATE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(&format!("{LOCATIONS_LUA}{}", include_str!("locate.lua"))));
 static BORROW: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("borrow.lua")));
 static VOID: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("void.lua")));
 static SETTLE_BORROW: LazyLock<Script> =

@@ -6,13 +6,13 @@
 -- and, when given, its rate-limit bucket (SET). A buyer whose step raises an error gets
 -- {0, error} and leaves nothing behind in the stock, buyers or pending set (its token, once
 -- taken, stays taken); the others still count.
--- The same call first records where earlier orders of this bucket landed in Kafka, as
--- locate.lua does (their delivery reports came in while this call's buyers waited).
+-- The same call first records where earlier orders of this bucket landed in Kafka (their
+-- delivery reports came in while this call's buyers waited).
 -- For a product split into stock buckets, the keys are those of the buyers' home bucket, and
 -- an empty bucket holds a buyer's place (`borrowing`) while the caller borrows a unit from
 -- another bucket (borrow.lua, then settle_borrow.lua).
 -- When Redis is one server, a buyer's per-user limit is taken here first (take_token, from
--- token_bucket.lua, is prepended).
+-- token_bucket.lua, is prepended, and record_locations, from locations.lua).
 -- KEYS: 1 stock, 2 meta, 3 buyers, 4 pending, and for a product with a waiting room:
 --       5 admitted (zset user -> admission expiry), 6 done (hash), 7 queue (zset);
 --       8 borrowing (zset ticket -> reserved at, tickets waiting for a loan); then the L ticket
@@ -104,15 +104,9 @@ local function reserve(record, limiter, user, ticket, now_s, admitted, assumed, 
   return {1}
 end
 
--- Earlier orders' Kafka locations. Only existing records are touched, as in locate.lua, and
--- a record that cannot take it (not a hash) costs no buyer its reservation.
+-- Earlier orders' Kafka locations (record_locations, from locations.lua, is prepended).
 local located = tonumber(ARGV[3])
-for j = 1, located do
-  local record = KEYS[8 + j]
-  if redis.call('EXISTS', record) == 1 then
-    pcall(redis.call, 'HSET', record, 'kp', ARGV[2 + j * 2], 'ko', ARGV[3 + j * 2])
-  end
-end
+record_locations(9, 4, located)
 
 -- The buyers: their keys and arguments, then one read of their tickets and buckets.
 local calls, users, limiters = {}, {}, {}
