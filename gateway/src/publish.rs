@@ -86,11 +86,16 @@ impl OrderPublisher {
 
     /// Sends one order and waits for its delivery report, at most the delivery timeout.
     /// Returns where it landed: (partition, offset).
+    ///
+    /// The message has no key: librdkafka's sticky partitioner then sends a gateway's orders to
+    /// one partition at a time, switching every `sticky.partitioning.linger.ms` (10 ms), so
+    /// they fill one batch instead of one per partition (librdkafka sends each partition's
+    /// batch in a request of its own). Over a sale they still reach every partition. The
+    /// ticket is in the payload and the `ticket` header.
     pub async fn publish(&self, order: &OrderMessage) -> anyhow::Result<(i32, i64)> {
         let payload = order.encode();
         let ticket = order.ticket.as_str();
-        let record = FutureRecord::to(&self.topic)
-            .key(ticket)
+        let record = FutureRecord::<(), _>::to(&self.topic)
             .payload(&payload)
             .headers(OwnedHeaders::new().insert(Header {
                 key: TICKET_HEADER,
