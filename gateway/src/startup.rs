@@ -164,6 +164,15 @@ impl Application {
         let served = self.server.await;
         self.shutdown.cancel();
         let _ = self.zk_task.await;
+        // The HTTP workers' runtimes drove the reservation lanes: the Kafka locations they
+        // had not sent yet go now, so no answered order waits for the sweeper's long timeout.
+        let recorded = self.state.store.record_waiting_locations().await;
+        if recorded > 0 {
+            tracing::info!(
+                orders = recorded,
+                "recorded the Kafka locations left at shutdown"
+            );
+        }
         let state = self.state.clone();
         tokio::task::spawn_blocking(move || state.publisher.flush(Duration::from_secs(10)))
             .await

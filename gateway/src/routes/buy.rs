@@ -350,6 +350,7 @@ async fn hand_off(
                 .json(TicketBody::pending(&order.ticket, order.user_id)))
         }
         Err(e) => {
+            tracing::warn!(error = format!("{e:#}"), ticket = %order.ticket, "Kafka did not take the order; giving its unit back");
             give_back(state, &order).await;
             Err(ApiError::unavailable("Kafka", e))
         }

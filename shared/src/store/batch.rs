@@ -57,11 +57,14 @@ struct Waiting {
     reply: oneshot::Sender<Reply>,
 }
 
+/// Where an accepted order landed in Kafka: (ticket, partition, offset).
+type Located = (Ticket, i32, i64);
+
 /// What waits for a bucket's next call: buyers, and the Kafka locations of earlier orders.
 #[derive(Default)]
 struct Lane {
     buyers: Vec<Waiting>,
-    located: Vec<(Ticket, i32, i64)>,
+    located: Vec<Located>,
 }
 
 type LaneKey = (ProductId, u16);
@@ -69,16 +72,35 @@ type LaneKey = (ProductId, u16);
 /// (product, bucket) → what waits for it. A lane is here exactly while a driver task sends
 /// its calls: whatever adds it starts the driver, and the driver removes it once nothing waits.
 #[derive(Default)]
-pub(super) struct Lanes(Mutex<HashMap<LaneKey, Lane>>);
+pub(super) struct Lanes {
+    map: Mutex<HashMap<LaneKey, Lane>>,
+    /// Locations of lanes whose driver ended early (its runtime shut down, or it panicked),
+    /// for [`TicketStore::record_waiting_locations`].
+    orphans: Mutex<Vec<Located>>,
+}
 
 impl Lanes {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<LaneKey, Lane>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+        self.map.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn orphans(&self) -> std::sync::MutexGuard<'_, Vec<Located>> {
+        self.orphans.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Takes every location still waiting, in lanes or left by ended drivers.
+    fn take_located(&self) -> Vec<Located> {
+        let mut all = std::mem::take(&mut *self.orphans());
+        for lane in self.lock().values_mut() {
+            all.append(&mut lane.located);
+        }
+        all
     }
 }
 
 /// Frees a lane whose driver ended without emptying it (a panic, or its runtime shutting
-/// down): the calls still waiting get an error, and the next call starts a new driver.
+/// down): the calls still waiting get an error, the next call starts a new driver, and the
+/// locations waiting are kept for [`TicketStore::record_waiting_locations`].
 struct Unstick {
     lanes: Arc<Lanes>,
     lane: LaneKey,
@@ -87,8 +109,17 @@ struct Unstick {
 
 impl Drop for Unstick {
     fn drop(&mut self) {
-        if self.armed {
-            self.lanes.lock().remove(&self.lane);
+        if !self.armed {
+            return;
+        }
+        let lane = self.lanes.lock().remove(&self.lane);
+        if let Some(lane) = lane.filter(|l| !l.located.is_empty()) {
+            tracing::warn!(
+                product = %self.lane.0,
+                orders = lane.located.len(),
+                "a reservation batch driver ended early; its orders' Kafka locations wait for the shutdown"
+            );
+            self.lanes.orphans().extend(lane.located);
         }
     }
 }
@@ -111,6 +142,38 @@ impl TicketStore {
     pub fn locate_soon(&self, ticket: Ticket, partition: i32, offset: i64) {
         let lane = (ticket.product(), ticket.bucket());
         self.enqueue(lane, |l| l.located.push((ticket, partition, offset)));
+    }
+
+    /// Records the Kafka locations still waiting on every connection of this store's family
+    /// (itself and those from [`TicketStore::on_new_connection`]), on this store's connection.
+    /// The gateway calls it on shutdown, after its HTTP workers (whose runtimes drive the
+    /// lanes) have stopped, so no answered order is left without its location. Returns how
+    /// many were recorded.
+    pub async fn record_waiting_locations(&self) -> usize {
+        let lanes: Vec<Arc<Lanes>> = self
+            .all_lanes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let mut by_product: HashMap<ProductId, Vec<Located>> = HashMap::new();
+        for l in lanes {
+            for located in l.take_located() {
+                by_product
+                    .entry(located.0.product())
+                    .or_default()
+                    .push(located);
+            }
+        }
+        let mut recorded = 0;
+        for (product, located) in by_product {
+            match self.locate(product, &located).await {
+                Ok(n) => recorded += n as usize,
+                Err(e) => {
+                    tracing::warn!(error = format!("{e:#}"), %product, orders = located.len(), "could not record orders' Kafka offsets")
+                }
+            }
+        }
+        recorded
     }
 
     /// Adds to a lane, and starts its driver when the lane was idle.
@@ -169,8 +232,12 @@ impl TicketStore {
             let (calls, replies): (Vec<_>, Vec<_>) =
                 batch.into_iter().map(|w| (w.call, w.reply)).unzip();
             let ran = self.run_batch(lane, &located, &calls).await;
-            if let (Err(e), false) = (&ran, located.is_empty()) {
-                tracing::warn!(error = format!("{e:#}"), product = %lane.0, orders = located.len(), "could not record orders' Kafka offsets");
+            if ran.is_err() && !located.is_empty() {
+                // Once more on their own: a location lost leaves its answered order to the
+                // sweeper's timeout for an unknown location.
+                if let Err(e) = self.locate(lane.0, &located).await {
+                    tracing::warn!(error = format!("{e:#}"), product = %lane.0, orders = located.len(), "could not record orders' Kafka offsets");
+                }
             }
             match ran {
                 Ok(answers) => {

@@ -414,6 +414,8 @@ pub struct TicketStore {
     bucket_counts: Arc<RwLock<HashMap<ProductId, u16>>>,
     /// This connection's reservations waiting for their batch (`batch.rs`).
     lanes: Arc<batch::Lanes>,
+    /// The lanes of this store and of every store made from it by `on_new_connection`.
+    all_lanes: Arc<std::sync::Mutex<Vec<Arc<batch::Lanes>>>>,
     batch_observer: Option<BatchObserver>,
 }
 
@@ -427,12 +429,14 @@ impl TicketStore {
         timeout: Duration,
     ) -> anyhow::Result<Self> {
         let conn = RedisConn::open(topology, timeout)?;
+        let lanes: Arc<batch::Lanes> = Default::default();
         Ok(Self {
             conn,
             namespace: namespace.to_owned(),
             ticket_ttl_secs,
             bucket_counts: Default::default(),
-            lanes: Default::default(),
+            all_lanes: Arc::new(std::sync::Mutex::new(vec![lanes.clone()])),
+            lanes,
             batch_observer: None,
         })
     }
@@ -452,12 +456,18 @@ impl TicketStore {
         topology: &Topology,
         timeout: Duration,
     ) -> anyhow::Result<Self> {
+        let lanes: Arc<batch::Lanes> = Default::default();
+        self.all_lanes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(lanes.clone());
         Ok(Self {
             conn: RedisConn::open(topology, timeout)?,
             namespace: self.namespace.clone(),
             ticket_ttl_secs: self.ticket_ttl_secs,
             bucket_counts: self.bucket_counts.clone(),
-            lanes: Default::default(),
+            lanes,
+            all_lanes: self.all_lanes.clone(),
             batch_observer: self.batch_observer.clone(),
         })
     }

@@ -5,7 +5,8 @@
 -- one GET and one SET ... PX: the smallest encoding, and no separate expiry call), its refill
 -- rate (tokens per second, > 0) and size (>= 1), the Redis time in ms when the caller already
 -- read it, and the bucket's value when the caller already read it (false: no bucket; a
--- caller that reads many buckets at once, with one MGET, skips their GETs).
+-- caller that reads many buckets at once, with one MGET, skips their GETs). A bucket key that
+-- holds another type is replaced: a damaged key never locks its buyer out.
 -- Returns 0 when a token was taken, else the ms until the next token (at least 1); and the
 -- bucket's new value.
 local function take_token(key, rate, burst, now, found)
@@ -17,7 +18,12 @@ local function take_token(key, rate, burst, now, found)
   end
   local tokens = burst
   local b = found
-  if b == nil then b = redis.call('GET', key) end
+  if b == nil then
+    -- A key that holds something else than a string (damaged) counts as no bucket, and is
+    -- replaced below, as it is when the caller read it with MGET.
+    local ok, v = pcall(redis.call, 'GET', key)
+    b = ok and v
+  end
   if b then
     local sep = string.find(b, ' ', 1, true)
     local left = sep and tonumber(string.sub(b, 1, sep - 1))

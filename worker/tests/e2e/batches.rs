@@ -203,6 +203,87 @@ async fn kafka_locations_ride_the_next_reservation() {
         .reserve(product, user(5), now_ms(), false)
         .await
         .unwrap();
-    assert!(store.ticket(&gone).await.unwrap().is_none());
+    let exists: bool = c
+        .exists(env.store.keys(product).ticket(&gone))
+        .await
+        .unwrap();
+    assert!(!exists, "a gone record is not recreated");
     assert_eq!(env.redis_stock(product).await, 5);
+}
+
+/// A buyer twice in one call spends its rate-limit bucket once per buy: the call reads the
+/// buckets once (MGET), and the second buy sees what the first left.
+#[tokio::test]
+async fn a_buyer_twice_in_one_call_pays_its_bucket_twice() {
+    let env = TestEnv::new().await;
+    if !env.store.connection().is_single_server() {
+        eprintln!("skipped: the limit rides in the reservation only on one Redis server");
+        return;
+    }
+    let gw = env.gateway().await;
+    let product = env.product(&gw, 10).await;
+    let ns = &env.settings.namespace;
+    let limit = UserLimit {
+        key: format!("sk:{{{ns}:rl:9}}:b"),
+        rate: 0.001,
+        burst: 1,
+    };
+    let user = UserId::new(9).unwrap();
+    let store = env.store.clone();
+    let (a, b) = futures::join!(
+        store.reserve_limited(product, user, now_ms(), false, Some(&limit)),
+        store.reserve_limited(product, user, now_ms(), false, Some(&limit)),
+    );
+    assert_eq!(a.unwrap().1, Reservation::Reserved);
+    assert!(
+        matches!(b.unwrap().1, Reservation::RateLimited { .. }),
+        "the second buy finds the token spent"
+    );
+    let mut c = env.store.connection();
+    let bucket: String = c.get(&limit.key).await.unwrap();
+    assert!(bucket.starts_with("0 "), "no token left: {bucket:?}");
+    assert_eq!(env.redis_stock(product).await, 9);
+}
+
+/// A lane whose runtime stops before its driver ran (the gateway's HTTP workers at shutdown)
+/// keeps its Kafka locations, and the store they came from records them
+/// (`record_waiting_locations`, which the gateway runs on shutdown).
+#[tokio::test]
+async fn locations_left_by_a_stopped_runtime_are_recorded_at_shutdown() {
+    let env = TestEnv::new().await;
+    let gw = env.gateway().await;
+    let product = env.product(&gw, 5).await;
+    let (ticket, r) = env
+        .store
+        .reserve(product, UserId::new(1).unwrap(), now_ms(), false)
+        .await
+        .unwrap();
+    assert_eq!(r, Reservation::Reserved);
+    let thread_store = env
+        .store
+        .on_new_connection(
+            &env.settings.redis_topology().unwrap(),
+            env.settings.redis_timeout(),
+        )
+        .unwrap();
+    let t = ticket.clone();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        // Queued, and its driver spawned; the runtime is dropped before the driver runs.
+        rt.block_on(async { thread_store.locate_soon(t, 2, 5) });
+    })
+    .join()
+    .unwrap();
+    assert_eq!(
+        env.store.ticket(&ticket).await.unwrap().unwrap().location,
+        None
+    );
+    assert_eq!(env.store.record_waiting_locations().await, 1);
+    assert_eq!(
+        env.store.ticket(&ticket).await.unwrap().unwrap().location,
+        Some((2, 5))
+    );
 }

@@ -22,8 +22,8 @@ async fn buy_raw(
         .unwrap()
 }
 
-/// The bucket reads back what it wrote (a fraction in exponent form too), a damaged one counts
-/// as full, and a refill rate so slow that the bucket would outlive Redis's expiry range still
+/// The bucket reads back what it wrote (a fraction in exponent form too), a damaged one (or a
+/// key of another type) counts as full, and a refill rate so slow that the bucket would outlive Redis's expiry range still
 /// works: its expiry is capped, not written as a number Redis cannot read.
 #[tokio::test]
 async fn the_bucket_survives_odd_values_and_a_tiny_rate() {
@@ -59,6 +59,15 @@ async fn the_bucket_survives_odd_values_and_a_tiny_rate() {
     assert_eq!(gw.buy(second, 7).await.0, StatusCode::ACCEPTED);
     let left: String = conn.get(&key).await.unwrap();
     assert!(left.starts_with("1 "), "rewritten: {left:?}");
+
+    // Another type at the key (one server reads it with MGET, a cluster with GET): the same,
+    // never an error that would lock the buyer out.
+    let third = env.product(&gw, 5).await;
+    let _: () = conn.del(&key).await.unwrap();
+    let _: () = conn.hset(&key, "f", "v").await.unwrap();
+    assert_eq!(gw.buy(third, 7).await.0, StatusCode::ACCEPTED);
+    let left: String = conn.get(&key).await.unwrap();
+    assert!(left.starts_with("1 "), "replaced: {left:?}");
 }
 
 /// The bucket is in Redis: what a user spends on one gateway is gone on the other.
