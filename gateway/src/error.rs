@@ -97,6 +97,11 @@ impl ApiError {
     /// A dependency failed: log the cause chain once, answer 503.
     pub fn unavailable(what: &str, err: anyhow::Error) -> Self {
         tracing::warn!(error = format!("{err:#}"), "{what} unavailable");
+        Self::retry_later(what)
+    }
+
+    /// The same `503`, for a caller that has already logged the failure with more context.
+    pub fn retry_later(what: &str) -> Self {
         ApiError::Unavailable(format!("{what} is unavailable, retry shortly"))
     }
 

@@ -1,20 +1,33 @@
 //! Hands orders to Kafka and waits for the broker's acknowledgement.
 
+mod deliveries;
+
 use anyhow::{anyhow, Context};
+use deliveries::{Deliveries, Inbox, Pending};
+use rdkafka::error::KafkaError;
 use rdkafka::message::{Header, OwnedHeaders};
-use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
+use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
+use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::util::Timeout;
 use rdkafka::ClientConfig;
 use seckill_shared::kafka::{producer_config, TICKET_HEADER};
 use seckill_shared::{OrderMessage, Settings};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::RwLock;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
+
+/// The producer: librdkafka with its polling thread, whose delivery reports go back to the
+/// sending threads in batches ([`deliveries`]).
+type KafkaProducer = ThreadedProducer<Deliveries>;
+
+/// How long a buy waits before it tries again when librdkafka's queue is full.
+const QUEUE_FULL_RETRY: Duration = Duration::from_millis(100);
 
 pub struct OrderPublisher {
     /// The producer and its generation. An idempotent producer that hits a fatal error (say,
     /// the broker lost its state) refuses every later message, so it is replaced.
-    producer: RwLock<(u64, FutureProducer)>,
+    producer: RwLock<(u64, KafkaProducer)>,
     /// A replacement is being created.
     replacing: AtomicBool,
     /// When a delivery last succeeded (or the producer was created), ms since the epoch.
@@ -27,7 +40,9 @@ pub struct OrderPublisher {
 impl OrderPublisher {
     pub fn new(settings: &Settings) -> anyhow::Result<Self> {
         let config = producer_config(settings);
-        let producer = config.create().context("creating the Kafka producer")?;
+        let producer = config
+            .create_with_context(Deliveries)
+            .context("creating the Kafka producer")?;
         Ok(Self {
             producer: RwLock::new((0, producer)),
             replacing: AtomicBool::new(false),
@@ -38,7 +53,7 @@ impl OrderPublisher {
         })
     }
 
-    fn current(&self) -> (u64, FutureProducer) {
+    fn current(&self) -> (u64, KafkaProducer) {
         self.producer.read().expect("lock poisoned").clone()
     }
 
@@ -50,7 +65,7 @@ impl OrderPublisher {
     /// deliveries kept failing is replaced too: after a broker lost its producer state (the
     /// local tansu broker on a restart), librdkafka's idempotent producer can keep failing
     /// every message with `UnknownProducerId` without ever raising a fatal error.
-    async fn replace_if_fatal(&self, generation: u64, producer: &FutureProducer) {
+    async fn replace_if_fatal(&self, generation: u64, producer: &KafkaProducer) {
         let stuck_ms = seckill_shared::now_ms() - self.last_delivery_ms.load(Ordering::Relaxed);
         let (code, reason) = match producer.client().fatal_error() {
             Some((code, reason)) => (Some(code), reason),
@@ -64,7 +79,8 @@ impl OrderPublisher {
             return; // another request is replacing it
         }
         let config = self.config.clone();
-        let created = tokio::task::spawn_blocking(move || config.create::<FutureProducer>()).await;
+        let created =
+            tokio::task::spawn_blocking(move || config.create_with_context(Deliveries)).await;
         match created {
             Ok(Ok(fresh)) => {
                 let mut slot = self.producer.write().expect("lock poisoned");
@@ -93,30 +109,56 @@ impl OrderPublisher {
     /// batch in a request of its own). Over a sale they still reach every partition. The
     /// ticket is in the payload and the `ticket` header.
     pub async fn publish(&self, order: &OrderMessage) -> anyhow::Result<(i32, i64)> {
+        let (generation, producer) = self.current();
+        let result = self.send(&producer, order).await;
+        if result.is_ok() {
+            self.last_delivery_ms
+                .store(seckill_shared::now_ms(), Ordering::Relaxed);
+        } else {
+            self.replace_if_fatal(generation, &producer).await;
+        }
+        result
+    }
+
+    async fn send(
+        &self,
+        producer: &KafkaProducer,
+        order: &OrderMessage,
+    ) -> anyhow::Result<(i32, i64)> {
         let payload = order.encode();
-        let ticket = order.ticket.as_str();
-        let record = FutureRecord::<(), _>::to(&self.topic)
+        let (reply, delivered) = oneshot::channel();
+        let pending = Box::new(Pending {
+            inbox: Inbox::current(),
+            reply,
+        });
+        let mut record = BaseRecord::<(), _, _>::with_opaque_to(&self.topic, pending)
             .payload(&payload)
             .headers(OwnedHeaders::new().insert(Header {
                 key: TICKET_HEADER,
-                value: Some(ticket),
+                value: Some(order.ticket.as_str()),
             }));
-        let (generation, producer) = self.current();
-        let delivery = producer.send(record, Timeout::After(self.timeout));
-        // librdkafka enforces message.timeout.ms; this outer bound only guards against a stuck
-        // report.
-        let result =
-            match tokio::time::timeout(self.timeout + Duration::from_millis(500), delivery).await {
-                Ok(Ok(d)) => {
-                    self.last_delivery_ms
-                        .store(seckill_shared::now_ms(), Ordering::Relaxed);
-                    return Ok((d.partition, d.offset));
+        // librdkafka enforces message.timeout.ms once the order is queued; this outer bound
+        // covers a full queue and guards against a stuck report.
+        let started = Instant::now();
+        let deadline = tokio::time::Instant::from_std(started) + self.timeout;
+        loop {
+            match producer.send(record) {
+                Ok(()) => break,
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), again))
+                    if started.elapsed() < self.timeout =>
+                {
+                    record = again;
+                    tokio::time::sleep(QUEUE_FULL_RETRY).await;
                 }
-                Ok(Err((e, _))) => Err(anyhow!(e).context("Kafka did not take the order")),
-                Err(_) => Err(anyhow!("Kafka delivery report timed out")),
-            };
-        self.replace_if_fatal(generation, &producer).await;
-        result
+                Err((e, _)) => return Err(anyhow!(e).context("Kafka did not take the order")),
+            }
+        }
+        match tokio::time::timeout_at(deadline + Duration::from_millis(500), delivered).await {
+            Ok(Ok(Ok(landed))) => Ok(landed),
+            Ok(Ok(Err(e))) => Err(anyhow!(e).context("Kafka did not take the order")),
+            Ok(Err(_)) => Err(anyhow!("the Kafka producer dropped the order")),
+            Err(_) => Err(anyhow!("Kafka delivery report timed out")),
+        }
     }
 
     /// Can the cluster be reached? Used by health checks.

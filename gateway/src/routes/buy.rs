@@ -352,7 +352,7 @@ async fn hand_off(
         Err(e) => {
             tracing::warn!(error = format!("{e:#}"), ticket = %order.ticket, "Kafka did not take the order; giving its unit back");
             give_back(state, &order).await;
-            Err(ApiError::unavailable("Kafka", e))
+            Err(ApiError::retry_later("Kafka"))
         }
     }
 }

@@ -166,14 +166,22 @@ impl TicketStore {
         }
         let mut recorded = 0;
         for (product, located) in by_product {
-            match self.locate(product, &located).await {
-                Ok(n) => recorded += n as usize,
-                Err(e) => {
-                    tracing::warn!(error = format!("{e:#}"), %product, orders = located.len(), "could not record orders' Kafka offsets")
-                }
-            }
+            recorded += self.locate_or_warn(product, &located).await;
         }
         recorded
+    }
+
+    /// Records `located` with a call of its own (`locate.lua`), and says so when it cannot:
+    /// those orders then keep the sweeper's timeout for an unknown location. Returns how many
+    /// were recorded.
+    async fn locate_or_warn(&self, product: ProductId, located: &[Located]) -> usize {
+        match self.locate(product, located).await {
+            Ok(n) => n as usize,
+            Err(e) => {
+                tracing::warn!(error = format!("{e:#}"), %product, orders = located.len(), "could not record orders' Kafka offsets");
+                0
+            }
+        }
     }
 
     /// Adds to a lane, and starts its driver when the lane was idle.
@@ -221,9 +229,7 @@ impl TicketStore {
                 )
             };
             if batch.is_empty() {
-                if let Err(e) = self.locate(lane.0, &located).await {
-                    tracing::warn!(error = format!("{e:#}"), product = %lane.0, orders = located.len(), "could not record orders' Kafka offsets");
-                }
+                self.locate_or_warn(lane.0, &located).await;
                 continue;
             }
             if let Some(observe) = &self.batch_observer {
@@ -235,9 +241,7 @@ impl TicketStore {
             if ran.is_err() && !located.is_empty() {
                 // Once more on their own: a location lost leaves its answered order to the
                 // sweeper's timeout for an unknown location.
-                if let Err(e) = self.locate(lane.0, &located).await {
-                    tracing::warn!(error = format!("{e:#}"), product = %lane.0, orders = located.len(), "could not record orders' Kafka offsets");
-                }
+                self.locate_or_warn(lane.0, &located).await;
             }
             match ran {
                 Ok(answers) => {

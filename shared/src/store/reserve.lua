@@ -3,7 +3,7 @@
 -- The product's stock, meta and the Redis time are read once per call, the buyers hash and
 -- the buyers' rate-limit buckets once per call too (HMGET, MGET), and the stock, buyers and
 -- pending set written once at its end; each buyer then costs its ticket record (HSET, EXPIRE)
--- and, when given, its rate-limit bucket (SET). A buyer whose step raises an error gets
+-- and, when given, its rate-limit bucket (SET ... PX). A buyer whose step raises an error gets
 -- {0, error} and leaves nothing behind in the stock, buyers or pending set (its token, once
 -- taken, stays taken); the others still count.
 -- The same call first records where earlier orders of this bucket landed in Kafka (their
@@ -11,8 +11,9 @@
 -- For a product split into stock buckets, the keys are those of the buyers' home bucket, and
 -- an empty bucket holds a buyer's place (`borrowing`) while the caller borrows a unit from
 -- another bucket (borrow.lua, then settle_borrow.lua).
--- When Redis is one server, a buyer's per-user limit is taken here first (take_token, from
--- token_bucket.lua, is prepended, and record_locations, from locations.lua).
+-- When Redis is one server, a buyer's per-user limit is taken here first (bucket_take and
+-- its helpers, from token_bucket.lua, are prepended, and record_locations, from
+-- locations.lua); its bucket is written only when a token was taken.
 -- KEYS: 1 stock, 2 meta, 3 buyers, 4 pending, and for a product with a waiting room:
 --       5 admitted (zset user -> admission expiry), 6 done (hash), 7 queue (zset);
 --       8 borrowing (zset ticket -> reserved at, tickets waiting for a loan); then the L ticket
@@ -38,7 +39,7 @@
 local left = tonumber(redis.call('GET', KEYS[1]))
 local meta = redis.call('HMGET', KEYS[2], 'starts_at', 'ends_at', 'wr_rate', 'wr_factor', 'buckets')
 local buckets = meta[5] or '1'
-local clock
+local clock, clock_s
 local taken = 0
 -- Written at the end: user -> ticket (also what this call already gave each user), and the
 -- pending set's score/member pairs.
@@ -48,16 +49,35 @@ local held, pending = {}, {}
 -- taken earlier in this call is read from `bucket_now`.
 local found, bucket_now = {}, {}
 
+-- The limit's numbers, parsed once per call (every buyer of a call has its gateway's limit):
+-- rate, burst, the buckets' expiry (PX), and the Redis time as a number and a string.
+local limit = {}
+
+local function take(limiter, rate, burst)
+  if limit.rate_s ~= rate or limit.burst_s ~= burst then
+    limit.rate_s, limit.burst_s = rate, burst
+    limit.rate, limit.burst = tonumber(rate), tonumber(burst)
+    limit.px = string.format('%d', bucket_life(limit.rate, limit.burst))
+  end
+  if not clock then
+    clock = redis_ms()
+    clock_s = string.format('%d', clock)
+  end
+  local seen = bucket_now[limiter]
+  if seen == nil then seen = found.buckets[limiter] end
+  local wait, tokens = bucket_take(seen, limit.rate, limit.burst, clock)
+  -- A buy refused writes nothing: the bucket as it was still counts the same tokens.
+  if wait == 0 then
+    local value = bucket_value(tokens, clock_s)
+    redis.call('SET', limiter, value, 'PX', limit.px)
+    bucket_now[limiter] = value
+  end
+  return wait
+end
+
 local function reserve(record, limiter, user, ticket, now_s, admitted, assumed, rate, burst, i)
   if limiter then
-    if not clock then
-      local t = redis.call('TIME')
-      clock = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    end
-    local seen = bucket_now[limiter]
-    if seen == nil then seen = found.buckets[limiter] end
-    local wait, value = take_token(limiter, rate, burst, clock, seen or false)
-    bucket_now[limiter] = value
+    local wait = take(limiter, rate, burst)
     if wait > 0 then return {11, wait} end
   end
   if not left then return {4} end

@@ -1,33 +1,34 @@
 -- The per-user token bucket, shared by every gateway. Prepended to the scripts that take a
 -- token: the gateway's rate_limit.lua, and reserve.lua, which takes it in the same call when
--- Redis is one server. Time comes from the Redis server, so the gateways' clocks do not matter.
--- take_token(key, rate, burst[, now[, found]]): the user's bucket (a string "<tokens> <ts ms>",
--- one GET and one SET ... PX: the smallest encoding, and no separate expiry call), its refill
--- rate (tokens per second, > 0) and size (>= 1), the Redis time in ms when the caller already
--- read it, and the bucket's value when the caller already read it (false: no bucket; a
--- caller that reads many buckets at once, with one MGET, skips their GETs). A bucket key that
--- holds another type is replaced: a damaged key never locks its buyer out.
--- Returns 0 when a token was taken, else the ms until the next token (at least 1); and the
--- bucket's new value.
-local function take_token(key, rate, burst, now, found)
-  rate = tonumber(rate)
-  burst = tonumber(burst)
-  if not now then
-    local t = redis.call('TIME')
-    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  end
+-- Redis is one server. Time comes from the Redis server, so the gateways' clocks do not
+-- matter.
+--
+-- A user's bucket is the string "<tokens> <ts ms>" at its own key, written with SET ... PX
+-- (the smallest encoding, and no separate expiry call): it expires once it would be full
+-- again (bucket_life), the same as no bucket. A damaged bucket counts as full.
+
+local function redis_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- How long a bucket takes to fill up again, plus a second, in ms. At most about 24 days (a
+-- rate so small that it refills slower is refused by no setting, and must not turn an
+-- expiry into a number Redis cannot read).
+local function bucket_life(rate, burst)
+  return math.min(math.ceil(burst * 1000 / rate) + 1000, 2147483647)
+end
+
+-- bucket_take(value, rate, burst, now): takes a token from the bucket `value` (nil or false:
+-- none), with rate (tokens per second, > 0) and burst (>= 1) as numbers. Returns 0 when a
+-- token was taken, else the ms until the next token (at least 1, capped so that the reply
+-- stays an integer); and the tokens left, for bucket_value.
+local function bucket_take(value, rate, burst, now)
   local tokens = burst
-  local b = found
-  if b == nil then
-    -- A key that holds something else than a string (damaged) counts as no bucket, and is
-    -- replaced below, as it is when the caller read it with MGET.
-    local ok, v = pcall(redis.call, 'GET', key)
-    b = ok and v
-  end
-  if b then
-    local sep = string.find(b, ' ', 1, true)
-    local left = sep and tonumber(string.sub(b, 1, sep - 1))
-    local ts = sep and tonumber(string.sub(b, sep + 1))
+  if value then
+    local sep = string.find(value, ' ', 1, true)
+    local left = sep and tonumber(string.sub(value, 1, sep - 1))
+    local ts = sep and tonumber(string.sub(value, sep + 1))
     if left and ts then
       tokens = left
       if now > ts then tokens = math.min(burst, tokens + (now - ts) * rate / 1000) end
@@ -37,14 +38,30 @@ local function take_token(key, rate, burst, now, found)
   if tokens >= 1 then
     tokens = tokens - 1
   else
-    -- Capped as the expiry below is, so the reply stays an integer the caller can read.
     wait = math.min(math.ceil((1 - tokens) * 1000 / rate), 2147483647)
   end
-  -- A bucket left alone this long is full again, the same as no bucket. (At most about 24
-  -- days: a rate so small that it refills slower is refused by no setting, and must not turn
-  -- the expiry into a number Redis cannot read.)
-  local ttl = math.min(math.ceil(burst * 1000 / rate) + 1000, 2147483647)
-  local value = tostring(tokens) .. ' ' .. string.format('%d', now)
-  redis.call('SET', key, value, 'PX', string.format('%d', ttl))
-  return wait, value
+  return wait, tokens
+end
+
+-- The bucket's value: its tokens, and the time they were counted at (`now_s`, the ms as a
+-- string: a caller that takes many tokens at one time formats it once).
+local function bucket_value(tokens, now_s)
+  return tostring(tokens) .. ' ' .. now_s
+end
+
+-- take_token(key, rate, burst): one token from the bucket at `key` (rate and burst as given
+-- in ARGV), one GET, and one SET when a token was taken: a refused request writes nothing
+-- (the bucket as it was still counts the same tokens, and expires when it should). A key that
+-- holds another type is replaced: a damaged key never locks its buyer out. Returns what
+-- bucket_take returns.
+local function take_token(key, rate, burst)
+  rate, burst = tonumber(rate), tonumber(burst)
+  local ok, value = pcall(redis.call, 'GET', key)
+  local now = redis_ms()
+  local wait, tokens = bucket_take(ok and value, rate, burst, now)
+  if wait == 0 then
+    redis.call('SET', key, bucket_value(tokens, string.format('%d', now)), 'PX',
+      string.format('%d', bucket_life(rate, burst)))
+  end
+  return wait, tokens
 end

@@ -5,6 +5,7 @@ use crate::helpers::*;
 use futures::future::join_all;
 use redis::AsyncCommands;
 use reqwest::StatusCode;
+use seckill_gateway::rate_limit::RateLimiter;
 use seckill_shared::store::{Reservation, UserLimit};
 use seckill_shared::{now_ms, Ticket, UserId};
 use std::collections::HashMap;
@@ -108,7 +109,7 @@ async fn one_buyers_error_leaves_the_rest_of_its_batch_alone() {
     let product = env.product(&gw, 10).await;
     let ns = &env.settings.namespace;
     let limit = |u: u64| UserLimit {
-        key: format!("sk:{{{ns}:rl:{u}}}:b"),
+        key: RateLimiter::key(ns, UserId::new(u).unwrap()),
         rate: if u == 3 { -5.0 } else { 5.0 },
         burst: 10,
     };
@@ -222,9 +223,8 @@ async fn a_buyer_twice_in_one_call_pays_its_bucket_twice() {
     }
     let gw = env.gateway().await;
     let product = env.product(&gw, 10).await;
-    let ns = &env.settings.namespace;
     let limit = UserLimit {
-        key: format!("sk:{{{ns}:rl:9}}:b"),
+        key: RateLimiter::key(&env.settings.namespace, UserId::new(9).unwrap()),
         rate: 0.001,
         burst: 1,
     };

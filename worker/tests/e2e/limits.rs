@@ -22,8 +22,8 @@ async fn buy_raw(
         .unwrap()
 }
 
-/// The bucket reads back what it wrote (a fraction in exponent form too), a damaged one (or a
-/// key of another type) counts as full, and a refill rate so slow that the bucket would outlive Redis's expiry range still
+/// The bucket reads back what it wrote (a fraction in exponent form too), a refused buy leaves
+/// it as it was, a damaged one (or a key of another type) counts as full, and a refill rate so slow that the bucket would outlive Redis's expiry range still
 /// works: its expiry is capped, not written as a number Redis cannot read.
 #[tokio::test]
 async fn the_bucket_survives_odd_values_and_a_tiny_rate() {
@@ -53,6 +53,9 @@ async fn the_bucket_survives_odd_values_and_a_tiny_rate() {
         buy_raw(&gw, second, 7).await.status(),
         StatusCode::TOO_MANY_REQUESTS
     );
+    // A refused buy writes nothing: the bucket still counts from when it was written.
+    let kept: String = conn.get(&key).await.unwrap();
+    assert_eq!(kept, format!("1e-05 {now_ms}"));
 
     // Damaged: read as a full bucket, and rewritten whole.
     let _: () = conn.set(&key, "garbage").await.unwrap();
