@@ -83,14 +83,20 @@ impl OrderPublisher {
             tokio::task::spawn_blocking(move || config.create_with_context(Deliveries)).await;
         match created {
             Ok(Ok(fresh)) => {
-                let mut slot = self.producer.write().expect("lock poisoned");
-                if slot.0 == generation {
-                    tracing::error!(?code, %reason, "Kafka producer failed for good; replaced it");
-                    *slot = (generation + 1, fresh);
-                    // The fresh producer gets a full period before it can be judged stuck.
-                    self.last_delivery_ms
-                        .store(seckill_shared::now_ms(), Ordering::Relaxed);
-                }
+                let unused = {
+                    let mut slot = self.producer.write().expect("lock poisoned");
+                    if slot.0 == generation {
+                        tracing::error!(?code, %reason, "Kafka producer failed for good; replaced it");
+                        // The fresh producer gets a full period before it can be judged stuck.
+                        self.last_delivery_ms
+                            .store(seckill_shared::now_ms(), Ordering::Relaxed);
+                        std::mem::replace(&mut *slot, (generation + 1, fresh))
+                    } else {
+                        (generation, fresh)
+                    }
+                };
+                // Dropping a producer joins its polling thread and flushes: not on this thread.
+                tokio::task::spawn_blocking(move || drop(unused));
             }
             Ok(Err(e)) => {
                 tracing::error!(error = %e, "could not replace the failed Kafka producer")
@@ -117,6 +123,11 @@ impl OrderPublisher {
         } else {
             self.replace_if_fatal(generation, &producer).await;
         }
+        if self.current().0 != generation {
+            // A replaced producer may be dropped here, its last user: that joins its polling
+            // thread and flushes, which must not block this HTTP worker thread.
+            tokio::task::spawn_blocking(move || drop(producer));
+        }
         result
     }
 
@@ -137,10 +148,11 @@ impl OrderPublisher {
                 key: TICKET_HEADER,
                 value: Some(order.ticket.as_str()),
             }));
-        // librdkafka enforces message.timeout.ms once the order is queued; this outer bound
-        // covers a full queue and guards against a stuck report.
+        // A full queue is waited out for at most the delivery timeout. Once the order is
+        // queued, librdkafka reports it within message.timeout.ms (the same timeout), so the
+        // wait for its report is bounded from then on: an order is never given up on while
+        // Kafka may still take it.
         let started = Instant::now();
-        let deadline = tokio::time::Instant::from_std(started) + self.timeout;
         loop {
             match producer.send(record) {
                 Ok(()) => break,
@@ -153,7 +165,7 @@ impl OrderPublisher {
                 Err((e, _)) => return Err(anyhow!(e).context("Kafka did not take the order")),
             }
         }
-        match tokio::time::timeout_at(deadline + Duration::from_millis(500), delivered).await {
+        match tokio::time::timeout(self.timeout + Duration::from_millis(500), delivered).await {
             Ok(Ok(Ok(landed))) => Ok(landed),
             Ok(Ok(Err(e))) => Err(anyhow!(e).context("Kafka did not take the order")),
             Ok(Err(_)) => Err(anyhow!("the Kafka producer dropped the order")),

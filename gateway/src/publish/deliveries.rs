@@ -1,11 +1,16 @@
-//! Delivery reports, handed back to the thread that sent each order with one wake-up per
-//! batch instead of one per order.
+//! Delivery reports, handed back to the thread that sent each order, usually with one wake-up
+//! per batch instead of one per order.
 //!
 //! librdkafka reports the deliveries of a produce request together, on the producer's polling
 //! thread. Completing each buy's future there would wake the sending HTTP worker thread once
 //! per order (an `eventfd` write each, from another thread). Instead each sending thread has an
 //! [`Inbox`]: the polling thread appends the reports to it and wakes it only when it was empty,
-//! and a task on that thread completes the buys' futures, locally.
+//! and a task on that thread completes the buys' futures, locally. (If that task empties the
+//! inbox while a batch is still arriving, the rest of the batch wakes it once more.)
+//!
+//! An inbox belongs to a thread and its task to the runtime that thread ran first: right for
+//! the gateway's HTTP workers, each a thread with one runtime for its whole life. When that
+//! runtime stops, its inbox closes and the thread's next runtime gets a new one.
 
 use rdkafka::error::KafkaError;
 use rdkafka::producer::{DeliveryResult, ProducerContext};
@@ -138,7 +143,7 @@ mod tests {
     /// Reports reach their buys through the inbox of the thread that sent them, and a batch
     /// of them needs one wake-up.
     #[tokio::test(flavor = "current_thread")]
-    async fn a_batch_of_reports_is_one_wake_up() {
+    async fn reports_that_arrive_before_the_drain_share_one_wake_up() {
         let inbox = Inbox::current();
         assert!(
             Arc::ptr_eq(&inbox, &Inbox::current()),

@@ -55,9 +55,9 @@ local limit = {}
 
 local function take(limiter, rate, burst)
   if limit.rate_s ~= rate or limit.burst_s ~= burst then
-    limit.rate_s, limit.burst_s = rate, burst
-    limit.rate, limit.burst = tonumber(rate), tonumber(burst)
-    limit.px = string.format('%d', bucket_life(limit.rate, limit.burst))
+    local r, b = bucket_limit(rate, burst)
+    limit = {rate_s = rate, burst_s = burst, rate = r, burst = b,
+      px = string.format('%d', bucket_life(r, b))}
   end
   if not clock then
     clock = redis_ms()

@@ -19,28 +19,36 @@ local function bucket_life(rate, burst)
   return math.min(math.ceil(burst * 1000 / rate) + 1000, 2147483647)
 end
 
+-- The limit's numbers from their ARGV strings; an error unless rate > 0 and burst >= 1 (the
+-- settings refuse anything else, so this is a caller's bug, never a free pass).
+local function bucket_limit(rate_s, burst_s)
+  local rate, burst = tonumber(rate_s), tonumber(burst_s)
+  if not (rate and rate > 0 and burst and burst >= 1) then
+    error('a rate limit needs rate > 0 and burst >= 1, got ' .. tostring(rate_s) .. ' and '
+      .. tostring(burst_s))
+  end
+  return rate, burst
+end
+
 -- bucket_take(value, rate, burst, now): takes a token from the bucket `value` (nil or false:
--- none), with rate (tokens per second, > 0) and burst (>= 1) as numbers. Returns 0 when a
--- token was taken, else the ms until the next token (at least 1, capped so that the reply
--- stays an integer); and the tokens left, for bucket_value.
+-- none), with rate and burst from bucket_limit. Returns 0 when a token was taken, else the ms
+-- until the next token (at least 1, capped so that the reply stays an integer); and the
+-- tokens left, for bucket_value. A bucket that reads as no number (nan) counts as full, and
+-- what one holds is taken as between 0 and `burst` (a damaged count neither locks a buyer
+-- out for longer than one token takes nor lets one through without limit).
 local function bucket_take(value, rate, burst, now)
   local tokens = burst
   if value then
     local sep = string.find(value, ' ', 1, true)
     local left = sep and tonumber(string.sub(value, 1, sep - 1))
     local ts = sep and tonumber(string.sub(value, sep + 1))
-    if left and ts then
-      tokens = left
+    if left and ts and left == left and ts == ts then
+      tokens = math.max(0, math.min(burst, left))
       if now > ts then tokens = math.min(burst, tokens + (now - ts) * rate / 1000) end
     end
   end
-  local wait = 0
-  if tokens >= 1 then
-    tokens = tokens - 1
-  else
-    wait = math.min(math.ceil((1 - tokens) * 1000 / rate), 2147483647)
-  end
-  return wait, tokens
+  if tokens >= 1 then return 0, tokens - 1 end
+  return math.max(1, math.min(math.ceil((1 - tokens) * 1000 / rate), 2147483647)), tokens
 end
 
 -- The bucket's value: its tokens, and the time they were counted at (`now_s`, the ms as a
@@ -55,7 +63,7 @@ end
 -- holds another type is replaced: a damaged key never locks its buyer out. Returns what
 -- bucket_take returns.
 local function take_token(key, rate, burst)
-  rate, burst = tonumber(rate), tonumber(burst)
+  rate, burst = bucket_limit(rate, burst)
   local ok, value = pcall(redis.call, 'GET', key)
   local now = redis_ms()
   local wait, tokens = bucket_take(ok and value, rate, burst, now)

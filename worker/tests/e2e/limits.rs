@@ -57,9 +57,15 @@ async fn the_bucket_survives_odd_values_and_a_tiny_rate() {
     let kept: String = conn.get(&key).await.unwrap();
     assert_eq!(kept, format!("1e-05 {now_ms}"));
 
-    // Damaged: read as a full bucket, and rewritten whole.
+    // Damaged: read as a full bucket, and rewritten whole; a count that is no number (nan)
+    // too.
     let _: () = conn.set(&key, "garbage").await.unwrap();
     assert_eq!(gw.buy(second, 7).await.0, StatusCode::ACCEPTED);
+    let left: String = conn.get(&key).await.unwrap();
+    assert!(left.starts_with("1 "), "rewritten: {left:?}");
+    let nan = env.product(&gw, 5).await;
+    let _: () = conn.set(&key, format!("nan {now_ms}")).await.unwrap();
+    assert_eq!(gw.buy(nan, 7).await.0, StatusCode::ACCEPTED);
     let left: String = conn.get(&key).await.unwrap();
     assert!(left.starts_with("1 "), "rewritten: {left:?}");
 
@@ -128,6 +134,15 @@ async fn a_user_over_the_burst_gets_429_with_retry_after_on_every_gateway() {
     // A token comes back after Retry-After.
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(b.buy(other, 7).await.0, StatusCode::ACCEPTED);
+
+    // A damaged count below zero is no debt: the buyer waits for one token, not for ever.
+    let third = env.product(&a, 10).await;
+    let (secs, micros): (String, String) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
+    let now_ms = secs.parse::<i64>().unwrap() * 1000 + micros.parse::<i64>().unwrap() / 1000;
+    let _: () = conn.set(&key, format!("-1e300 {now_ms}")).await.unwrap();
+    let res = buy_raw(&a, third, 7).await;
+    assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(res.headers()["retry-after"], "2");
 }
 
 #[tokio::test]
