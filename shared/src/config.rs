@@ -184,7 +184,8 @@ pub struct Settings {
     pub redis_timeout_ms: u64,
     /// `redis_url` names a node of a Redis Cluster (a URL with several nodes says so itself).
     pub redis_cluster: bool,
-    /// How long the fast Redis copy of a ticket lives; after that, reads fall back to MySQL.
+    /// How long the fast Redis copy of a ticket lives once its order settled (an order in
+    /// flight keeps it); after that, reads fall back to MySQL.
     pub ticket_ttl_secs: u64,
     /// Gateway: buys each user may make per second, refilling a token bucket shared by every
     /// gateway through Redis; 0 turns the limit off. Over the limit a buy gets `429`.

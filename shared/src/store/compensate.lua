@@ -9,8 +9,10 @@
 --   given back (it never existed).
 -- The unit goes back only while the product is loaded: after Redis lost its data, the
 -- rebuild sets the stock from MySQL, and a unit added before it would be sold twice.
+-- The failed record expires ARGV[5] seconds later (a pending record has no expiry of its own).
+-- The failed record expires ARGV[5] seconds later (a pending record has no expiry of its own).
 -- KEYS: 1 stock, 2 meta, 3 buyers, 4 pending, 5 ticket record
--- ARGV: 1 ticket, 2 reason, 3 mode, 4 reserved-before cutoff (ms)
+-- ARGV: 1 ticket, 2 reason, 3 mode, 4 reserved-before cutoff (ms), 5 record ttl (s), 5 record ttl (s)
 -- Returns 1 when compensated and the unit went back, 2 when compensated without giving a
 -- unit back, 0 when the ticket had already settled, is claimed or is gone.
 local status = redis.call('HGET', KEYS[5], 'status')
@@ -25,6 +27,7 @@ local user = redis.call('HGET', KEYS[5], 'user_id')
 if user and redis.call('HGET', KEYS[3], user) == ARGV[1] then redis.call('HDEL', KEYS[3], user) end
 redis.call('ZREM', KEYS[4], ARGV[1])
 redis.call('HSET', KEYS[5], 'status', 'failed', 'reason', ARGV[2])
+redis.call('EXPIRE', KEYS[5], ARGV[5])
 redis.call('HINCRBY', KEYS[2], 'failed', 1)
 if ARGV[3] == 'heal' or redis.call('EXISTS', KEYS[1]) == 0 then return 2 end
 redis.call('INCR', KEYS[1])

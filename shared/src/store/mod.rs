@@ -700,6 +700,7 @@ impl TicketStore {
             .arg(user.get())
             .arg(ticket.as_str())
             .arg(reason)
+            .arg(self.ticket_ttl_secs)
             .invoke_async(&mut c)
             .await
             .context("running the release script")?;
@@ -811,9 +812,8 @@ impl TicketStore {
         for (t, id, pay_by) in orders {
             inv.key(k.ticket(t));
             // A ticket to be paid lives until its deadline plus the usual TTL.
-            let ttl = pay_by
-                .map(|by| (self.ticket_ttl_secs as i64 + (by - now).max(0) / 1000 + 1).to_string())
-                .unwrap_or_default();
+            let ttl =
+                self.ticket_ttl_secs as i64 + pay_by.map_or(0, |by| (by - now).max(0) / 1000 + 1);
             inv.arg(t.as_str()).arg(*id).arg(ttl);
         }
         inv.arg(now);
@@ -874,6 +874,7 @@ impl TicketStore {
             .arg(reason)
             .arg(mode)
             .arg(cutoff_ms)
+            .arg(self.ticket_ttl_secs)
             .invoke_async(&mut c)
             .await
             .context("running the compensation script")?;
@@ -993,7 +994,7 @@ impl TicketStore {
         Ok(changed)
     }
 
-    /// How long a ticket record lives (`SECKILL_TICKET_TTL_SECS`).
+    /// How long a ticket record lives once its order settled (`SECKILL_TICKET_TTL_SECS`).
     pub fn ticket_ttl_secs(&self) -> u64 {
         self.ticket_ttl_secs
     }

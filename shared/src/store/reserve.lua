@@ -2,10 +2,13 @@
 -- and in order (the gateway sends the buys that arrive together in one call: `batch.rs`).
 -- The product's stock, meta and the Redis time are read once per call, the buyers hash and
 -- the buyers' rate-limit buckets once per call too (HMGET, MGET), and the stock, buyers and
--- pending set written once at its end; each buyer then costs its ticket record (HSET, EXPIRE)
--- and, when given, its rate-limit bucket (SET ... PX). A buyer whose step raises an error gets
+-- pending set written once at its end; each buyer then costs its ticket record (HSET) and,
+-- when given, its rate-limit bucket (SET ... PX). A buyer whose step raises an error gets
 -- {0, error} and leaves nothing behind in the stock, buyers or pending set (its token, once
 -- taken, stays taken); the others still count.
+-- A pending record has no expiry: what settles it sets one (confirm.lua, compensate.lua,
+-- release.lua), so a record lives SECKILL_TICKET_TTL_SECS from its settling, however long its
+-- order waited. A `borrowing` record expires after that TTL (the sweeper settles it sooner).
 -- The same call first records where earlier orders of this bucket landed in Kafka (their
 -- delivery reports came in while this call's buyers waited).
 -- For a product split into stock buckets, the keys are those of the buyers' home bucket, and
@@ -19,8 +22,8 @@
 --       8 borrowing (zset ticket -> reserved at, tickets waiting for a loan); then the L ticket
 --       records to locate; then per buyer its ticket record, and its rate-limit bucket when
 --       its rate is given
--- ARGV: 1 ticket ttl (s), 2 product id, 3 L, then (partition, offset) per record to locate,
---       then 7 per buyer: user id, ticket, now (ms), '1' when
+-- ARGV: 1 ticket ttl (s, for a `borrowing` record), 2 product id, 3 L, then (partition,
+--       offset) per record to locate, then 7 per buyer: user id, ticket, now (ms), '1' when
 --       the gateway verified the buyer's admission token, how many buckets the caller
 --       assumed, the limit's rate ('' for none) and burst
 -- Returns one reply per buyer, in order, {code} or {code, value}:
@@ -103,7 +106,6 @@ local function reserve(record, limiter, user, ticket, now_s, admitted, assumed, 
   -- Computed before any write, so that a damaged factor fails this buyer with nothing written.
   local cap = meta[3] and math.ceil(tonumber(meta[4]) * math.max(left - 1, 0))
   redis.call('HSET', record, 'status', 'pending', 'user_id', user, 'product_id', ARGV[2], 'created_at', now_s)
-  redis.call('EXPIRE', record, ARGV[1])
   if meta[3] then
     redis.call('ZREM', KEYS[5], user)
     redis.call('HSET', KEYS[6], user, 'bought')

@@ -3,6 +3,7 @@
 
 use crate::helpers::*;
 use seckill_shared::settle::{OrderIds, Outcome, Settler};
+use seckill_shared::store::ClaimStatus;
 use seckill_shared::{now_ms, OrderMessage, UserId};
 use sqlx::Row;
 
@@ -57,4 +58,126 @@ async fn order_ids_follow_the_insert() {
 #[tokio::test]
 async fn order_ids_read_back_by_ticket() {
     order_ids_match_mysql(true).await;
+}
+
+/// One confirm call of more tickets than one `ZREM` takes (the script removes them from the
+/// pending set in chunks of 1,000), with a ticket listed twice: each is confirmed and counted
+/// once, and none is left pending.
+#[tokio::test]
+async fn a_confirm_of_thousands_counts_each_ticket_once() {
+    let env = TestEnv::new().await;
+    let gw = env.gateway().await;
+    const N: u64 = 2_100;
+    let product = env.product(&gw, N as i64).await;
+    let mut orders = Vec::new();
+    for u in 1..=N {
+        let user = UserId::new(5000 + u).unwrap();
+        let at = now_ms();
+        let (ticket, _) = env.store.reserve(product, user, at, false).await.unwrap();
+        orders.push(OrderMessage::new(ticket, user, at));
+    }
+    let claimed = env
+        .store
+        .claim(product, &orders.iter().collect::<Vec<_>>())
+        .await
+        .unwrap();
+    assert!(
+        claimed.iter().all(|s| *s == ClaimStatus::Claimed),
+        "{:?}",
+        claimed.iter().find(|s| **s != ClaimStatus::Claimed)
+    );
+    let mut confirm: Vec<_> = orders
+        .iter()
+        .enumerate()
+        .map(|(i, m)| (&m.ticket, 1 + i as u64, None))
+        .collect();
+    confirm.push(confirm[7]);
+    assert_eq!(env.store.confirm(product, &confirm).await.unwrap(), N);
+    let counts = env.store.counts(product).await.unwrap();
+    assert_eq!(
+        (counts.pending, counts.confirmed),
+        (0, N as i64),
+        "{counts:?}"
+    );
+    assert_eq!(counts.stock, Some(0), "{counts:?}");
+    for (i, m) in orders.iter().enumerate().step_by(97) {
+        let record = env.store.ticket(&m.ticket).await.unwrap().unwrap();
+        assert_eq!(record.order_id, Some(1 + i as u64), "{record:?}");
+    }
+    // Confirming them again changes nothing.
+    assert_eq!(env.store.confirm(product, &confirm).await.unwrap(), 0);
+    let again = env.store.counts(product).await.unwrap();
+    assert_eq!(again, counts);
+}
+
+/// A ticket's Redis record has no expiry while its order is in flight, however long that
+/// takes, and expires `SECKILL_TICKET_TTL_SECS` after whatever settled it: a confirm (plus the
+/// payment window for an order to be paid), a compensation, or a release.
+#[tokio::test]
+async fn a_record_expires_only_once_its_order_settles() {
+    let env = TestEnv::new().await;
+    let gw = env.gateway().await;
+    let product = env.product(&gw, 10).await;
+    let ttl = env.store.ticket_ttl_secs() as i64;
+    let mut conn = env.store.connection();
+    let keys = env.store.keys(product);
+    let mut tickets = Vec::new();
+    for u in 1..=4 {
+        let user = UserId::new(7000 + u).unwrap();
+        let at = now_ms();
+        let (ticket, _) = env.store.reserve(product, user, at, false).await.unwrap();
+        tickets.push((OrderMessage::new(ticket, user, at), user));
+    }
+    for (m, _) in &tickets {
+        assert_eq!(
+            ttl_of(&mut conn, keys.ticket(&m.ticket)).await,
+            -1,
+            "pending {}",
+            m.ticket
+        );
+    }
+    let [(paid, _), (unpaid, _), (failed, _), (released, released_by)] = &tickets[..] else {
+        unreachable!()
+    };
+    let claimed = env
+        .store
+        .claim(product, &[paid, unpaid, failed])
+        .await
+        .unwrap();
+    assert_eq!(claimed, [ClaimStatus::Claimed; 3]);
+    for m in [paid, unpaid, failed] {
+        assert_eq!(
+            ttl_of(&mut conn, keys.ticket(&m.ticket)).await,
+            -1,
+            "processing {}",
+            m.ticket
+        );
+    }
+    let pay_by = now_ms() + 600_000;
+    let confirmed = [(&paid.ticket, 1, Some(pay_by)), (&unpaid.ticket, 2, None)];
+    assert_eq!(env.store.confirm(product, &confirmed).await.unwrap(), 2);
+    let near = |got: i64, want: i64| (want - 5..=want).contains(&got);
+    let t = ttl_of(&mut conn, keys.ticket(&paid.ticket)).await;
+    assert!(
+        near(t, ttl + 601),
+        "to be paid: {t} s against {}",
+        ttl + 601
+    );
+    let t = ttl_of(&mut conn, keys.ticket(&unpaid.ticket)).await;
+    assert!(near(t, ttl), "confirmed: {t} s against {ttl}");
+    assert!(env.store.compensate(&failed.ticket, "test").await.unwrap());
+    let t = ttl_of(&mut conn, keys.ticket(&failed.ticket)).await;
+    assert!(near(t, ttl), "compensated: {t} s against {ttl}");
+    let released_ticket = &released.ticket;
+    assert!(env
+        .store
+        .release(released_ticket, *released_by, "kafka_unavailable")
+        .await
+        .unwrap());
+    let t = ttl_of(&mut conn, keys.ticket(released_ticket)).await;
+    assert!(near(t, ttl), "released: {t} s against {ttl}");
+}
+
+async fn ttl_of(conn: &mut seckill_shared::store::RedisConn, key: String) -> i64 {
+    redis::cmd("TTL").arg(key).query_async(conn).await.unwrap()
 }
