@@ -4,20 +4,20 @@
 -- A ticket with no record is adopted only when Redis really lost it:
 -- * the product has no stock key (Redis lost its data and the product is not rebuilt yet), or
 -- * the product was rebuilt (reconciled) after the order was reserved (`loaded_at` in meta).
--- Adopting recreates the record, the buyer and the pending entry, so the rebuild counts the
--- order as in flight. The unit is taken only while the product is loaded; before the
+-- Adopting recreates the record (with no expiry, as for any order in flight), the buyer and
+-- the pending entry, so the rebuild counts the order as in flight. The unit is taken only while the product is loaded; before the
 -- rebuild there is no stock to take it from, and the rebuild sets the stock from MySQL less
 -- what is pending.
--- Any other missing record has expired (SECKILL_TICKET_TTL_SECS): the order settled long
--- ago, so it is skipped as `expired` and MySQL keeps the last word.
+-- Any other missing record has expired (SECKILL_TICKET_TTL_SECS after its order settled: a
+-- record in flight has no expiry), so it is skipped as `expired` and MySQL keeps the last
+-- word.
 --
 -- KEYS: 1 stock, 2 meta, 3 buyers, 4 pending, 5.. ticket records
--- ARGV: triples (ticket, user id, reserved at ms) in the order of KEYS[5..], then ttl (s), product id
+-- ARGV: triples (ticket, user id, reserved at ms) in the order of KEYS[5..], then product id
 -- Returns one status per ticket: 'processing' when claimed, else the status found ('expired'
 -- for a record that is gone and was not lost).
 local n = #KEYS - 4
-local ttl = ARGV[n * 3 + 1]
-local product = ARGV[n * 3 + 2]
+local product = ARGV[n * 3 + 1]
 local loaded = redis.call('EXISTS', KEYS[1]) == 1
 local loaded_at = tonumber(redis.call('HGET', KEYS[2], 'loaded_at') or '0')
 local out = {}
@@ -32,7 +32,6 @@ for i = 1, n do
     if (not loaded) or tonumber(created) < loaded_at then
       redis.call('HSET', key, 'status', 'processing', 'user_id', user, 'product_id', product,
         'created_at', created, 'orphan', '1')
-      redis.call('EXPIRE', key, ttl)
       redis.call('ZADD', KEYS[4], created, ticket)
       if not redis.call('HGET', KEYS[3], user) then redis.call('HSET', KEYS[3], user, ticket) end
       if loaded then redis.call('DECR', KEYS[1]) end

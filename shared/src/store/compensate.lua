@@ -10,9 +10,8 @@
 -- The unit goes back only while the product is loaded: after Redis lost its data, the
 -- rebuild sets the stock from MySQL, and a unit added before it would be sold twice.
 -- The failed record expires ARGV[5] seconds later (a pending record has no expiry of its own).
--- The failed record expires ARGV[5] seconds later (a pending record has no expiry of its own).
 -- KEYS: 1 stock, 2 meta, 3 buyers, 4 pending, 5 ticket record
--- ARGV: 1 ticket, 2 reason, 3 mode, 4 reserved-before cutoff (ms), 5 record ttl (s), 5 record ttl (s)
+-- ARGV: 1 ticket, 2 reason, 3 mode, 4 reserved-before cutoff (ms), 5 record ttl (s)
 -- Returns 1 when compensated and the unit went back, 2 when compensated without giving a
 -- unit back, 0 when the ticket had already settled, is claimed or is gone.
 local status = redis.call('HGET', KEYS[5], 'status')

@@ -750,7 +750,7 @@ impl TicketStore {
                 .arg(m.user_id.get())
                 .arg(m.reserved_at_ms);
         }
-        inv.arg(self.ticket_ttl_secs).arg(product.get());
+        inv.arg(product.get());
         let mut c = self.conn.clone();
         let raw: Vec<String> = inv
             .invoke_async(&mut c)

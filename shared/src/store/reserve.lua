@@ -8,7 +8,10 @@
 -- taken, stays taken); the others still count.
 -- A pending record has no expiry: what settles it sets one (confirm.lua, compensate.lua,
 -- release.lua), so a record lives SECKILL_TICKET_TTL_SECS from its settling, however long its
--- order waited. A `borrowing` record expires after that TTL (the sweeper settles it sooner).
+-- order waited. The pending records are written last, after the stock, buyers and pending
+-- set, so a call that fails part-way leaves none behind. A `borrowing` record expires after
+-- that TTL (the sweeper settles it sooner; settle_borrow.lua takes the expiry off once it
+-- becomes pending).
 -- The same call first records where earlier orders of this bucket landed in Kafka (their
 -- delivery reports came in while this call's buyers waited).
 -- For a product split into stock buckets, the keys are those of the buyers' home bucket, and
@@ -44,9 +47,10 @@ local meta = redis.call('HMGET', KEYS[2], 'starts_at', 'ends_at', 'wr_rate', 'wr
 local buckets = meta[5] or '1'
 local clock, clock_s
 local taken = 0
--- Written at the end: user -> ticket (also what this call already gave each user), and the
--- pending set's score/member pairs.
-local held, pending = {}, {}
+-- Written at the end: user -> ticket (also what this call already gave each user), the
+-- pending set's score/member pairs, and the new pending records (key, user, reserved at: three
+-- entries each).
+local held, pending, records = {}, {}, {}
 
 -- Read once for all buyers: their tickets (HMGET) and rate-limit buckets (MGET); a bucket
 -- taken earlier in this call is read from `bucket_now`.
@@ -105,7 +109,6 @@ local function reserve(record, limiter, user, ticket, now_s, admitted, assumed, 
   end
   -- Computed before any write, so that a damaged factor fails this buyer with nothing written.
   local cap = meta[3] and math.ceil(tonumber(meta[4]) * math.max(left - 1, 0))
-  redis.call('HSET', record, 'status', 'pending', 'user_id', user, 'product_id', ARGV[2], 'created_at', now_s)
   if meta[3] then
     redis.call('ZREM', KEYS[5], user)
     redis.call('HSET', KEYS[6], user, 'bought')
@@ -122,6 +125,8 @@ local function reserve(record, limiter, user, ticket, now_s, admitted, assumed, 
   taken = taken + 1
   pending[#pending + 1] = now_s
   pending[#pending + 1] = ticket
+  local r = #records
+  records[r + 1], records[r + 2], records[r + 3] = record, user, now_s
   held[user] = ticket
   return {1}
 end
@@ -171,4 +176,8 @@ for user, ticket in pairs(held) do
 end
 if #buyers > 0 then redis.call('HSET', KEYS[3], unpack(buyers)) end
 if #pending > 0 then redis.call('ZADD', KEYS[4], unpack(pending)) end
+for r = 1, #records, 3 do
+  redis.call('HSET', records[r], 'status', 'pending', 'user_id', records[r + 1], 'product_id',
+    ARGV[2], 'created_at', records[r + 2])
+end
 return out

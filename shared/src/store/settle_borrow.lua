@@ -1,5 +1,6 @@
 -- The end of a borrow, in the buyer's home bucket. Modes (ARGV[2]):
--- * 'lent': a donor gave the unit: borrowing -> pending, the loan counted as `borrowed`.
+-- * 'lent': a donor gave the unit: borrowing -> pending, the loan counted as `borrowed`; the
+--   record loses the borrowing record's expiry, as a pending record has none (reserve.lua).
 -- * 'none': no bucket had a unit: borrowing -> failed (out_of_stock), the buyer free.
 -- * 'voiding': the sweeper takes over a ticket left borrowing: borrowing -> voiding, so a
 --   late 'lent' from its gateway can no longer succeed while the donors are voided.
@@ -22,6 +23,7 @@ redis.call('ZREM', KEYS[3], ARGV[1])
 if mode == 'lent' then
   local created = redis.call('HGET', KEYS[5], 'created_at')
   redis.call('HSET', KEYS[5], 'status', 'pending')
+  redis.call('PERSIST', KEYS[5])
   redis.call('ZADD', KEYS[2], created, ARGV[1])
   redis.call('HINCRBY', KEYS[1], 'borrowed', 1)
   return 1

@@ -287,3 +287,28 @@ async fn locations_left_by_a_stopped_runtime_are_recorded_at_shutdown() {
         Some((2, 5))
     );
 }
+
+/// A reservation call that fails at its end (here the product's pending set is damaged: not a
+/// sorted set) leaves no ticket record behind: the records, which have no expiry while their
+/// orders are in flight, are written last. The buyer gets the error.
+#[tokio::test]
+async fn a_call_that_fails_at_its_end_leaves_no_ticket_record() {
+    let env = TestEnv::new().await;
+    let gw = env.gateway().await;
+    let product = env.product(&gw, 10).await;
+    let keys = env.store.keys(product);
+    let mut c = env.store.connection();
+    let _: () = c.set(keys.pending(), "damaged").await.unwrap();
+    let err = env
+        .store
+        .reserve(product, UserId::new(3).unwrap(), now_ms(), false)
+        .await
+        .expect_err("the pending set cannot take the ticket");
+    assert!(format!("{err:#}").contains("WRONGTYPE"), "{err:#}");
+    let records: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{}t:*", keys.stock().trim_end_matches("stock")))
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    assert!(records.is_empty(), "records left: {records:?}");
+}

@@ -34,7 +34,7 @@ pub(crate) async fn bucketed_product(
 }
 
 /// The first `n` user ids (from `from`) whose home bucket is `bucket`.
-fn users_homed_in(bucket: u16, buckets: u16, from: u64, n: usize) -> Vec<u64> {
+pub(crate) fn users_homed_in(bucket: u16, buckets: u16, from: u64, n: usize) -> Vec<u64> {
     (from..)
         .filter(|u| home_bucket(UserId::new(*u).unwrap(), buckets) == bucket)
         .take(n)

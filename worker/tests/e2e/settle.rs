@@ -3,7 +3,7 @@
 
 use crate::helpers::*;
 use seckill_shared::settle::{OrderIds, Outcome, Settler};
-use seckill_shared::store::ClaimStatus;
+use seckill_shared::store::{ClaimStatus, RecordStatus};
 use seckill_shared::{now_ms, OrderMessage, UserId};
 use sqlx::Row;
 
@@ -180,4 +180,78 @@ async fn a_record_expires_only_once_its_order_settles() {
 
 async fn ttl_of(conn: &mut seckill_shared::store::RedisConn, key: String) -> i64 {
     redis::cmd("TTL").arg(key).query_async(conn).await.unwrap()
+}
+
+/// A buyer whose home bucket is empty borrows a unit from another bucket: its record, which
+/// had the `borrowing` record's expiry, has none once it is pending.
+#[tokio::test]
+async fn a_borrowed_ticket_keeps_no_expiry_while_in_flight() {
+    let env = TestEnv::new().await;
+    let gw = env.gateway().await;
+    let product = crate::buckets::bucketed_product(&env, &gw, 2, 2).await;
+    let mut conn = env.store.connection();
+    let users = crate::buckets::users_homed_in(0, 2, 1, 2);
+    let mut tickets = Vec::new();
+    for &u in &users {
+        let (status, body) = gw.buy(product, u).await;
+        assert_eq!(status, reqwest::StatusCode::ACCEPTED, "user {u}: {body}");
+        tickets.push(ticket_of(&body));
+    }
+    let borrowed = &tickets[1];
+    let counts = env.store.counts(product).await.unwrap();
+    assert_eq!(counts.buckets[0].borrowed, 1, "{counts:?}");
+    let record = env.store.ticket(borrowed).await.unwrap().unwrap();
+    assert_eq!(
+        record.state,
+        seckill_shared::store::RecordStatus::Pending,
+        "{record:?}"
+    );
+    for t in &tickets {
+        let key = env.store.ticket_keys(t).ticket(t);
+        assert_eq!(ttl_of(&mut conn, key).await, -1, "in flight: {t}");
+    }
+}
+
+/// A confirm call that meets a damaged record (not a hash) fails before it confirms anything:
+/// the other tickets stay `processing` and pending, so a retry without the damaged one
+/// confirms them.
+#[tokio::test]
+async fn a_confirm_that_meets_a_damaged_record_changes_nothing() {
+    let env = TestEnv::new().await;
+    let gw = env.gateway().await;
+    let product = env.product(&gw, 10).await;
+    let mut orders = Vec::new();
+    for u in 1..=4 {
+        let user = UserId::new(8000 + u).unwrap();
+        let at = now_ms();
+        let (ticket, _) = env.store.reserve(product, user, at, false).await.unwrap();
+        orders.push(OrderMessage::new(ticket, user, at));
+    }
+    let claimed = env
+        .store
+        .claim(product, &orders.iter().collect::<Vec<_>>())
+        .await
+        .unwrap();
+    assert_eq!(claimed, [ClaimStatus::Claimed; 4]);
+    let damaged = &orders[2].ticket;
+    let mut conn = env.store.connection();
+    let _: () = redis::cmd("SET")
+        .arg(env.store.keys(product).ticket(damaged))
+        .arg("damaged")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let all: Vec<_> = orders.iter().map(|m| (&m.ticket, 1, None)).collect();
+    let err = env.store.confirm(product, &all).await.unwrap_err();
+    assert!(format!("{err:#}").contains("WRONGTYPE"), "{err:#}");
+    let counts = env.store.counts(product).await.unwrap();
+    assert_eq!((counts.pending, counts.confirmed), (4, 0), "{counts:?}");
+    let rest: Vec<_> = all.into_iter().filter(|(t, ..)| *t != damaged).collect();
+    for (t, ..) in &rest {
+        let record = env.store.ticket(t).await.unwrap().unwrap();
+        assert_eq!(record.state, RecordStatus::Processing, "{record:?}");
+    }
+    assert_eq!(env.store.confirm(product, &rest).await.unwrap(), 3);
+    let counts = env.store.counts(product).await.unwrap();
+    assert_eq!((counts.pending, counts.confirmed), (1, 3), "{counts:?}");
 }
