@@ -69,23 +69,7 @@ async fn a_confirm_of_thousands_counts_each_ticket_once() {
     let gw = env.gateway().await;
     const N: u64 = 2_100;
     let product = env.product(&gw, N as i64).await;
-    let mut orders = Vec::new();
-    for u in 1..=N {
-        let user = UserId::new(5000 + u).unwrap();
-        let at = now_ms();
-        let (ticket, _) = env.store.reserve(product, user, at, false).await.unwrap();
-        orders.push(OrderMessage::new(ticket, user, at));
-    }
-    let claimed = env
-        .store
-        .claim(product, &orders.iter().collect::<Vec<_>>())
-        .await
-        .unwrap();
-    assert!(
-        claimed.iter().all(|s| *s == ClaimStatus::Claimed),
-        "{:?}",
-        claimed.iter().find(|s| **s != ClaimStatus::Claimed)
-    );
+    let orders = claimed_orders(&env, product, 5001..=5000 + N).await;
     let mut confirm: Vec<_> = orders
         .iter()
         .enumerate()
@@ -220,19 +204,7 @@ async fn a_confirm_that_meets_a_damaged_record_changes_nothing() {
     let env = TestEnv::new().await;
     let gw = env.gateway().await;
     let product = env.product(&gw, 10).await;
-    let mut orders = Vec::new();
-    for u in 1..=4 {
-        let user = UserId::new(8000 + u).unwrap();
-        let at = now_ms();
-        let (ticket, _) = env.store.reserve(product, user, at, false).await.unwrap();
-        orders.push(OrderMessage::new(ticket, user, at));
-    }
-    let claimed = env
-        .store
-        .claim(product, &orders.iter().collect::<Vec<_>>())
-        .await
-        .unwrap();
-    assert_eq!(claimed, [ClaimStatus::Claimed; 4]);
+    let orders = claimed_orders(&env, product, 8001..=8004).await;
     let damaged = &orders[2].ticket;
     let mut conn = env.store.connection();
     let _: () = redis::cmd("SET")
@@ -254,4 +226,30 @@ async fn a_confirm_that_meets_a_damaged_record_changes_nothing() {
     assert_eq!(env.store.confirm(product, &rest).await.unwrap(), 3);
     let counts = env.store.counts(product).await.unwrap();
     assert_eq!((counts.pending, counts.confirmed), (1, 3), "{counts:?}");
+}
+
+/// Reserves one unit for each of `users` in `product` and claims their orders, as a worker
+/// would before writing them to MySQL.
+async fn claimed_orders(
+    env: &TestEnv,
+    product: seckill_shared::ProductId,
+    users: impl IntoIterator<Item = u64>,
+) -> Vec<OrderMessage> {
+    let mut orders = Vec::new();
+    for u in users {
+        let user = UserId::new(u).unwrap();
+        let at = now_ms();
+        let (ticket, _) = env.store.reserve(product, user, at, false).await.unwrap();
+        orders.push(OrderMessage::new(ticket, user, at));
+    }
+    let claimed = env
+        .store
+        .claim(product, &orders.iter().collect::<Vec<_>>())
+        .await
+        .unwrap();
+    assert!(
+        claimed.iter().all(|s| *s == ClaimStatus::Claimed),
+        "{claimed:?}"
+    );
+    orders
 }
