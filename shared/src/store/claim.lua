@@ -5,9 +5,9 @@
 -- * the product has no stock key (Redis lost its data and the product is not rebuilt yet), or
 -- * the product was rebuilt (reconciled) after the order was reserved (`loaded_at` in meta).
 -- Adopting recreates the record (with no expiry, as for any order in flight), the buyer and
--- the pending entry, so the rebuild counts the order as in flight. The unit is taken only while the product is loaded; before the
--- rebuild there is no stock to take it from, and the rebuild sets the stock from MySQL less
--- what is pending.
+-- the pending entry, so the rebuild counts the order as in flight. The unit is taken only
+-- while the product is loaded; before the rebuild there is no stock to take it from, and the
+-- rebuild sets the stock from MySQL less what is pending.
 -- Any other missing record has expired (SECKILL_TICKET_TTL_SECS after its order settled: a
 -- record in flight has no expiry), so it is skipped as `expired` and MySQL keeps the last
 -- word.

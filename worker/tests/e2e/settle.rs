@@ -4,7 +4,7 @@
 use crate::helpers::*;
 use seckill_shared::settle::{OrderIds, Outcome, Settler};
 use seckill_shared::store::{ClaimStatus, RecordStatus};
-use seckill_shared::{now_ms, OrderMessage, UserId};
+use seckill_shared::{now_ms, OrderMessage, ProductId, UserId};
 use sqlx::Row;
 
 /// 37 orders: inserted in chunks of 32, 4 and 1. Every confirmed order's id, as the batch
@@ -105,14 +105,8 @@ async fn a_record_expires_only_once_its_order_settles() {
     let ttl = env.store.ticket_ttl_secs() as i64;
     let mut conn = env.store.connection();
     let keys = env.store.keys(product);
-    let mut tickets = Vec::new();
-    for u in 1..=4 {
-        let user = UserId::new(7000 + u).unwrap();
-        let at = now_ms();
-        let (ticket, _) = env.store.reserve(product, user, at, false).await.unwrap();
-        tickets.push((OrderMessage::new(ticket, user, at), user));
-    }
-    for (m, _) in &tickets {
+    let orders = reserved_orders(&env, product, 7001..=7004).await;
+    for m in &orders {
         assert_eq!(
             ttl_of(&mut conn, keys.ticket(&m.ticket)).await,
             -1,
@@ -120,7 +114,7 @@ async fn a_record_expires_only_once_its_order_settles() {
             m.ticket
         );
     }
-    let [(paid, _), (unpaid, _), (failed, _), (released, released_by)] = &tickets[..] else {
+    let [paid, unpaid, failed, released] = &orders[..] else {
         unreachable!()
     };
     let claimed = env
@@ -155,7 +149,7 @@ async fn a_record_expires_only_once_its_order_settles() {
     let released_ticket = &released.ticket;
     assert!(env
         .store
-        .release(released_ticket, *released_by, "kafka_unavailable")
+        .release(released_ticket, released.user_id, "kafka_unavailable")
         .await
         .unwrap());
     let t = ttl_of(&mut conn, keys.ticket(released_ticket)).await;
@@ -185,11 +179,7 @@ async fn a_borrowed_ticket_keeps_no_expiry_while_in_flight() {
     let counts = env.store.counts(product).await.unwrap();
     assert_eq!(counts.buckets[0].borrowed, 1, "{counts:?}");
     let record = env.store.ticket(borrowed).await.unwrap().unwrap();
-    assert_eq!(
-        record.state,
-        seckill_shared::store::RecordStatus::Pending,
-        "{record:?}"
-    );
+    assert_eq!(record.state, RecordStatus::Pending, "{record:?}");
     for t in &tickets {
         let key = env.store.ticket_keys(t).ticket(t);
         assert_eq!(ttl_of(&mut conn, key).await, -1, "in flight: {t}");
@@ -228,11 +218,10 @@ async fn a_confirm_that_meets_a_damaged_record_changes_nothing() {
     assert_eq!((counts.pending, counts.confirmed), (1, 3), "{counts:?}");
 }
 
-/// Reserves one unit for each of `users` in `product` and claims their orders, as a worker
-/// would before writing them to MySQL.
-async fn claimed_orders(
+/// Reserves one unit for each of `users` in `product`: the orders the gateway would publish.
+async fn reserved_orders(
     env: &TestEnv,
-    product: seckill_shared::ProductId,
+    product: ProductId,
     users: impl IntoIterator<Item = u64>,
 ) -> Vec<OrderMessage> {
     let mut orders = Vec::new();
@@ -242,6 +231,16 @@ async fn claimed_orders(
         let (ticket, _) = env.store.reserve(product, user, at, false).await.unwrap();
         orders.push(OrderMessage::new(ticket, user, at));
     }
+    orders
+}
+
+/// [`reserved_orders`], then claimed, as a worker does before writing them to MySQL.
+async fn claimed_orders(
+    env: &TestEnv,
+    product: ProductId,
+    users: impl IntoIterator<Item = u64>,
+) -> Vec<OrderMessage> {
+    let orders = reserved_orders(env, product, users).await;
     let claimed = env
         .store
         .claim(product, &orders.iter().collect::<Vec<_>>())
