@@ -5,7 +5,8 @@ same run of scripts/bench.sh (one line, for the results block's note):
 - Redis's CPU per reservation of (5B), the reservation script with 8 buyers per call;
 - the whole machine's CPU per accept over its CPU per `/livez` (goal <= 5x);
 - (2S), (2L) at a concurrency that saturates the machine: accepts/s over (1)'s req/s, with the
-  202's p50 and p99.
+  202's p50 and p99, and the three costs above as ratios to the same floors;
+- (2L)'s costs over (1R)'s, /livez paced at (2L)'s accept rate: the floor at the same load.
 
 Usage: accept-cost.py OUT_DIR CLK_TCK SECKILL_BENCH (BENCH_SAT_CONCURRENCY in the environment)."""
 import os
@@ -86,9 +87,24 @@ if s and l:
     p50, p99 = field("f2s", "202", "p50-ms"), field("f2s", "202", "p99-ms")
     if p50 and p99:
         parts[-1] += f", 202 p50 {p50:.1f} ms, p99 {p99:.1f} ms"
-    m = per("f2s", "202", "machine")
-    if m:
+    # The same costs where the accept path is CPU-bound, as its floors are: at (2L)'s
+    # concurrency the machine waits on Kafka's acks, and each process pays for waking up more
+    # often per request.
+    g, r, m = per("f2s", "202", "g0"), per("f2s", "202", "redis"), per("f2s", "202", "machine")
+    if g and g1:
+        parts[-1] += f", gateway {g:.1f} µs per accept = {g / g1:.1f} × /livez"
+    if r and rg:
+        parts[-1] += f", Redis {r:.1f} µs = {r / rg:.1f} × a GET"
+    if m and m1:
+        parts[-1] += f", whole machine {m:.0f} µs per accept = {m / m1:.1f} × /livez"
+    elif m:
         parts[-1] += f", whole machine {m:.0f} µs per accept"
+# (2L) against the floor at its own load: (1R), /livez paced at (2L)'s accept rate.
+g1r, m1r = per("f1r", "200", "g0"), per("f1r", "200", "machine")
+if g2 and g1r:
+    parts.append(f"at (2L)'s rate, /livez (1R) costs the gateway {g1r:.1f} µs: (2L) = {g2 / g1r:.1f} ×")
+    if m2 and m1r:
+        parts[-1] += f", the whole machine {m1r:.0f} µs: (2L) = {m2 / m1r:.1f} ×"
 if not parts:
     sys.exit(1)  # nothing measured: no line
 print("Accept cost, per-user limit on: " + "; ".join(parts) + ".")

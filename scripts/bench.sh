@@ -5,8 +5,8 @@
 #   scripts/bench.sh                  every figure, then rewrites the results block of
 #                                     docs/BENCHMARKS.md
 #   scripts/bench.sh --quick          smoke run: 3 s per figure, small N; prints the table only
-#   scripts/bench.sh --figures "1 2"  a subset (1..11; wrk runs with 1; (2N), (2E) and (2L)
-#                                     with 2); prints the table only
+#   scripts/bench.sh --figures "1 2"  a subset (1..11; wrk runs with 1; (2N), (2E), (2L) and
+#                                     (2S) with 2; (1R) with both); prints the table only
 #   scripts/bench.sh --profile        perf-record the gateway during (2), (2S) and (3) and the worker
 #                                     during (6); the figures are then perturbed: no doc rewrite
 #   scripts/bench.sh --report FILE    write the results block to FILE (any mode)
@@ -19,8 +19,11 @@
 # gateway and a fresh product; the report prints (2) − (2N) and (2E) − (2N), the gateway CPU per
 # request that verifying a token costs (goals: HS256 ≤ 5 µs; EdDSA ≤ one Ed25519 verify, from
 # criterion, + 5 µs); (2L) (2) with the per-user limit on, and (2S) the same at
-# BENCH_SAT_CONCURRENCY (512), where the machine is CPU-bound; (3) the sold-out path; (4) sync
-# mode; (5) the Redis ceiling (one buyer per call; (5B) 8 per call), and (5G) Redis's floor, a GET at the same concurrency; (6) the
+# BENCH_SAT_CONCURRENCY (512), where the machine is CPU-bound; with (1), (1R) /livez paced at
+# (2L)'s accept rate, the floor at (2L)'s load; (3) the sold-out path; (4) sync
+# mode; (5) the Redis ceiling (one buyer per call; (5B) 8 per call), and (5G) Redis's floor, a
+# GET at the same concurrency; scripts/accept-cost.py prints (2L)'s and (2S)'s costs as ratios
+# to these floors; (6) the
 # batched drain, (7) the raw MySQL ceiling, (8) the row-at-a-time drain; (9) end to end, (9L)
 # at a lower rate; (10) the payment deadline: from each unpaid order's pay_by_ms to its unit
 # back on sale in Redis (p50, p99; goal p99 ≤ 1 s at
@@ -417,6 +420,18 @@ if want 2; then
         --users 1000000000 --first-user 3000000000 --duration "$D" --settle-timeout 0 --no-history
     perf_stop f2s
     batch_mean "(2S)" "$before"
+    if want 1; then
+        # (1R) /livez paced at (2L)'s accept rate (an open loop, as many in flight at most): the
+        # floor at the accept path's load. At 64 in flight (2L) waits on Kafka's acks and the
+        # machine idles between waves, so each request pays for more wake-ups than at (1)'s
+        # saturation; (1R) pays them too.
+        RATE_2L=$("$BIN/seckill-bench" report outcome --file "$OUT/f2l.json" --outcome 202 --field per-sec 2>/dev/null) || RATE_2L=""
+        if [[ -n $RATE_2L ]] && awk -v r="$RATE_2L" 'BEGIN { exit !(r >= 1) }'; then
+            ran 1R
+            log "(1R) GET /livez paced at (2L)'s $RATE_2L accepts/s, open loop, ${D} s"
+            load f1r --gateway "$GW0" --path-get /livez --rate "${RATE_2L%.*}" --open-loop --duration "$D"
+        fi
+    fi
     stop_proc g0
     start_gateway 0
 fi
@@ -754,7 +769,8 @@ EOF
 fi
 # The cost of an accept with the per-user limit on, as ratios to floors measured in this run
 # (scripts/accept-cost.py): gateway CPU per accept of (2L) ÷ per /livez of (1), Redis CPU per
-# accept ÷ per GET of (5G) at the same concurrency, the whole machine's, and (2S)'s peak ÷ (1).
+# accept ÷ per GET of (5G) at the same concurrency, the whole machine's, (2S)'s peak ÷ (1) with
+# its costs as ratios to the same floors, and (2L)'s costs ÷ (1R)'s.
 CPU_LINE=""
 if want 2 && want 1; then
     CPU_LINE=$(BENCH_SAT_CONCURRENCY=$BENCH_SAT_CONCURRENCY python3 scripts/accept-cost.py "$OUT" "$(getconf CLK_TCK)" "$BIN/seckill-bench") || CPU_LINE=""

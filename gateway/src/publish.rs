@@ -57,6 +57,16 @@ impl OrderPublisher {
         self.producer.read().expect("lock poisoned").clone()
     }
 
+    /// Notes a delivery. The time is written only once it has moved by a tenth of a second: it
+    /// is judged in seconds, and a write on every accept would bounce its cache line between
+    /// the HTTP worker threads.
+    fn delivered(&self) {
+        let now = seckill_shared::now_ms();
+        if now - self.last_delivery_ms.load(Ordering::Relaxed) >= 100 {
+            self.last_delivery_ms.store(now, Ordering::Relaxed);
+        }
+    }
+
     /// Replaces producer `generation` after a fatal error, once, however many requests saw it.
     /// The new producer is created off the runtime's threads and outside the lock, so no
     /// request waits on it: the others keep failing fast with the old one meanwhile.
@@ -118,12 +128,11 @@ impl OrderPublisher {
         let (generation, producer) = self.current();
         let result = self.send(&producer, order).await;
         if result.is_ok() {
-            self.last_delivery_ms
-                .store(seckill_shared::now_ms(), Ordering::Relaxed);
+            self.delivered();
         } else {
             self.replace_if_fatal(generation, &producer).await;
         }
-        if self.current().0 != generation {
+        if self.producer.read().expect("lock poisoned").0 != generation {
             // A replaced producer may be dropped here, its last user: that joins its polling
             // thread and flushes, which must not block this HTTP worker thread.
             tokio::task::spawn_blocking(move || drop(producer));

@@ -43,6 +43,9 @@ pub struct AppState {
 
 impl AppState {
     pub fn count(&self, route: &str, outcome: &str) {
+        if (route, outcome) == ("buy", "202") {
+            return self.metrics.buys_accepted.inc();
+        }
         self.metrics
             .requests
             .with_label_values(&[route, outcome])

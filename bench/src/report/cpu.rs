@@ -125,6 +125,8 @@ pub fn table(dir: &Path, r: &Results, clk_tck: u64, nproc: usize) -> String {
         ("f2n", "(2N) accept, authentication off"),
         ("f2e", "(2E) accept, EdDSA tokens"),
         ("f2l", "(2L) accept, limiter on"),
+        ("f2s", "(2S) accept, limiter on, CPU-bound"),
+        ("f1r", "(1R) /livez at (2L)'s rate"),
         ("f3", "(3) sold out"),
         ("f4", "(4) sync"),
         ("f5", "(5) redis-benchmark"),

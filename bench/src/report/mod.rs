@@ -152,11 +152,15 @@ fn read_json<T: DeserializeOwned>(path: &Path) -> anyhow::Result<T> {
 #[derive(Debug, Clone, Default)]
 pub struct Results {
     pub f1: Option<LoadRun>,
+    /// (1) paced at (2L)'s accept rate: the floor at the accept path's load.
+    pub f1r: Option<LoadRun>,
     pub wrk: Option<WrkRun>,
     pub f2: Option<LoadRun>,
     pub f2n: Option<LoadRun>,
     pub f2e: Option<LoadRun>,
     pub f2l: Option<LoadRun>,
+    /// (2L) at a concurrency that saturates the machine (`BENCH_SAT_CONCURRENCY`).
+    pub f2s: Option<LoadRun>,
     pub f3: Option<LoadRun>,
     pub marker: Option<MarkerCount>,
     pub f4: Option<LoadRun>,
@@ -246,11 +250,13 @@ impl Results {
         let load = |f: &Option<LoadRun>| f.as_ref().map(|x| x.requests);
         match name {
             "f1" => load(&self.f1),
+            "f1r" => load(&self.f1r),
             "wrk" => self.wrk.as_ref().map(|x| x.requests),
             "f2" => load(&self.f2),
             "f2n" => load(&self.f2n),
             "f2e" => load(&self.f2e),
             "f2l" => load(&self.f2l),
+            "f2s" => load(&self.f2s),
             "f3" => load(&self.f3),
             "f4" => load(&self.f4),
             "f5" => self.f5.as_ref().map(|x| x.requests),
@@ -281,11 +287,13 @@ impl Results {
         })();
         Self {
             f1: json(dir, "f1.json"),
+            f1r: json(dir, "f1r.json"),
             wrk: text("wrk.txt").and_then(|t| inputs::parse_wrk(&t)),
             f2: json(dir, "f2.json"),
             f2n: json(dir, "f2n.json"),
             f2e: json(dir, "f2e.json"),
             f2l: json(dir, "f2l.json"),
+            f2s: json(dir, "f2s.json"),
             f3: json(dir, "f3.json"),
             marker: json(dir, "f3-marker.json"),
             f4: json(dir, "f4.json"),

@@ -78,7 +78,7 @@ impl TicketBody {
 
     fn new(ticket: &Ticket, status: TicketStatus, user_id: u64) -> Self {
         Self {
-            ticket: ticket.to_string(),
+            ticket: ticket.as_str().to_owned(),
             status,
             product_id: ticket.product().get(),
             user_id,
@@ -139,8 +139,8 @@ impl TicketBody {
 ///    here; on one Redis server it is taken inside the reservation script of step 5;
 /// 5. the reservation and the hand-off, in their own task.
 ///
-/// The `buy` span starts after the marker check: a marker hit logs nothing, and a sold-out
-/// flood is mostly marker hits, so it skips the span's cost.
+/// The `buy` span starts once the buy is admitted (step 3): a marker hit logs nothing, and a
+/// sold-out flood is mostly marker hits, so it skips the span's cost.
 /// Its fields are `product_id` and `user_id`: every event logged while the buy runs carries
 /// them. The events about a reserved ticket name it themselves (at `debug`, one event per
 /// accepted buy): recording it on the span would cost every buy a second formatting of the
@@ -202,13 +202,12 @@ pub async fn buy(
             true
         }
     };
-    let span = tracing::info_span!("buy", product_id = product.get(), user_id = user.get(),);
-    admit_and_reserve(req, state, redis, product, user, admitted, started)
-        .instrument(span)
-        .await
+    admit_and_reserve(req, state, redis, product, user, admitted, started).await
 }
 
-/// Steps 3 to 5 of [`buy`].
+/// Steps 3 to 5 of [`buy`]. The `buy` span covers what can log: the rate limit's own call and
+/// the buy task. It is entered on each poll of what it instruments, so the handler's own
+/// future, which only waits for the task, goes without it.
 async fn admit_and_reserve(
     req: HttpRequest,
     state: web::Data<AppState>,
@@ -222,6 +221,7 @@ async fn admit_and_reserve(
         req.extensions_mut().insert(OutcomeLabel("overloaded"));
         return Err(ApiError::Overloaded);
     };
+    let span = tracing::info_span!("buy", product_id = product.get(), user_id = user.get());
     // On one Redis server the token is taken inside the reservation script (one call per
     // buy); on a cluster, here first.
     let limit = redis.rate_limiter.as_ref().and_then(|l| l.user_limit(user));
@@ -229,12 +229,13 @@ async fn admit_and_reserve(
         let t0 = Instant::now();
         let decision = limiter
             .check(user)
+            .instrument(span.clone())
             .await
             .map_err(|e| ApiError::unavailable("Redis", e))?;
         state
             .metrics
-            .latency
-            .with_label_values(&["rate_limit"])
+            .steps
+            .rate_limit
             .observe(t0.elapsed().as_secs_f64());
         if let Decision::Limited { retry_after } = decision {
             return Err(ApiError::RateLimited {
@@ -252,14 +253,14 @@ async fn admit_and_reserve(
             let _permit = permit;
             reserve_and_hand_off(task_state, &redis.store, product, user, admitted, limit).await
         }
-        .instrument(tracing::Span::current()),
+        .instrument(span),
     )
     .await
     .map_err(|e| ApiError::Unexpected(anyhow::anyhow!("buy task failed: {e}")))?;
     state
         .metrics
-        .latency
-        .with_label_values(&["request"])
+        .steps
+        .request
         .observe(started.elapsed().as_secs_f64());
     result
 }
@@ -280,8 +281,8 @@ async fn reserve_and_hand_off(
         .map_err(|e| ApiError::unavailable("Redis", e))?;
     state
         .metrics
-        .latency
-        .with_label_values(&["redis_reserve"])
+        .steps
+        .redis_reserve
         .observe(t0.elapsed().as_secs_f64());
 
     match reservation {
@@ -300,7 +301,7 @@ async fn reserve_and_hand_off(
         Reservation::AlreadyHolds(held) => {
             let body = current_ticket(&state, &held, user).await?;
             Ok(HttpResponse::Ok()
-                .insert_header((header::LOCATION, format!("/v1/orders/{held}")))
+                .insert_header((header::LOCATION, order_location(&held)))
                 .json(body))
         }
         Reservation::SoldOut => {
@@ -335,8 +336,8 @@ async fn hand_off(
     let published = state.publisher.publish(&order).await;
     state
         .metrics
-        .latency
-        .with_label_values(&["kafka_ack"])
+        .steps
+        .kafka_ack
         .observe(t0.elapsed().as_secs_f64());
     match published {
         Ok((partition, offset)) => {
@@ -346,7 +347,7 @@ async fn hand_off(
             // timeout is far longer than this takes.
             store.locate_soon(order.ticket.clone(), partition, offset);
             Ok(HttpResponse::Accepted()
-                .insert_header((header::LOCATION, format!("/v1/orders/{}", order.ticket)))
+                .insert_header((header::LOCATION, order_location(&order.ticket)))
                 .json(TicketBody::pending(&order.ticket, order.user_id)))
         }
         Err(e) => {
@@ -371,7 +372,7 @@ async fn settle_now(state: &AppState, order: OrderMessage) -> Result<HttpRespons
                     body.status = TicketStatus::Confirmed;
                     body.order_id = Some(order_id);
                     Ok(HttpResponse::Created()
-                        .insert_header((header::LOCATION, format!("/v1/orders/{}", order.ticket)))
+                        .insert_header((header::LOCATION, order_location(&order.ticket)))
                         .json(body))
                 }
                 Some(Outcome::Failed {
@@ -408,7 +409,7 @@ async fn settle_now(state: &AppState, order: OrderMessage) -> Result<HttpRespons
                     body.status = TicketStatus::Confirmed;
                     body.order_id = Some(order_id);
                     Ok(HttpResponse::Created()
-                        .insert_header((header::LOCATION, format!("/v1/orders/{}", order.ticket)))
+                        .insert_header((header::LOCATION, order_location(&order.ticket)))
                         .json(body))
                 }
                 Ok(Stuck::Failed { given_back }) => {
@@ -446,6 +447,15 @@ async fn give_back(state: &AppState, order: &OrderMessage) {
             "could not release a reservation; it stays pending until swept"
         ),
     }
+}
+
+/// The `Location` of a ticket's order: `/v1/orders/{ticket}`.
+fn order_location(ticket: &Ticket) -> String {
+    const PREFIX: &str = "/v1/orders/";
+    let mut path = String::with_capacity(PREFIX.len() + ticket.as_str().len());
+    path.push_str(PREFIX);
+    path.push_str(ticket.as_str());
+    path
 }
 
 /// The current state of a ticket the user already holds.
