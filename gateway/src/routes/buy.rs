@@ -234,8 +234,8 @@ async fn admit_and_reserve(
             .map_err(|e| ApiError::unavailable("Redis", e))?;
         state
             .metrics
-            .steps
-            .rate_limit
+            .latency
+            .with_label_values(&["rate_limit"])
             .observe(t0.elapsed().as_secs_f64());
         if let Decision::Limited { retry_after } = decision {
             return Err(ApiError::RateLimited {
