@@ -57,6 +57,11 @@ impl OrderPublisher {
         self.producer.read().expect("lock poisoned").clone()
     }
 
+    /// The current producer's generation, without cloning the producer.
+    fn generation(&self) -> u64 {
+        self.producer.read().expect("lock poisoned").0
+    }
+
     /// Notes a delivery. The time is written only once it has moved by a tenth of a second: it
     /// is judged in seconds, and a write on every accept would bounce its cache line between
     /// the HTTP worker threads.
@@ -132,7 +137,7 @@ impl OrderPublisher {
         } else {
             self.replace_if_fatal(generation, &producer).await;
         }
-        if self.producer.read().expect("lock poisoned").0 != generation {
+        if self.generation() != generation {
             // A replaced producer may be dropped here, its last user: that joins its polling
             // thread and flushes, which must not block this HTTP worker thread.
             tokio::task::spawn_blocking(move || drop(producer));

@@ -451,11 +451,7 @@ async fn give_back(state: &AppState, order: &OrderMessage) {
 
 /// The `Location` of a ticket's order: `/v1/orders/{ticket}`.
 fn order_location(ticket: &Ticket) -> String {
-    const PREFIX: &str = "/v1/orders/";
-    let mut path = String::with_capacity(PREFIX.len() + ticket.as_str().len());
-    path.push_str(PREFIX);
-    path.push_str(ticket.as_str());
-    path
+    ["/v1/orders/", ticket.as_str()].concat()
 }
 
 /// The current state of a ticket the user already holds.
