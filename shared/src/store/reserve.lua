@@ -72,15 +72,27 @@ local function take(limiter, rate, burst)
   end
   local seen = bucket_now[limiter]
   if seen == nil then seen = found.buckets[limiter] end
-  local wait, tokens = bucket_take(seen, limit.rate, limit.burst, clock)
+  -- No bucket (most buyers of a sale: their first buy) is a full one: the value it leaves is
+  -- the same for every such buyer of this call, formatted once.
+  local wait, value = 0, nil
+  if seen then
+    local tokens
+    wait, tokens = bucket_take(seen, limit.rate, limit.burst, clock)
+    if wait == 0 then value = bucket_value(tokens, clock_s) end
+  else
+    if not limit.fresh then limit.fresh = bucket_value(limit.burst - 1, clock_s) end
+    value = limit.fresh
+  end
   -- A buy refused writes nothing: the bucket as it was still counts the same tokens.
   if wait == 0 then
-    local value = bucket_value(tokens, clock_s)
     redis.call('SET', limiter, value, 'PX', limit.px)
     bucket_now[limiter] = value
   end
   return wait
 end
+
+-- A reservation's reply: one table for every buyer reserved (the reply is only read).
+local RESERVED = {1}
 
 local function reserve(record, limiter, user, ticket, now_s, admitted, assumed, rate, burst, i)
   if limiter then
@@ -128,7 +140,7 @@ local function reserve(record, limiter, user, ticket, now_s, admitted, assumed, 
   local r = #records
   records[r + 1], records[r + 2], records[r + 3] = record, user, now_s
   held[user] = ticket
-  return {1}
+  return RESERVED
 end
 
 -- Earlier orders' Kafka locations (record_locations, from locations.lua, is prepended).
