@@ -57,7 +57,8 @@ local held, pending, records = {}, {}, {}
 local found, bucket_now = {}, {}
 
 -- The limit's numbers, parsed once per call (every buyer of a call has its gateway's limit):
--- rate, burst, the buckets' expiry (PX), and the Redis time as a number and a string.
+-- rate, burst, the buckets' expiry (PX) and the value a new buyer's bucket gets (`fresh`);
+-- the Redis time, as a number and a string, is read once too (`clock`, `clock_s`).
 local limit = {}
 
 local function take(limiter, rate, burst)
