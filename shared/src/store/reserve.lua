@@ -73,15 +73,18 @@ local function take(limiter, rate, burst)
   end
   local seen = bucket_now[limiter]
   if seen == nil then seen = found.buckets[limiter] end
-  -- No bucket (most buyers of a sale: their first buy) is a full one: the value it leaves is
-  -- the same for every such buyer of this call, formatted once.
+  -- No bucket (most buyers of a sale: their first buy) is a full one: what taking its token
+  -- leaves is the same for every such buyer of this call, so it is worked out once.
   local wait, value = 0, nil
   if seen then
     local tokens
     wait, tokens = bucket_take(seen, limit.rate, limit.burst, clock)
     if wait == 0 then value = bucket_value(tokens, clock_s) end
   else
-    if not limit.fresh then limit.fresh = bucket_value(limit.burst - 1, clock_s) end
+    if not limit.fresh then
+      local _, tokens = bucket_take(false, limit.rate, limit.burst, clock)
+      limit.fresh = bucket_value(tokens, clock_s)
+    end
     value = limit.fresh
   end
   -- A buy refused writes nothing: the bucket as it was still counts the same tokens.
