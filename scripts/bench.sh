@@ -449,13 +449,13 @@ fi
 if want 5; then
     ran 5
     P5=$(new_product 0 1000000000)
-    SHA=$(redis-cli -p "$REDIS_PORT" SCRIPT LOAD "$(cat shared/src/store/{token_bucket,locations,reserve}.lua)")
+    SHA=$(redis-cli -p "$REDIS_PORT" SCRIPT LOAD "$(cat shared/src/store/{token_bucket,reserve}.lua)")
     K="sk:{$SECKILL_NAMESPACE:$P5}:"
     rb() { # requests -> csv
         redis-benchmark -p "$REDIS_PORT" -c "$C" -n "$1" -r 1000000000 --csv \
-            EVALSHA "$SHA" 9 "${K}stock" "${K}meta" "${K}buyers" "${K}pending" \
-            "${K}adm" "${K}qdone" "${K}q" "${K}borrowing" "${K}t:$P5-__rand_int__" \
-            600 "$P5" 0 __rand_int__ "$P5-__rand_int__" "$(date +%s%3N)" "" 1 "" ""
+            EVALSHA "$SHA" 10 "${K}stock" "${K}meta" "${K}buyers" "${K}pending" \
+            "${K}adm" "${K}qdone" "${K}q" "${K}borrowing" "${K}located" "${K}t:$P5-__rand_int__" \
+            600 "$P5" "" __rand_int__ "$P5-__rand_int__" "$(date +%s%3N)" "" 1 "" ""
     }
     # The rate of the last line of the CSV ("test","rps",...; no test name holds '","').
     rps_of() { tail -n 1 | awk -F'","' '{ printf "%d\n", $2 }'; }
@@ -489,9 +489,9 @@ if want 5; then
     done
     rb8() {
         redis-benchmark -p "$REDIS_PORT" -c "$C" -n "$1" -r 1000000000 --csv \
-            EVALSHA "$SHA" $((8 + ${#batch_keys[@]})) "${K}stock" "${K}meta" "${K}buyers" \
-            "${K}pending" "${K}adm" "${K}qdone" "${K}q" "${K}borrowing" "${batch_keys[@]}" \
-            600 "$P5B" 0 "${batch_args[@]}"
+            EVALSHA "$SHA" $((9 + ${#batch_keys[@]})) "${K}stock" "${K}meta" "${K}buyers" \
+            "${K}pending" "${K}adm" "${K}qdone" "${K}q" "${K}borrowing" "${K}located" \
+            "${batch_keys[@]}" 600 "$P5B" "" "${batch_args[@]}"
     }
     n=$(rb8 5000 | rps_of)
     ((n > 0)) || n=1000

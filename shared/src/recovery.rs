@@ -40,12 +40,16 @@ use crate::store::{self, Rebuild, RecordStatus, TicketRecord, TicketStore};
 use anyhow::Context;
 use sqlx::mysql::MySqlPool;
 use sqlx::Row;
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 /// A `processing` ticket without a Kafka location is settled by the sweeper once it is this
 /// many pending timeouts old.
 pub const STUCK_FACTOR: i64 = 3;
+
+/// Entries of a bucket's `located` list one sweep looks at for trimming, at most.
+const TRIM_LIMIT: usize = 1000;
 
 /// How long reconcile waits for the workers to read past its fence.
 pub const FENCE_LIMIT: Duration = Duration::from_secs(60);
@@ -85,17 +89,19 @@ pub enum SweepAction {
     SettleStuck,
 }
 
-/// The sweeper's rule for one ticket (see the module docs). `committed` holds the group's
-/// committed offsets, `None` when Kafka could not be asked.
+/// The sweeper's rule for one ticket (see the module docs). `location` is where its order
+/// landed in Kafka (partition, offset), when its gateway recorded it; `committed` holds the
+/// group's committed offsets, `None` when Kafka could not be asked.
 pub fn decide(
     record: &TicketRecord,
+    location: Option<(i32, i64)>,
     now_ms: i64,
     rules: SweepRules,
     committed: Option<&HashMap<i32, i64>>,
 ) -> SweepAction {
     let age = now_ms - record.created_at_ms;
     let timeout = rules.timeout.as_millis() as i64;
-    let act = match (record.state, record.location) {
+    let act = match (record.state, location) {
         (RecordStatus::Pending, Some(_)) => SweepAction::Complete,
         (RecordStatus::Pending, None) => SweepAction::Expire,
         (RecordStatus::Processing, _) => SweepAction::SettleStuck,
@@ -105,7 +111,7 @@ pub fn decide(
     if age >= rules.last_resort.as_millis() as i64 {
         return act;
     }
-    let due = match record.location {
+    let due = match location {
         Some((partition, offset)) => {
             let read_past = committed
                 .and_then(|c| c.get(&partition))
@@ -150,6 +156,9 @@ pub async fn sweep(
             }
             continue;
         };
+        // Locations of settled orders are no longer needed: the list stays about as long as
+        // the orders in flight.
+        store.trim_located(product, TRIM_LIMIT).await?;
         for ticket in store.stale_borrows(product, cutoff).await? {
             let back = store.void_borrow(&ticket).await?;
             if back > 0 {
@@ -163,11 +172,19 @@ pub async fn sweep(
             }
             continue;
         }
+        // Each bucket's locations are read once per sweep, when one of its tickets is overdue.
+        let mut located: HashMap<u16, HashMap<String, (i32, i64)>> = HashMap::new();
         for ticket in store.unsettled_before(product, cutoff, 1000).await? {
             let Some(record) = store.ticket(&ticket).await? else {
                 continue;
             };
-            match decide(&record, now, rules, committed) {
+            let bucket = ticket.bucket();
+            let located = match located.entry(bucket) {
+                Entry::Occupied(e) => e.into_mut(),
+                Entry::Vacant(e) => e.insert(store.locations(product, bucket).await?),
+            };
+            let location = located.get(ticket.as_str()).copied();
+            match decide(&record, location, now, rules, committed) {
                 SweepAction::Leave => {}
                 SweepAction::Expire => {
                     if store
@@ -177,7 +194,7 @@ pub async fn sweep(
                         *report.given_back.entry(product).or_default() += 1;
                     }
                     record_failure(db, &ticket, record.user_id, FailureReason::Expired).await?;
-                    tracing::warn!(%ticket, location = ?record.location, "stale reservation expired");
+                    tracing::warn!(%ticket, ?location, "stale reservation expired");
                 }
                 SweepAction::Complete => {
                     let order = OrderMessage::new(
@@ -196,7 +213,7 @@ pub async fn sweep(
                         *report.given_back.entry(product).or_default() += n;
                     }
                     report.completed += 1;
-                    tracing::warn!(%ticket, location = ?record.location, outcome = ?settled.outcomes, "Kafka lost an acknowledged order; settled it from its reservation");
+                    tracing::warn!(%ticket, ?location, outcome = ?settled.outcomes, "Kafka lost an acknowledged order; settled it from its reservation");
                 }
                 SweepAction::SettleStuck => {
                     match settle_stuck(store, db, &ticket, record.user_id).await? {

@@ -24,17 +24,14 @@ use tokio::sync::oneshot;
 
 static RESERVE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
-        "{}{}{}",
+        "{}{}",
         super::TOKEN_BUCKET_LUA,
-        super::LOCATIONS_LUA,
         include_str!("reserve.lua")
     ))
 });
 
 /// Buyers per call at most: a call holds Redis for several µs per buyer.
 const MAX_BATCH: usize = 32;
-/// Kafka locations per call at most (about 1 µs of Redis each).
-const MAX_LOCATED: usize = 64;
 
 /// One buyer's part of a `reserve.lua` call (see `TicketStore::reserve_step`).
 pub(super) struct ReserveCall {
@@ -222,7 +219,7 @@ impl TicketStore {
                     return;
                 };
                 let n = waiting.buyers.len().min(MAX_BATCH);
-                let m = waiting.located.len().min(MAX_LOCATED);
+                let m = waiting.located.len().min(super::MAX_LOCATED);
                 (
                     waiting.buyers.drain(..n).collect(),
                     waiting.located.drain(..m).collect(),
@@ -277,12 +274,10 @@ impl TicketStore {
             .key(k.queue_done())
             .key(k.queue())
             .key(k.borrowing())
+            .key(k.located())
             .arg(self.ticket_ttl_secs)
             .arg(product.get())
-            .arg(located.len());
-        for (t, partition, offset) in located {
-            inv.key(k.ticket(t)).arg(*partition).arg(*offset);
-        }
+            .arg(super::located_entry(located));
         for c in calls {
             inv.key(k.ticket(&c.ticket))
                 .arg(c.user.get())

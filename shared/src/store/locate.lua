@@ -1,6 +1,13 @@
--- Record where the gateway's orders of one stock bucket landed in Kafka, when no reservation
--- call of that bucket could take them (record_locations, from locations.lua, is prepended).
--- KEYS: ticket records
--- ARGV: pairs (partition, offset) in the order of KEYS
--- Returns how many were recorded.
-return record_locations(1, 1, #KEYS)
+-- Where a stock bucket's accepted orders landed in Kafka (from the gateway's delivery
+-- reports), so that the sweeper fails a pending ticket only once the consumer group has read
+-- past it, and never one whose buyer had a `202`.
+--
+-- The bucket's `located` list holds one entry per call that recorded locations: the
+-- gateway's text "<ticket> <partition> <offset> ..." (a triple per order), appended whole.
+-- So an accept costs Redis no command of its own: one RPUSH per call, here or riding the
+-- bucket's next reservation (reserve.lua). The sweeper reads the list only when some ticket
+-- is overdue, and trims its head once no ticket in an entry is still in flight (trim.lua).
+-- KEYS: 1 located
+-- ARGV: 1 the entry
+-- Returns the list's length.
+return redis.call('RPUSH', KEYS[1], ARGV[1])

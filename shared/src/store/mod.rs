@@ -39,6 +39,7 @@ pub use batch::BatchObserver;
 pub use conn::{RedisConn, Topology};
 use redis::{AsyncCommands, Script};
 use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
 use std::sync::{Arc, LazyLock, RwLock};
 use std::time::Duration;
 
@@ -54,10 +55,9 @@ static REBUILD: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("re
 static QUEUE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("queue.lua")));
 static CANCEL: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("cancel.lua")));
 static PAID: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("paid.lua")));
-/// `record_locations`, prepended to the scripts that record Kafka locations.
-pub(crate) const LOCATIONS_LUA: &str = include_str!("locations.lua");
-static LOCATE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(&format!("{LOCATIONS_LUA}{}", include_str!("locate.lua"))));
+static LOCATE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("locate.lua")));
+static TRIM_LOCATED: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("trim_located.lua")));
 static BORROW: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("borrow.lua")));
 static VOID: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("void.lua")));
 static SETTLE_BORROW: LazyLock<Script> =
@@ -105,6 +105,11 @@ impl ProductKeys {
     }
     pub fn pending(&self) -> String {
         format!("{}pending", self.prefix)
+    }
+    /// Where this bucket's accepted orders landed in Kafka: one entry per call that recorded
+    /// some (`locate.lua`).
+    pub fn located(&self) -> String {
+        format!("{}located", self.prefix)
     }
     pub fn ticket(&self, ticket: &Ticket) -> String {
         format!("{}t:{ticket}", self.prefix)
@@ -216,6 +221,34 @@ fn by_bucket<'a>(tickets: impl Iterator<Item = &'a Ticket>) -> BTreeMap<u16, Vec
         out.entry(t.bucket()).or_default().push(i);
     }
     out
+}
+
+/// Kafka locations per entry of a `located` list at most (one reservation call carries one
+/// entry).
+pub(super) const MAX_LOCATED: usize = 64;
+
+/// One entry of a bucket's `located` list: "<ticket> <partition> <offset>" per order, space
+/// separated (tickets hold no space).
+pub(crate) fn located_entry(located: &[(Ticket, i32, i64)]) -> String {
+    let mut entry = String::with_capacity(located.len() * 48);
+    for (t, partition, offset) in located {
+        if !entry.is_empty() {
+            entry.push(' ');
+        }
+        write!(entry, "{t} {partition} {offset}").expect("writing to a String");
+    }
+    entry
+}
+
+/// Adds an entry's locations to `out`; a damaged triple is skipped (its ticket then keeps the
+/// sweeper's timeout for an unknown location).
+fn parse_located_entry(entry: &str, out: &mut HashMap<String, (i32, i64)>) {
+    let mut words = entry.split(' ');
+    while let (Some(t), Some(p), Some(o)) = (words.next(), words.next(), words.next()) {
+        if let (Ok(p), Ok(o)) = (p.parse(), o.parse()) {
+            out.insert(t.to_owned(), (p, o));
+        }
+    }
 }
 
 /// The `status` field of a Redis ticket record, parsed once where it is read.
@@ -340,8 +373,6 @@ pub struct TicketRecord {
     pub confirmed_at_ms: Option<i64>,
     pub paid_at_ms: Option<i64>,
     pub cancelled_at_ms: Option<i64>,
-    /// Where the order landed in Kafka (partition, offset), once the gateway recorded it.
-    pub location: Option<(i32, i64)>,
 }
 
 /// What MySQL says of a product, for [`TicketStore::rebuild`].
@@ -759,29 +790,73 @@ impl TicketStore {
         raw.iter().map(|s| ClaimStatus::parse(s)).collect()
     }
 
-    /// Records where the orders of one product landed in Kafka: (ticket, partition, offset).
-    /// Returns how many records were still there to take it.
+    /// Records where the orders of one product landed in Kafka: (ticket, partition, offset),
+    /// one entry of each bucket's `located` list. Returns how many were recorded.
     pub async fn locate(
         &self,
         product: ProductId,
         located: &[(Ticket, i32, i64)],
     ) -> anyhow::Result<u64> {
-        let mut n = 0;
         for (bucket, idx) in by_bucket(located.iter().map(|(t, _, _)| t)) {
-            let k = self.bucket_keys(product, bucket);
-            let mut inv = LOCATE.prepare_invoke();
-            for (t, partition, offset) in idx.iter().map(|&i| &located[i]) {
-                inv.key(k.ticket(t));
-                inv.arg(*partition).arg(*offset);
+            let part: Vec<_> = idx.iter().map(|&i| located[i].clone()).collect();
+            for entry in part.chunks(MAX_LOCATED) {
+                let mut c = self.conn.clone();
+                let _: u64 = LOCATE
+                    .key(self.bucket_keys(product, bucket).located())
+                    .arg(located_entry(entry))
+                    .invoke_async(&mut c)
+                    .await
+                    .context("running the locate script")?;
             }
+        }
+        Ok(located.len() as u64)
+    }
+
+    /// Where the orders of one stock bucket landed in Kafka, as the gateways recorded them
+    /// (ticket → (partition, offset)), for the entries not trimmed yet ([`Self::trim_located`]:
+    /// none of a ticket still in flight is).
+    pub async fn locations(
+        &self,
+        product: ProductId,
+        bucket: u16,
+    ) -> anyhow::Result<HashMap<String, (i32, i64)>> {
+        let mut c = self.conn.clone();
+        let entries: Vec<String> = c
+            .lrange(self.bucket_keys(product, bucket).located(), 0, -1)
+            .await
+            .context("reading Kafka locations")?;
+        let mut out = HashMap::new();
+        for entry in &entries {
+            parse_located_entry(entry, &mut out);
+        }
+        Ok(out)
+    }
+
+    /// Where one ticket's order landed in Kafka, once its gateway recorded it (and while its
+    /// entry is not trimmed).
+    pub async fn location(&self, ticket: &Ticket) -> anyhow::Result<Option<(i32, i64)>> {
+        let all = self.locations(ticket.product(), ticket.bucket()).await?;
+        Ok(all.get(ticket.as_str()).copied())
+    }
+
+    /// Drops the entries at the head of each bucket's `located` list whose tickets are no
+    /// longer in flight (`trim_located.lua`), looking at `limit` entries per bucket at most.
+    /// Returns how many were dropped.
+    pub async fn trim_located(&self, product: ProductId, limit: usize) -> anyhow::Result<u64> {
+        let mut dropped = 0;
+        for bucket in 0..self.buckets(product).await? {
+            let k = self.bucket_keys(product, bucket);
             let mut c = self.conn.clone();
-            let got: u64 = inv
+            let n: u64 = TRIM_LOCATED
+                .key(k.located())
+                .key(k.pending())
+                .arg(limit)
                 .invoke_async(&mut c)
                 .await
-                .context("running the locate script")?;
-            n += got;
+                .context("trimming Kafka locations")?;
+            dropped += n;
         }
-        Ok(n)
+        Ok(dropped)
     }
 
     /// Confirms claimed tickets of one product with their order ids and payment deadlines.
@@ -1095,7 +1170,7 @@ impl TicketStore {
         Ok(total)
     }
 
-    /// A closed sale's keys (stock, meta, buyers, pending, and a bucket's loans) expire after
+    /// A closed sale's keys (stock, meta, buyers, pending, located, and a bucket's loans) expire after
     /// `grace`. Ticket records keep their own TTL.
     pub async fn expire_sale(&self, product: ProductId, grace: Duration) -> anyhow::Result<()> {
         let secs = grace.as_secs().max(1) as i64;
@@ -1108,6 +1183,7 @@ impl TicketStore {
                 k.meta(),
                 k.buyers(),
                 k.pending(),
+                k.located(),
                 k.loans(),
                 k.borrowing(),
             ] {
@@ -1149,7 +1225,6 @@ impl TicketStore {
             confirmed_at_ms: num("confirmed_at"),
             paid_at_ms: num("paid_at"),
             cancelled_at_ms: num("cancelled_at"),
-            location: num("kp").zip(num("ko")).map(|(p, o)| (p as i32, o)),
         }))
     }
 
@@ -1270,11 +1345,34 @@ mod tests {
         let p = ProductId::new(42).unwrap();
         let k = ProductKeys::new("ns1", p);
         let t = Ticket::generate(p);
-        for key in [k.stock(), k.meta(), k.buyers(), k.pending(), k.ticket(&t)] {
+        for key in [
+            k.stock(),
+            k.meta(),
+            k.buyers(),
+            k.pending(),
+            k.located(),
+            k.ticket(&t),
+        ] {
             let open = key.find('{').unwrap();
             let close = key[open..].find('}').unwrap() + open;
             assert_eq!(&key[open + 1..close], "ns1:42", "{key}");
         }
         assert_ne!(ProductKeys::new("ns2", p).stock(), k.stock());
+    }
+
+    #[test]
+    fn a_located_entry_reads_back_and_skips_a_damaged_triple() {
+        let p = ProductId::new(42).unwrap();
+        let (a, b) = (Ticket::generate(p), Ticket::generate_in(p, 3));
+        let entry = located_entry(&[(a.clone(), 0, 17), (b.clone(), 7, 1 << 40)]);
+        assert_eq!(entry, format!("{a} 0 17 {b} 7 1099511627776"));
+        let mut out = HashMap::new();
+        parse_located_entry(&entry, &mut out);
+        parse_located_entry("x-1 no 3 y-2 1 2 z-3 4", &mut out);
+        assert_eq!(out.len(), 3, "{out:?}");
+        assert_eq!(out[a.as_str()], (0, 17));
+        assert_eq!(out[b.as_str()], (7, 1 << 40));
+        assert_eq!(out["y-2"], (1, 2));
+        assert!(located_entry(&[]).is_empty());
     }
 }

@@ -13,20 +13,21 @@
 -- that TTL (the sweeper settles it sooner; settle_borrow.lua takes the expiry off once it
 -- becomes pending).
 -- The same call first records where earlier orders of this bucket landed in Kafka (their
--- delivery reports came in while this call's buyers waited).
+-- delivery reports came in while this call's buyers waited): one entry of the bucket's
+-- `located` list for all of them (see locate.lua).
 -- For a product split into stock buckets, the keys are those of the buyers' home bucket, and
 -- an empty bucket holds a buyer's place (`borrowing`) while the caller borrows a unit from
 -- another bucket (borrow.lua, then settle_borrow.lua).
 -- When Redis is one server, a buyer's per-user limit is taken here first (bucket_take and
--- its helpers, from token_bucket.lua, are prepended, and record_locations, from
--- locations.lua); its bucket is written only when a token was taken.
+-- its helpers, from token_bucket.lua, are prepended); its bucket is written only when a
+-- token was taken.
 -- KEYS: 1 stock, 2 meta, 3 buyers, 4 pending, and for a product with a waiting room:
 --       5 admitted (zset user -> admission expiry), 6 done (hash), 7 queue (zset);
---       8 borrowing (zset ticket -> reserved at, tickets waiting for a loan); then the L ticket
---       records to locate; then per buyer its ticket record, and its rate-limit bucket when
---       its rate is given
--- ARGV: 1 ticket ttl (s, for a `borrowing` record), 2 product id, 3 L, then (partition,
---       offset) per record to locate, then 7 per buyer: user id, ticket, now (ms), '1' when
+--       8 borrowing (zset ticket -> reserved at, tickets waiting for a loan), 9 located (list,
+--       see locate.lua); then per buyer its ticket record, and its rate-limit bucket when its
+--       rate is given
+-- ARGV: 1 ticket ttl (s, for a `borrowing` record), 2 product id, 3 the located entry of
+--       earlier orders ('' for none), then 7 per buyer: user id, ticket, now (ms), '1' when
 --       the gateway verified the buyer's admission token, how many buckets the caller
 --       assumed, the limit's rate ('' for none) and burst
 -- Returns one reply per buyer, in order, {code} or {code, value}:
@@ -147,14 +148,13 @@ local function reserve(record, limiter, user, ticket, now_s, admitted, assumed, 
   return RESERVED
 end
 
--- Earlier orders' Kafka locations (record_locations, from locations.lua, is prepended).
-local located = tonumber(ARGV[3])
-record_locations(9, 4, located)
+-- Earlier orders' Kafka locations.
+if ARGV[3] ~= '' then redis.call('RPUSH', KEYS[9], ARGV[3]) end
 
 -- The buyers: their keys and arguments, then one read of their tickets and buckets.
 local calls, users, limiters = {}, {}, {}
-local k = 8 + located
-for i = 4 + located * 2, #ARGV, 7 do
+local k = 9
+for i = 4, #ARGV, 7 do
   k = k + 1
   local c = {record = KEYS[k], at = i}
   if ARGV[i + 5] ~= '' then

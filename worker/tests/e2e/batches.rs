@@ -142,8 +142,8 @@ async fn one_buyers_error_leaves_the_rest_of_its_batch_alone() {
 
 /// The Kafka locations of accepted orders ride their bucket's next reservation call: one that
 /// waits with a buyer is recorded by the time that buyer has its answer, and one that waits
-/// alone goes in a call of its own. A record that cannot take its location (not a hash) costs
-/// the buyers of its call nothing.
+/// alone goes in a call of its own. A damaged record beside it costs the buyers of its call
+/// nothing, and a location never creates a record.
 #[tokio::test]
 async fn kafka_locations_ride_the_next_reservation() {
     let env = TestEnv::new().await;
@@ -154,7 +154,7 @@ async fn kafka_locations_ride_the_next_reservation() {
     let location = |t: &Ticket| {
         let store = store.clone();
         let t = t.clone();
-        async move { store.ticket(&t).await.unwrap().unwrap().location }
+        async move { store.location(&t).await.unwrap() }
     };
 
     let (first, r) = store
@@ -210,6 +210,68 @@ async fn kafka_locations_ride_the_next_reservation() {
         .unwrap();
     assert!(!exists, "a gone record is not recreated");
     assert_eq!(env.redis_stock(product).await, 5);
+}
+
+/// A bucket's `located` list loses an entry from its head once none of its orders is in flight
+/// any more, and never one with an order in flight, nor any entry after it: the sweeper
+/// reads a pending order's location to know whether its buyer had a `202`.
+#[tokio::test]
+async fn kafka_locations_are_trimmed_once_their_orders_settle() {
+    let env = TestEnv::new().await;
+    let gw = env.gateway().await;
+    let product = env.product(&gw, 10).await;
+    let store = env.store.clone();
+    let mut tickets = vec![];
+    for u in 1..=3 {
+        let (t, r) = store
+            .reserve(product, UserId::new(u).unwrap(), now_ms(), false)
+            .await
+            .unwrap();
+        assert_eq!(r, Reservation::Reserved);
+        tickets.push(t);
+    }
+    let [first, second, third] = [&tickets[0], &tickets[1], &tickets[2]];
+    assert_eq!(
+        store
+            .locate(product, &[(first.clone(), 0, 1), (second.clone(), 0, 2)])
+            .await
+            .unwrap(),
+        2
+    );
+    store
+        .locate(product, &[(third.clone(), 1, 3)])
+        .await
+        .unwrap();
+    let entries = || async {
+        let mut c = env.store.connection();
+        let n: usize = c.llen(env.store.keys(product).located()).await.unwrap();
+        n
+    };
+    assert_eq!(entries().await, 2);
+
+    assert_eq!(store.trim_located(product, 100).await.unwrap(), 0);
+    // The head entry still has `first` in flight: nothing goes, not even `second`'s part.
+    assert!(store
+        .expire_pending(second, "expired", i64::MAX)
+        .await
+        .unwrap());
+    assert_eq!(store.trim_located(product, 100).await.unwrap(), 0);
+    assert_eq!(store.location(first).await.unwrap(), Some((0, 1)));
+    // Both settled: the head entry goes; the next holds `third`, in flight, and stays.
+    assert!(store
+        .expire_pending(first, "expired", i64::MAX)
+        .await
+        .unwrap());
+    assert_eq!(store.trim_located(product, 100).await.unwrap(), 1);
+    assert_eq!(entries().await, 1);
+    assert_eq!(store.location(first).await.unwrap(), None);
+    assert_eq!(store.location(third).await.unwrap(), Some((1, 3)));
+    assert!(store
+        .expire_pending(third, "expired", i64::MAX)
+        .await
+        .unwrap());
+    assert_eq!(store.trim_located(product, 100).await.unwrap(), 1);
+    assert_eq!(entries().await, 0);
 }
 
 /// A buyer twice in one call spends its rate-limit bucket once per buy: the call reads the
@@ -277,15 +339,9 @@ async fn locations_left_by_a_stopped_runtime_are_recorded_at_shutdown() {
     })
     .join()
     .unwrap();
-    assert_eq!(
-        env.store.ticket(&ticket).await.unwrap().unwrap().location,
-        None
-    );
+    assert_eq!(env.store.location(&ticket).await.unwrap(), None);
     assert_eq!(env.store.record_waiting_locations().await, 1);
-    assert_eq!(
-        env.store.ticket(&ticket).await.unwrap().unwrap().location,
-        Some((2, 5))
-    );
+    assert_eq!(env.store.location(&ticket).await.unwrap(), Some((2, 5)));
 }
 
 /// A reservation call that fails at its end (here the product's pending set is damaged: not a

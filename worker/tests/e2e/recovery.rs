@@ -280,14 +280,7 @@ async fn an_order_queued_in_kafka_past_the_pending_timeout_is_not_expired() {
     eventually("the Kafka locations", Duration::from_secs(10), || async {
         let mut all = true;
         for t in &tickets {
-            all &= env
-                .store
-                .ticket(t)
-                .await
-                .unwrap()
-                .unwrap()
-                .location
-                .is_some();
+            all &= env.store.location(t).await.unwrap().is_some();
         }
         all.then_some(())
     })
@@ -333,14 +326,7 @@ async fn an_acknowledged_order_whose_message_kafka_lost_is_settled_from_its_rese
     let location = eventually(
         "the order's Kafka location",
         Duration::from_secs(10),
-        || async {
-            env.store
-                .ticket(&delivered)
-                .await
-                .unwrap()
-                .unwrap()
-                .location
-        },
+        || async { env.store.location(&delivered).await.unwrap() },
     )
     .await;
     // A second order whose message was lost: reserved, acknowledged at a location that the
