@@ -183,7 +183,7 @@ pub async fn sweep(
                 Entry::Occupied(e) => e.into_mut(),
                 Entry::Vacant(e) => e.insert(store.locations(product, bucket).await?),
             };
-            let location = located.get(ticket.as_str()).copied();
+            let location = located.get(ticket.as_str()).copied().or(record.location);
             match decide(&record, location, now, rules, committed) {
                 SweepAction::Leave => {}
                 SweepAction::Expire => {

@@ -373,6 +373,11 @@ pub struct TicketRecord {
     pub confirmed_at_ms: Option<i64>,
     pub paid_at_ms: Option<i64>,
     pub cancelled_at_ms: Option<i64>,
+    /// Where the order landed in Kafka (partition, offset), as builds before 2026-12-04
+    /// recorded it, on the record itself. Newer gateways record it in the bucket's `located`
+    /// list ([`TicketStore::locations`]); the sweeper reads both, so a mixed fleet keeps
+    /// every promise.
+    pub location: Option<(i32, i64)>,
 }
 
 /// What MySQL says of a product, for [`TicketStore::rebuild`].
@@ -1225,6 +1230,7 @@ impl TicketStore {
             confirmed_at_ms: num("confirmed_at"),
             paid_at_ms: num("paid_at"),
             cancelled_at_ms: num("cancelled_at"),
+            location: num("kp").zip(num("ko")).map(|(p, o)| (p as i32, o)),
         }))
     }
 

@@ -1,6 +1,7 @@
 //! Recovery paths: stale reservations, stuck claims and Redis data loss.
 
 use crate::helpers::*;
+use redis::AsyncCommands;
 use reqwest::StatusCode;
 use seckill_shared::settle::Outcome;
 use seckill_shared::store::{ClaimStatus, RecordStatus};
@@ -314,7 +315,8 @@ async fn an_order_queued_in_kafka_past_the_pending_timeout_is_not_expired() {
 /// Kafka acknowledged an order (the buyer got a `202`, and the ticket knows where the order
 /// landed), then lost the message: the group reads past its offset and never sees it. The
 /// sweeper keeps the promise: it writes the order from the reservation. (Seen in a chaos run
-/// with no fault: the local broker dropped three acknowledged messages of one partition.)
+/// with no fault: the local broker dropped three acknowledged messages of one partition.) The
+/// same holds for a location on the ticket record, where builds before 2026-12-04 wrote it.
 #[tokio::test]
 async fn an_acknowledged_order_whose_message_kafka_lost_is_settled_from_its_reservation() {
     let env = TestEnv::new().await;
@@ -342,17 +344,38 @@ async fn an_acknowledged_order_whose_message_kafka_lost_is_settled_from_its_rese
         .await
         .unwrap();
     gw.owns(lost.as_str(), user.get());
+    // A third, located by an older gateway: on its record.
+    let old_user = UserId::new(3).unwrap();
+    let (old, _) = env
+        .store
+        .reserve(product, old_user, now_ms(), false)
+        .await
+        .unwrap();
+    let mut c = env.store.connection();
+    let _: () = c
+        .hset_multiple(
+            env.store.keys(product).ticket(&old),
+            &[
+                ("kp", location.0.to_string()),
+                ("ko", location.1.to_string()),
+            ],
+        )
+        .await
+        .unwrap();
+    gw.owns(old.as_str(), old_user.get());
 
     let _worker = env.worker_with(fast_sweeper).await;
-    for t in [&delivered, &lost] {
+    for t in [&delivered, &lost, &old] {
         let body = gw.settled(t.as_str(), Duration::from_secs(30)).await;
         assert_eq!(body["status"], "confirmed", "{t}: {body}");
     }
     let rows = env.order_rows(product).await;
-    assert_eq!(rows.len(), 2, "{rows:?}");
-    assert!(rows.iter().any(|(t, _)| t == lost.as_str()), "{rows:?}");
-    assert_eq!(env.redis_stock(product).await, 1);
-    assert_eq!(env.mysql_stock(product).await, 1);
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    for t in [&lost, &old] {
+        assert!(rows.iter().any(|(r, _)| r == t.as_str()), "{t}: {rows:?}");
+    }
+    assert_eq!(env.redis_stock(product).await, 0);
+    assert_eq!(env.mysql_stock(product).await, 0);
 }
 
 /// A redelivered order whose Redis record expired long after it settled (say the group's
