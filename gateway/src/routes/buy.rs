@@ -10,7 +10,9 @@ use actix_web::http::header;
 use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
 use seckill_shared::recovery::{self, Stuck};
 use seckill_shared::settle::Outcome;
-use seckill_shared::store::{RecordStatus, Reservation, TicketRecord, TicketStore, UserLimit};
+use seckill_shared::store::{
+    Located, RecordStatus, Reservation, TicketRecord, TicketStore, UserLimit,
+};
 use seckill_shared::{
     db, now_ms, FailureReason, OrderMessage, ProductId, Ticket, TicketStatus, UserId,
 };
@@ -351,7 +353,12 @@ async fn hand_off(
             // the answer's path, in the bucket's next call on this thread's connection: until
             // it is recorded, the sweeper treats the ticket as one without a location, whose
             // timeout is far longer than this takes.
-            store.locate_soon(order.ticket.clone(), partition, offset);
+            store.locate_soon(Located {
+                ticket: order.ticket.clone(),
+                reserved_at_ms: order.reserved_at_ms,
+                partition,
+                offset,
+            });
             Ok(HttpResponse::Accepted()
                 .insert_header((header::LOCATION, order_location(&order.ticket)))
                 .json(TicketBody::pending(&order.ticket, order.user_id)))

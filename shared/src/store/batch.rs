@@ -13,7 +13,7 @@
 //! ([`TicketStore::locate_soon`]): they ride the bucket's next reservation call, or, when no
 //! buyer waits, go in a call of `locate.lua` of their own.
 
-use super::{TicketStore, UserLimit};
+use super::{Located, TicketStore, UserLimit};
 use crate::domain::{ProductId, Ticket, UserId};
 use anyhow::Context;
 use redis::Script;
@@ -53,9 +53,6 @@ struct Waiting {
     call: ReserveCall,
     reply: oneshot::Sender<Reply>,
 }
-
-/// Where an accepted order landed in Kafka: (ticket, partition, offset).
-type Located = (Ticket, i32, i64);
 
 /// What waits for a bucket's next call: buyers, and the Kafka locations of earlier orders.
 #[derive(Default)]
@@ -136,9 +133,9 @@ impl TicketStore {
     /// call of its bucket on this connection. A location that cannot be recorded is logged;
     /// its ticket then keeps the sweeper's timeout for an unknown location. Needs a Tokio
     /// runtime.
-    pub fn locate_soon(&self, ticket: Ticket, partition: i32, offset: i64) {
-        let lane = (ticket.product(), ticket.bucket());
-        self.enqueue(lane, |l| l.located.push((ticket, partition, offset)));
+    pub fn locate_soon(&self, located: Located) {
+        let lane = (located.ticket.product(), located.ticket.bucket());
+        self.enqueue(lane, |l| l.located.push(located));
     }
 
     /// Records the Kafka locations still waiting on every connection of this store's family
@@ -156,7 +153,7 @@ impl TicketStore {
         for l in lanes {
             for located in l.take_located() {
                 by_product
-                    .entry(located.0.product())
+                    .entry(located.ticket.product())
                     .or_default()
                     .push(located);
             }
@@ -260,7 +257,7 @@ impl TicketStore {
     async fn run_batch(
         &self,
         lane: LaneKey,
-        located: &[(Ticket, i32, i64)],
+        located: &[Located],
         calls: &[ReserveCall],
     ) -> anyhow::Result<Vec<Reply>> {
         let (product, bucket) = lane;

@@ -3,10 +3,12 @@
 -- past it, and never one whose buyer had a `202`.
 --
 -- The bucket's `located` list holds one entry per call that recorded locations: the
--- gateway's text "<ticket> <partition> <offset> ..." (a triple per order), appended whole.
+-- gateway's text "<newest reserved at> <ticket> <partition> <offset> ..." (the newest
+-- reservation time among its orders, in ms, then a triple per order), appended whole.
 -- So an accept costs Redis no command of its own: one RPUSH per call, here or riding the
 -- bucket's next reservation (reserve.lua). The sweeper reads the list only when some ticket
--- is overdue, and trims its head once no ticket in an entry is still in flight (trim.lua).
+-- is overdue, and trims its head once an entry's orders were all reserved before the oldest
+-- ticket in flight (trim_located.lua).
 -- KEYS: 1 located
 -- ARGV: 1 the entry
 -- Returns the list's length.

@@ -227,15 +227,28 @@ fn by_bucket<'a>(tickets: impl Iterator<Item = &'a Ticket>) -> BTreeMap<u16, Vec
 /// entry).
 pub(super) const MAX_LOCATED: usize = 64;
 
-/// One entry of a bucket's `located` list: "<ticket> <partition> <offset>" per order, space
-/// separated (tickets hold no space).
-pub(crate) fn located_entry(located: &[(Ticket, i32, i64)]) -> String {
-    let mut entry = String::with_capacity(located.len() * 48);
-    for (t, partition, offset) in located {
-        if !entry.is_empty() {
-            entry.push(' ');
-        }
-        write!(entry, "{t} {partition} {offset}").expect("writing to a String");
+/// Where an accepted order landed in Kafka, with when its unit was reserved (its score in the
+/// pending set).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Located {
+    pub ticket: Ticket,
+    pub reserved_at_ms: i64,
+    pub partition: i32,
+    pub offset: i64,
+}
+
+/// One entry of a bucket's `located` list: the newest reservation time among its orders, then
+/// "<ticket> <partition> <offset>" per order, space separated (tickets hold no space). The
+/// time lets `trim_located.lua` drop the entry without looking up its tickets.
+/// No orders make no entry: an empty string, which `reserve.lua` skips.
+pub(crate) fn located_entry(located: &[Located]) -> String {
+    let Some(newest) = located.iter().map(|l| l.reserved_at_ms).max() else {
+        return String::new();
+    };
+    let mut entry = String::with_capacity(16 + located.len() * 48);
+    write!(entry, "{newest}").expect("writing to a String");
+    for l in located {
+        write!(entry, " {} {} {}", l.ticket, l.partition, l.offset).expect("writing to a String");
     }
     entry
 }
@@ -243,7 +256,7 @@ pub(crate) fn located_entry(located: &[(Ticket, i32, i64)]) -> String {
 /// Adds an entry's locations to `out`; a damaged triple is skipped (its ticket then keeps the
 /// sweeper's timeout for an unknown location).
 fn parse_located_entry(entry: &str, out: &mut HashMap<String, (i32, i64)>) {
-    let mut words = entry.split(' ');
+    let mut words = entry.split(' ').skip(1);
     while let (Some(t), Some(p), Some(o)) = (words.next(), words.next(), words.next()) {
         if let (Ok(p), Ok(o)) = (p.parse(), o.parse()) {
             out.insert(t.to_owned(), (p, o));
@@ -795,14 +808,10 @@ impl TicketStore {
         raw.iter().map(|s| ClaimStatus::parse(s)).collect()
     }
 
-    /// Records where the orders of one product landed in Kafka: (ticket, partition, offset),
-    /// one entry of each bucket's `located` list. Returns how many were recorded.
-    pub async fn locate(
-        &self,
-        product: ProductId,
-        located: &[(Ticket, i32, i64)],
-    ) -> anyhow::Result<u64> {
-        for (bucket, idx) in by_bucket(located.iter().map(|(t, _, _)| t)) {
+    /// Records where the orders of one product landed in Kafka, one entry of each bucket's
+    /// `located` list. Returns how many were recorded.
+    pub async fn locate(&self, product: ProductId, located: &[Located]) -> anyhow::Result<u64> {
+        for (bucket, idx) in by_bucket(located.iter().map(|l| &l.ticket)) {
             let part: Vec<_> = idx.iter().map(|&i| located[i].clone()).collect();
             for entry in part.chunks(MAX_LOCATED) {
                 let mut c = self.conn.clone();
@@ -819,7 +828,7 @@ impl TicketStore {
 
     /// Where the orders of one stock bucket landed in Kafka, as the gateways recorded them
     /// (ticket → (partition, offset)), for the entries not trimmed yet ([`Self::trim_located`]:
-    /// none of a ticket still in flight is).
+    /// no entry with a ticket still in flight is).
     pub async fn locations(
         &self,
         product: ProductId,
@@ -844,8 +853,9 @@ impl TicketStore {
         Ok(all.get(ticket.as_str()).copied())
     }
 
-    /// Drops the entries at the head of each bucket's `located` list whose tickets are no
-    /// longer in flight (`trim_located.lua`), looking at `limit` entries per bucket at most.
+    /// Drops the entries at the head of each bucket's `located` list whose tickets were all
+    /// reserved before the oldest ticket in flight (`trim_located.lua`), so none is in flight,
+    /// looking at `limit` entries per bucket at most.
     /// Returns how many were dropped.
     pub async fn trim_located(&self, product: ProductId, limit: usize) -> anyhow::Result<u64> {
         let mut dropped = 0;
@@ -1370,15 +1380,21 @@ mod tests {
     fn a_located_entry_reads_back_and_skips_a_damaged_triple() {
         let p = ProductId::new(42).unwrap();
         let (a, b) = (Ticket::generate(p), Ticket::generate_in(p, 3));
-        let entry = located_entry(&[(a.clone(), 0, 17), (b.clone(), 7, 1 << 40)]);
-        assert_eq!(entry, format!("{a} 0 17 {b} 7 1099511627776"));
+        let at = |ticket: &Ticket, reserved_at_ms, partition, offset| Located {
+            ticket: ticket.clone(),
+            reserved_at_ms,
+            partition,
+            offset,
+        };
+        let entry = located_entry(&[at(&a, 900, 0, 17), at(&b, 800, 7, 1 << 40)]);
+        assert_eq!(entry, format!("900 {a} 0 17 {b} 7 1099511627776"));
         let mut out = HashMap::new();
         parse_located_entry(&entry, &mut out);
-        parse_located_entry("x-1 no 3 y-2 1 2 z-3 4", &mut out);
+        parse_located_entry("5 x-1 no 3 y-2 1 2 z-3 4", &mut out);
         assert_eq!(out.len(), 3, "{out:?}");
         assert_eq!(out[a.as_str()], (0, 17));
         assert_eq!(out[b.as_str()], (7, 1 << 40));
         assert_eq!(out["y-2"], (1, 2));
-        assert!(located_entry(&[]).is_empty());
+        assert!(located_entry(&[]).is_empty(), "no orders, no entry");
     }
 }

@@ -6,7 +6,7 @@ use futures::future::join_all;
 use redis::AsyncCommands;
 use reqwest::StatusCode;
 use seckill_gateway::rate_limit::RateLimiter;
-use seckill_shared::store::{Reservation, UserLimit};
+use seckill_shared::store::{Located, Reservation, UserLimit};
 use seckill_shared::{now_ms, Ticket, UserId};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -163,7 +163,7 @@ async fn kafka_locations_ride_the_next_reservation() {
         .unwrap();
     assert_eq!(r, Reservation::Reserved);
     // With a buyer: recorded in the buyer's call.
-    store.locate_soon(first.clone(), 3, 41);
+    store.locate_soon(located(&first, 3, 41));
     let (second, r) = store
         .reserve(product, user(2), now_ms(), false)
         .await
@@ -178,8 +178,8 @@ async fn kafka_locations_ride_the_next_reservation() {
         .set(env.store.keys(product).ticket(&damaged), "not a hash")
         .await
         .unwrap();
-    store.locate_soon(damaged, 0, 1);
-    store.locate_soon(second.clone(), 0, 7);
+    store.locate_soon(located(&damaged, 0, 1));
+    store.locate_soon(located(&second, 0, 7));
     let (_, r) = store
         .reserve(product, user(3), now_ms(), false)
         .await
@@ -192,14 +192,14 @@ async fn kafka_locations_ride_the_next_reservation() {
         .reserve(product, user(4), now_ms(), false)
         .await
         .unwrap();
-    store.locate_soon(third.clone(), 1, 9);
+    store.locate_soon(located(&third, 1, 9));
     eventually("the lone location", Duration::from_secs(10), || async {
         (location(&third).await == Some((1, 9))).then_some(())
     })
     .await;
     // An order whose record is gone (expired, or lost with Redis) gets none back.
     let gone = Ticket::generate(product);
-    store.locate_soon(gone.clone(), 1, 10);
+    store.locate_soon(located(&gone, 1, 10));
     let _ = store
         .reserve(product, user(5), now_ms(), false)
         .await
@@ -212,36 +212,37 @@ async fn kafka_locations_ride_the_next_reservation() {
     assert_eq!(env.redis_stock(product).await, 5);
 }
 
-/// A bucket's `located` list loses an entry from its head once none of its orders is in flight
-/// any more, and never one with an order in flight, nor any entry after it: the sweeper
-/// reads a pending order's location to know whether its buyer had a `202`.
+/// A bucket's `located` list loses an entry from its head once every order in it was
+/// reserved before the oldest ticket in flight, and never one that may hold an order in
+/// flight, nor any entry after it: the sweeper reads a pending order's location to know
+/// whether its buyer had a `202`.
 #[tokio::test]
 async fn kafka_locations_are_trimmed_once_their_orders_settle() {
     let env = TestEnv::new().await;
     let gw = env.gateway().await;
     let product = env.product(&gw, 10).await;
     let store = env.store.clone();
+    let start = now_ms();
     let mut tickets = vec![];
     for u in 1..=3 {
+        // One ms apart: each ticket's score in the pending set is its reservation time.
         let (t, r) = store
-            .reserve(product, UserId::new(u).unwrap(), now_ms(), false)
+            .reserve(product, UserId::new(u).unwrap(), start + u as i64, false)
             .await
             .unwrap();
         assert_eq!(r, Reservation::Reserved);
         tickets.push(t);
     }
     let [first, second, third] = [&tickets[0], &tickets[1], &tickets[2]];
-    assert_eq!(
-        store
-            .locate(product, &[(first.clone(), 0, 1), (second.clone(), 0, 2)])
-            .await
-            .unwrap(),
-        2
-    );
-    store
-        .locate(product, &[(third.clone(), 1, 3)])
-        .await
-        .unwrap();
+    let at = |t: &Ticket, u: i64, partition, offset| Located {
+        ticket: t.clone(),
+        reserved_at_ms: start + u,
+        partition,
+        offset,
+    };
+    let both = [at(first, 1, 0, 1), at(second, 2, 0, 2)];
+    assert_eq!(store.locate(product, &both).await.unwrap(), 2);
+    store.locate(product, &[at(third, 3, 1, 3)]).await.unwrap();
     let entries = || async {
         let mut c = env.store.connection();
         let n: usize = c.llen(env.store.keys(product).located()).await.unwrap();
@@ -335,7 +336,7 @@ async fn locations_left_by_a_stopped_runtime_are_recorded_at_shutdown() {
             .build()
             .unwrap();
         // Queued, and its driver spawned; the runtime is dropped before the driver runs.
-        rt.block_on(async { thread_store.locate_soon(t, 2, 5) });
+        rt.block_on(async { thread_store.locate_soon(located(&t, 2, 5)) });
     })
     .join()
     .unwrap();
@@ -367,4 +368,14 @@ async fn a_call_that_fails_at_its_end_leaves_no_ticket_record() {
         .await
         .unwrap();
     assert!(records.is_empty(), "records left: {records:?}");
+}
+
+/// An order's Kafka location, reserved now.
+fn located(ticket: &Ticket, partition: i32, offset: i64) -> Located {
+    Located {
+        ticket: ticket.clone(),
+        reserved_at_ms: now_ms(),
+        partition,
+        offset,
+    }
 }

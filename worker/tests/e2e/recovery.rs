@@ -4,7 +4,7 @@ use crate::helpers::*;
 use redis::AsyncCommands;
 use reqwest::StatusCode;
 use seckill_shared::settle::Outcome;
-use seckill_shared::store::{ClaimStatus, RecordStatus};
+use seckill_shared::store::{ClaimStatus, Located, RecordStatus};
 use seckill_shared::{db, now_ms, OrderMessage, Ticket, UserId};
 use seckill_worker::Worker;
 use std::time::Duration;
@@ -340,7 +340,15 @@ async fn an_acknowledged_order_whose_message_kafka_lost_is_settled_from_its_rese
         .await
         .unwrap();
     env.store
-        .locate(product, &[(lost.clone(), location.0, location.1)])
+        .locate(
+            product,
+            &[Located {
+                ticket: lost.clone(),
+                reserved_at_ms: now_ms(),
+                partition: location.0,
+                offset: location.1,
+            }],
+        )
         .await
         .unwrap();
     gw.owns(lost.as_str(), user.get());
