@@ -1185,8 +1185,8 @@ impl TicketStore {
         Ok(total)
     }
 
-    /// A closed sale's keys (stock, meta, buyers, pending, located, and a bucket's loans) expire after
-    /// `grace`. Ticket records keep their own TTL.
+    /// A closed sale's keys (stock, meta, buyers, pending, located, and a bucket's loans)
+    /// expire after `grace`. Ticket records keep their own TTL.
     pub async fn expire_sale(&self, product: ProductId, grace: Duration) -> anyhow::Result<()> {
         let secs = grace.as_secs().max(1) as i64;
         for bucket in 0..self.buckets(product).await? {
