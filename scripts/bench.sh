@@ -455,7 +455,7 @@ if want 5; then
         redis-benchmark -p "$REDIS_PORT" -c "$C" -n "$1" -r 1000000000 --csv \
             EVALSHA "$SHA" 10 "${K}stock" "${K}meta" "${K}buyers" "${K}pending" \
             "${K}adm" "${K}qdone" "${K}q" "${K}borrowing" "${K}located" "${K}t:$P5-__rand_int__" \
-            600 "$P5" "" __rand_int__ "$P5-__rand_int__" "$(date +%s%3N)" "" 1 "" ""
+            600 "" "" "" __rand_int__ "$P5-__rand_int__" "$(date +%s%3N)" 0 1
     }
     # The rate of the last line of the CSV ("test","rps",...; no test name holds '","').
     rps_of() { tail -n 1 | awk -F'","' '{ printf "%d\n", $2 }'; }
@@ -485,13 +485,13 @@ if want 5; then
     batch_keys=() batch_args=()
     for j in 1 2 3 4 5 6 7 8; do
         batch_keys+=("${K}t:$P5B-$j-__rand_int__")
-        batch_args+=("$j$((RANDOM % 9 + 1))__rand_int__" "$P5B-$j-__rand_int__" "$(date +%s%3N)" "" 1 "" "")
+        batch_args+=("$j$((RANDOM % 9 + 1))__rand_int__" "$P5B-$j-__rand_int__" "$(date +%s%3N)" 0 1)
     done
     rb8() {
         redis-benchmark -p "$REDIS_PORT" -c "$C" -n "$1" -r 1000000000 --csv \
             EVALSHA "$SHA" $((9 + ${#batch_keys[@]})) "${K}stock" "${K}meta" "${K}buyers" \
             "${K}pending" "${K}adm" "${K}qdone" "${K}q" "${K}borrowing" "${K}located" \
-            "${batch_keys[@]}" 600 "$P5B" "" "${batch_args[@]}"
+            "${batch_keys[@]}" 600 "" "" "" "${batch_args[@]}"
     }
     n=$(rb8 5000 | rps_of)
     ((n > 0)) || n=1000

@@ -10,8 +10,9 @@
 //! thread's buys share that thread's connection and its batches.
 //!
 //! The same lanes carry the Kafka locations of the orders accepted before
-//! ([`TicketStore::locate_soon`]): they ride the bucket's next reservation call, or, when no
-//! buyer waits, go in a call of `locate.lua` of their own.
+//! ([`TicketStore::locate_soon`]): they ride the bucket's next reservation call. When no buyer
+//! waits, they wait for one up to [`HOLD_LOCATED`], then go in a call of `locate.lua` of their
+//! own: in a busy sale the next buyer comes first, so a location costs no call of its own.
 
 use super::{Located, TicketStore, UserLimit};
 use crate::domain::{ProductId, Ticket, UserId};
@@ -20,7 +21,8 @@ use redis::Script;
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
-use tokio::sync::oneshot;
+use std::time::Duration;
+use tokio::sync::{oneshot, Notify};
 
 static RESERVE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(&format!(
@@ -32,6 +34,12 @@ static RESERVE: LazyLock<Script> = LazyLock::new(|| {
 
 /// Buyers per call at most: a call holds Redis for several µs per buyer.
 const MAX_BATCH: usize = 32;
+
+/// How long Kafka locations wait for a buyer of their bucket to ride with, when none waits
+/// (fewer than [`super::MAX_LOCATED`] of them). Only a gateway that dies meanwhile loses
+/// them, which leaves its orders to the sweeper's timeout for an unknown location, as a
+/// location lost on its way to Redis does.
+const HOLD_LOCATED: Duration = Duration::from_millis(10);
 
 /// One buyer's part of a `reserve.lua` call (see `TicketStore::reserve_step`).
 pub(super) struct ReserveCall {
@@ -59,9 +67,21 @@ struct Waiting {
 struct Lane {
     buyers: Vec<Waiting>,
     located: Vec<Located>,
+    /// Set while the driver holds locations for a buyer ([`HOLD_LOCATED`]): the next buyer
+    /// wakes it through `wake`.
+    holding: bool,
+    wake: Option<Arc<Notify>>,
 }
 
 type LaneKey = (ProductId, u16);
+
+/// What a lane's driver does next.
+enum Next {
+    /// Wait for a buyer to carry the lane's locations, up to [`HOLD_LOCATED`].
+    Hold(Arc<Notify>),
+    /// Send these buyers, and these locations, in one call.
+    Send(Vec<Waiting>, Vec<Located>),
+}
 
 /// (product, bucket) → what waits for it. A lane is here exactly while a driver task sends
 /// its calls: whatever adds it starts the driver, and the driver removes it once nothing waits.
@@ -123,7 +143,14 @@ impl TicketStore {
     pub(super) async fn reserve_batched(&self, call: ReserveCall) -> Reply {
         let lane = (call.ticket.product(), call.ticket.bucket());
         let (reply, answer) = oneshot::channel();
-        self.enqueue(lane, |l| l.buyers.push(Waiting { call, reply }));
+        self.enqueue(lane, |l| {
+            l.buyers.push(Waiting { call, reply });
+            if std::mem::take(&mut l.holding) {
+                if let Some(wake) = &l.wake {
+                    wake.notify_one();
+                }
+            }
+        });
         answer
             .await
             .unwrap_or_else(|_| Err(anyhow::anyhow!("the reservation batch was dropped")))
@@ -204,8 +231,10 @@ impl TicketStore {
 
     /// Sends a lane's calls, in batches, until nothing waits.
     async fn drive(self, lane: LaneKey, mut unstick: Unstick) {
+        // Whether the locations waiting have been held for a buyer already.
+        let mut held = false;
         loop {
-            let (batch, located): (Vec<Waiting>, Vec<_>) = {
+            let next = 'take: {
                 let mut lanes = self.lanes.lock();
                 let Some(waiting) = lanes
                     .get_mut(&lane)
@@ -215,13 +244,33 @@ impl TicketStore {
                     unstick.armed = false;
                     return;
                 };
-                let n = waiting.buyers.len().min(MAX_BATCH);
+                waiting.holding = false;
+                if waiting.buyers.is_empty() && !held && waiting.located.len() < super::MAX_LOCATED
+                {
+                    waiting.holding = true;
+                    break 'take Next::Hold(
+                        waiting.wake.get_or_insert_with(Default::default).clone(),
+                    );
+                }
+                let n = one_limit(&waiting.buyers).min(MAX_BATCH);
                 let m = waiting.located.len().min(super::MAX_LOCATED);
-                (
+                Next::Send(
                     waiting.buyers.drain(..n).collect(),
                     waiting.located.drain(..m).collect(),
                 )
             };
+            let (batch, located) = match next {
+                Next::Send(batch, located) => (batch, located),
+                Next::Hold(wake) => {
+                    tokio::select! {
+                        _ = wake.notified() => {}
+                        _ = tokio::time::sleep(HOLD_LOCATED) => {}
+                    }
+                    held = true;
+                    continue;
+                }
+            };
+            held = false;
             if batch.is_empty() {
                 self.locate_or_warn(lane.0, &located).await;
                 continue;
@@ -273,22 +322,23 @@ impl TicketStore {
             .key(k.borrowing())
             .key(k.located())
             .arg(self.ticket_ttl_secs)
-            .arg(product.get())
             .arg(super::located_entry(located));
+        // One limit per call (`one_limit`): its rate and burst, or '' when no buyer takes a
+        // token.
+        match calls.iter().find_map(|c| c.limit.as_ref()) {
+            Some(l) => inv.arg(l.rate).arg(l.burst),
+            None => inv.arg("").arg(""),
+        };
         for c in calls {
+            let flags = u8::from(c.admission_verified) | (u8::from(c.limit.is_some()) << 1);
             inv.key(k.ticket(&c.ticket))
                 .arg(c.user.get())
                 .arg(c.ticket.as_str())
                 .arg(c.now_ms)
-                .arg(if c.admission_verified { "1" } else { "" })
+                .arg(flags)
                 .arg(c.buckets);
-            match &c.limit {
-                Some(l) => {
-                    inv.key(&l.key).arg(l.rate).arg(l.burst);
-                }
-                None => {
-                    inv.arg("").arg("");
-                }
+            if let Some(l) = &c.limit {
+                inv.key(&l.key);
             }
         }
         let mut conn = self.conn.clone();
@@ -306,6 +356,20 @@ impl TicketStore {
     }
 }
 
+/// How many buyers from the head of `waiting` can go in one call: `reserve.lua` takes one
+/// rate and burst per call, so the batch ends before a buyer whose limit has other numbers
+/// (gateways of one fleet share one limit; a buyer without a limit goes with any).
+fn one_limit(waiting: &[Waiting]) -> usize {
+    let mut first: Option<(f64, u64)> = None;
+    waiting
+        .iter()
+        .take_while(|w| match &w.call.limit {
+            None => true,
+            Some(l) => *first.get_or_insert((l.rate, l.burst)) == (l.rate, l.burst),
+        })
+        .count()
+}
+
 /// One buyer's reply: `{code}`, `{code, value}`, or `{0, error}`.
 fn parse(v: &[redis::Value]) -> Reply {
     let code: i64 = redis::from_redis_value_ref(v.first().context("empty reply")?)?;
@@ -320,4 +384,43 @@ fn parse(v: &[redis::Value]) -> Reply {
         );
     }
     Ok((code, extra))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn waiting(limit: Option<(f64, u64)>) -> Waiting {
+        let user = UserId::new(1).unwrap();
+        Waiting {
+            call: ReserveCall {
+                ticket: Ticket::generate(ProductId::new(1).unwrap()),
+                user,
+                now_ms: 0,
+                admission_verified: false,
+                buckets: 1,
+                limit: limit.map(|(rate, burst)| UserLimit {
+                    key: "k".into(),
+                    rate,
+                    burst,
+                }),
+            },
+            reply: oneshot::channel().0,
+        }
+    }
+
+    #[test]
+    fn a_call_takes_buyers_while_their_limits_agree() {
+        let (a, b) = (Some((5.0, 10)), Some((5.0, 3)));
+        let n = |limits: &[Option<(f64, u64)>]| {
+            one_limit(&limits.iter().map(|l| waiting(*l)).collect::<Vec<_>>())
+        };
+        assert_eq!(n(&[]), 0);
+        assert_eq!(n(&[a, None, a, a]), 4);
+        // A buyer without a limit goes with any call, even before the first limit.
+        assert_eq!(n(&[None, b, None, b]), 4);
+        assert_eq!(n(&[a, a, b, a]), 2);
+        assert_eq!(n(&[None, a, b]), 2);
+        assert_eq!(n(&[b, a]), 1);
+    }
 }

@@ -13,11 +13,10 @@
 -- word.
 --
 -- KEYS: 1 stock, 2 meta, 3 buyers, 4 pending, 5.. ticket records
--- ARGV: triples (ticket, user id, reserved at ms) in the order of KEYS[5..], then product id
+-- ARGV: triples (ticket, user id, reserved at ms) in the order of KEYS[5..]
 -- Returns one status per ticket: 'processing' when claimed, else the status found ('expired'
 -- for a record that is gone and was not lost).
 local n = #KEYS - 4
-local product = ARGV[n * 3 + 1]
 local loaded = redis.call('EXISTS', KEYS[1]) == 1
 local loaded_at = tonumber(redis.call('HGET', KEYS[2], 'loaded_at') or '0')
 local out = {}
@@ -30,8 +29,8 @@ for i = 1, n do
     status = 'processing'
   elseif not status then
     if (not loaded) or tonumber(created) < loaded_at then
-      redis.call('HSET', key, 'status', 'processing', 'user_id', user, 'product_id', product,
-        'created_at', created, 'orphan', '1')
+      redis.call('HSET', key, 'status', 'processing', 'user_id', user, 'created_at', created,
+        'orphan', '1')
       redis.call('ZADD', KEYS[4], created, ticket)
       if not redis.call('HGET', KEYS[3], user) then redis.call('HSET', KEYS[3], user, ticket) end
       if loaded then redis.call('DECR', KEYS[1]) end

@@ -9,7 +9,7 @@
 //! | `sk:{ns:P}:meta` | hash | `initial`, `starts_at`, `ends_at` (ms), `confirmed` (units sold: confirmed or paid), `paid`, `cancelled`, `failed` |
 //! | `sk:{ns:P}:buyers` | hash | user id → live ticket |
 //! | `sk:{ns:P}:pending` | sorted set | tickets not yet settled, scored by reservation time |
-//! | `sk:{ns:P}:t:<ticket>` | hash | `status`, `user_id`, `product_id`, `created_at`, `order_id`, `confirmed_at`, `reason` |
+//! | `sk:{ns:P}:t:<ticket>` | hash | `status`, `user_id`, `created_at`, `order_id`, `confirmed_at`, `reason` (the product is in the ticket; records written before 2026-12-04 also carry an unread `product_id`) |
 //!
 //! Ticket states ([`RecordStatus`]): `pending` → `processing` (claimed by a worker) →
 //! `confirmed` | `failed`; a confirmed ticket then follows MySQL to `paid` or `cancelled`
@@ -799,7 +799,6 @@ impl TicketStore {
                 .arg(m.user_id.get())
                 .arg(m.reserved_at_ms);
         }
-        inv.arg(product.get());
         let mut c = self.conn.clone();
         let raw: Vec<String> = inv
             .invoke_async(&mut c)
@@ -1069,7 +1068,7 @@ impl TicketStore {
         for chunk in entries.chunks(500) {
             let mut inv = RESTORE.prepare_invoke();
             inv.key(k.buyers()).key(k.pending());
-            inv.arg(status.as_str()).arg(ttl_secs).arg(product.get());
+            inv.arg(status.as_str()).arg(ttl_secs);
             for (t, user, detail, why) in chunk {
                 inv.key(k.ticket(t));
                 inv.arg(t.as_str()).arg(*user).arg(detail).arg(why);

@@ -26,10 +26,12 @@
 --       8 borrowing (zset ticket -> reserved at, tickets waiting for a loan), 9 located (list,
 --       see locate.lua); then per buyer its ticket record, and its rate-limit bucket when its
 --       rate is given
--- ARGV: 1 ticket ttl (s, for a `borrowing` record), 2 product id, 3 the located entry of
---       earlier orders ('' for none), then 7 per buyer: user id, ticket, now (ms), '1' when
---       the gateway verified the buyer's admission token, how many buckets the caller
---       assumed, the limit's rate ('' for none) and burst
+-- ARGV: 1 ticket ttl (s, for a `borrowing` record), 2 the located entry of earlier orders
+--       ('' for none), 3 the limit's rate and 4 its burst ('' when no buyer of the call takes
+--       a token: every buyer of a call has its gateway's limit), then 5 per buyer: user id,
+--       ticket, now (ms), flags (the sum of 1: the gateway verified the buyer's admission
+--       token, and 2: the buyer takes a token, its bucket's key following its record's), how
+--       many buckets the caller assumed
 -- Returns one reply per buyer, in order, {code} or {code, value}:
 --   1 reserved, {2, ticket} the user already holds this live ticket, 3 sold out,
 --   4 unknown product, 5 sale not started, 6 sale ended,
@@ -57,16 +59,15 @@ local held, pending, records = {}, {}, {}
 -- taken earlier in this call is read from `bucket_now`.
 local found, bucket_now = {}, {}
 
--- The limit's numbers, parsed once per call (every buyer of a call has its gateway's limit):
--- rate, burst, the buckets' expiry (PX) and the value a new buyer's bucket gets (`fresh`);
--- the Redis time, as a number and a string, is read once too (`clock`, `clock_s`).
-local limit = {}
+-- The limit's numbers, parsed once per call, when its first buyer takes a token: rate, burst,
+-- the buckets' expiry (PX) and the value a new buyer's bucket gets (`fresh`); the Redis
+-- time, as a number and a string, is read once too (`clock`, `clock_s`).
+local limit
 
-local function take(limiter, rate, burst)
-  if limit.rate_s ~= rate or limit.burst_s ~= burst then
-    local r, b = bucket_limit(rate, burst)
-    limit = {rate_s = rate, burst_s = burst, rate = r, burst = b,
-      px = string.format('%d', bucket_life(r, b))}
+local function take(limiter)
+  if not limit then
+    local r, b = bucket_limit(ARGV[3], ARGV[4])
+    limit = {rate = r, burst = b, px = string.format('%d', bucket_life(r, b))}
   end
   if not clock then
     clock = redis_ms()
@@ -99,9 +100,9 @@ end
 -- A reservation's reply: one table for every buyer reserved (the reply is only read).
 local RESERVED = {1}
 
-local function reserve(record, limiter, user, ticket, now_s, admitted, assumed, rate, burst, i)
+local function reserve(record, limiter, user, ticket, now_s, admitted, assumed, i)
   if limiter then
-    local wait = take(limiter, rate, burst)
+    local wait = take(limiter)
     if wait > 0 then return {11, wait} end
   end
   if not left then return {4} end
@@ -112,13 +113,13 @@ local function reserve(record, limiter, user, ticket, now_s, admitted, assumed, 
   if meta[1] and now < tonumber(meta[1]) then return {5} end
   if meta[2] and now >= tonumber(meta[2]) then return {6} end
   if meta[3] then
-    if admitted ~= '1' then return {7} end
+    if not admitted then return {7} end
     local until_ms = redis.call('ZSCORE', KEYS[5], user)
     if (not until_ms) or tonumber(until_ms) <= now then return {8} end
   end
   if left <= 0 then
     if buckets == '1' then return {3} end
-    redis.call('HSET', record, 'status', 'borrowing', 'user_id', user, 'product_id', ARGV[2], 'created_at', now_s)
+    redis.call('HSET', record, 'status', 'borrowing', 'user_id', user, 'created_at', now_s)
     redis.call('EXPIRE', record, ARGV[1])
     redis.call('ZADD', KEYS[8], now_s, ticket)
     held[user] = ticket
@@ -149,21 +150,23 @@ local function reserve(record, limiter, user, ticket, now_s, admitted, assumed, 
 end
 
 -- Earlier orders' Kafka locations.
-if ARGV[3] ~= '' then redis.call('RPUSH', KEYS[9], ARGV[3]) end
+if ARGV[2] ~= '' then redis.call('RPUSH', KEYS[9], ARGV[2]) end
 
--- The buyers: their keys and arguments, then one read of their tickets and buckets.
-local calls, users, limiters = {}, {}, {}
-local k = 9
-for i = 4, #ARGV, 7 do
-  k = k + 1
-  local c = {record = KEYS[k], at = i}
-  if ARGV[i + 5] ~= '' then
+-- The buyers: where their keys are (the n-th buyer's record at KEYS[recs[n]], its bucket at
+-- KEYS[recs[n] + 1] when it takes a token) and their flags, then one read of their tickets
+-- and buckets.
+local recs, flags, users, limiters = {}, {}, {}, {}
+local k = 10
+for i = 5, #ARGV, 5 do
+  local n = #recs + 1
+  local f = tonumber(ARGV[i + 3]) or 0
+  recs[n], flags[n], users[n] = k, f, ARGV[i]
+  if f >= 2 then
+    limiters[#limiters + 1] = KEYS[k + 1]
+    k = k + 2
+  else
     k = k + 1
-    c.limiter = KEYS[k]
-    limiters[#limiters + 1] = c.limiter
   end
-  calls[#calls + 1] = c
-  users[#users + 1] = ARGV[i]
 end
 found.tickets, found.buckets = {}, {}
 if #users > 0 then found.tickets = redis.call('HMGET', KEYS[3], unpack(users)) end
@@ -173,10 +176,11 @@ if #limiters > 0 then
 end
 
 local out = {}
-for n, c in ipairs(calls) do
-  local i = c.at
-  local ok, reply = pcall(reserve, c.record, c.limiter, ARGV[i], ARGV[i + 1], ARGV[i + 2],
-    ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6], n)
+for n = 1, #recs do
+  local i, f = 5 * n, flags[n]
+  local limiter = f >= 2 and KEYS[recs[n] + 1] or nil
+  local ok, reply = pcall(reserve, KEYS[recs[n]], limiter, ARGV[i], ARGV[i + 1], ARGV[i + 2],
+    f % 2 == 1, ARGV[i + 4], n)
   if not ok then
     if type(reply) == 'table' then reply = reply.err end
     reply = {0, tostring(reply)}
@@ -193,7 +197,7 @@ end
 if #buyers > 0 then redis.call('HSET', KEYS[3], unpack(buyers)) end
 if #pending > 0 then redis.call('ZADD', KEYS[4], unpack(pending)) end
 for r = 1, #records, 3 do
-  redis.call('HSET', records[r], 'status', 'pending', 'user_id', records[r + 1], 'product_id',
-    ARGV[2], 'created_at', records[r + 2])
+  redis.call('HSET', records[r], 'status', 'pending', 'user_id', records[r + 1], 'created_at',
+    records[r + 2])
 end
 return out

@@ -5,14 +5,13 @@
 -- the record must say `cancelled` or cancel.lua would give the unit back a second time).
 -- Fix the buyer and leave `pending`. Counters and stock are set afterwards by rebuild.lua.
 -- KEYS: 1 buyers, 2 pending, 3.. ticket records
--- ARGV: 1 'confirmed', 'paid', 'cancelled' or 'failed', 2 ttl (s), 3 product id,
---       then quadruples (ticket, user id, order id or failure reason, cancel reason or '') in the
+-- ARGV: 1 'confirmed', 'paid', 'cancelled' or 'failed', 2 ttl (s), then quadruples (ticket, user id, order id or failure reason, cancel reason or '') in the
 --       order of KEYS[3..]
 -- Returns how many records changed.
 local settled = ARGV[1]
 local changed = 0
 for i = 3, #KEYS do
-  local j = 3 + (i - 3) * 4
+  local j = 2 + (i - 3) * 4
   local ticket, user, detail, why = ARGV[j + 1], ARGV[j + 2], ARGV[j + 3], ARGV[j + 4]
   local status = redis.call('HGET', KEYS[i], 'status')
   local write
@@ -23,9 +22,9 @@ for i = 3, #KEYS do
   end
   if write then
     if settled == 'failed' then
-      redis.call('HSET', KEYS[i], 'status', settled, 'user_id', user, 'product_id', ARGV[3], 'reason', detail)
+      redis.call('HSET', KEYS[i], 'status', settled, 'user_id', user, 'reason', detail)
     else
-      redis.call('HSET', KEYS[i], 'status', settled, 'user_id', user, 'product_id', ARGV[3], 'order_id', detail)
+      redis.call('HSET', KEYS[i], 'status', settled, 'user_id', user, 'order_id', detail)
       if why ~= '' then redis.call('HSET', KEYS[i], 'reason', why) end
     end
     redis.call('EXPIRE', KEYS[i], ARGV[2])

@@ -95,11 +95,12 @@ async fn buys_that_arrive_together_share_a_call_and_keep_every_promise() {
     assert!(gw.metric("seckill_gateway_reserve_batch_size_sum").await >= 1.0);
 }
 
-/// A buyer whose reservation fails inside Redis (here its limit's refill rate is negative, so
-/// Redis refuses the bucket's expiry) gets that error, alone: the others in its call still
-/// reserve.
+/// A call of `reserve.lua` takes one limit's numbers for all its buyers, so buys that arrive
+/// together with other numbers go in calls of their own, and each gets the answer it would
+/// have got alone: a limit Redis refuses (a negative refill rate) fails its buyer alone, a
+/// stricter limit still holds its buyer to it, and a buy without a limit goes with any call.
 #[tokio::test]
-async fn one_buyers_error_leaves_the_rest_of_its_batch_alone() {
+async fn buyers_with_other_limits_get_their_own_answers() {
     let env = TestEnv::new().await;
     if !env.store.connection().is_single_server() {
         eprintln!("skipped: the limit rides in the reservation only on one Redis server");
@@ -108,41 +109,52 @@ async fn one_buyers_error_leaves_the_rest_of_its_batch_alone() {
     let gw = env.gateway().await;
     let product = env.product(&gw, 10).await;
     let ns = &env.settings.namespace;
-    let limit = |u: u64| UserLimit {
+    let limit = |u: u64, rate: f64, burst: u64| UserLimit {
         key: RateLimiter::key(ns, UserId::new(u).unwrap()),
-        rate: if u == 3 { -5.0 } else { 5.0 },
-        burst: 10,
+        rate,
+        burst,
     };
-    let limits: Vec<UserLimit> = (1..=5).map(limit).collect();
-    let answers = join_all(limits.iter().enumerate().map(|(i, l)| {
+    // In arrival order: user 6 twice, with one token and next to no refill.
+    let buys: Vec<(u64, Option<UserLimit>)> = vec![
+        (1, Some(limit(1, 5.0, 10))),
+        (2, Some(limit(2, 5.0, 10))),
+        (3, Some(limit(3, -5.0, 10))),
+        (4, Some(limit(4, 5.0, 10))),
+        (5, Some(limit(5, 5.0, 10))),
+        (6, Some(limit(6, 0.001, 1))),
+        (6, Some(limit(6, 0.001, 1))),
+        (7, None),
+    ];
+    let answers = join_all(buys.iter().map(|(u, l)| {
         let store = env.store.clone();
         async move {
-            let user = UserId::new(i as u64 + 1).unwrap();
+            let user = UserId::new(*u).unwrap();
             store
-                .reserve_limited(product, user, now_ms(), false, Some(l))
+                .reserve_limited(product, user, now_ms(), false, l.as_ref())
                 .await
         }
     }))
     .await;
     for (i, a) in answers.iter().enumerate() {
-        if i + 1 == 3 {
-            let e = format!("{:#}", a.as_ref().unwrap_err());
-            assert!(e.contains("a rate limit needs rate > 0"), "{e}");
-        } else {
-            assert_eq!(
-                a.as_ref().unwrap().1,
-                Reservation::Reserved,
-                "user {}",
-                i + 1
-            );
+        let u = buys[i].0;
+        match i {
+            2 => {
+                let e = format!("{:#}", a.as_ref().unwrap_err());
+                assert!(e.contains("a rate limit needs rate > 0"), "{e}");
+            }
+            6 => assert!(
+                matches!(a.as_ref().unwrap().1, Reservation::RateLimited { .. }),
+                "user 6's second buy finds its one token spent: {a:?}"
+            ),
+            _ => assert_eq!(a.as_ref().unwrap().1, Reservation::Reserved, "user {u}"),
         }
     }
-    assert_eq!(env.redis_stock(product).await, 6);
+    assert_eq!(env.redis_stock(product).await, 4);
 }
 
 /// The Kafka locations of accepted orders ride their bucket's next reservation call: one that
 /// waits with a buyer is recorded by the time that buyer has its answer, and one that waits
-/// alone goes in a call of its own. A damaged record beside it costs the buyers of its call
+/// alone goes in a call of its own once no buyer came to carry it. A damaged record beside it costs the buyers of its call
 /// nothing, and a location never creates a record.
 #[tokio::test]
 async fn kafka_locations_ride_the_next_reservation() {
