@@ -307,6 +307,47 @@ admin() { # METHOD PATH [BODY]
         -H 'Content-Type: application/json' ${3:+-d "$3"}
 }
 json_field() { python3 -c 'import json,sys; print(json.load(sys.stdin).get(sys.argv[1]))' "$1"; }
+# Units reserved so far (the admin view's stock_redis against RUN_STOCK), in SOLD.
+units_sold() {
+    local body
+    body=$(admin GET "/admin/products/$PRODUCT" 2>/dev/null) || return 1
+    [[ $body =~ \"stock_redis\":(-?[0-9]+) ]] || return 1
+    SOLD=$((RUN_STOCK - BASH_REMATCH[1]))
+}
+sold_past() { units_sold && ((SOLD >= $1)); }
+# Orders in flight when the fault comes, for sure: a fault seen to be due (a reservation
+# pending) lands milliseconds later, while at a paced rate an order settles in about 30 ms, so
+# it could find none. So the workers are frozen (SIGSTOP) until more units are reserved, and
+# thawed as the fault starts (`fault_starts`): frozen, they settle nothing. Scenario 3 freezes
+# only its victim, which dies frozen, until 10 more units: orders that all miss its half of
+# the partitions come about once in 1,000 runs.
+FROZEN=()
+freeze_until_sold() { # units key...
+    local n=$1 key
+    shift
+    units_sold || { run_error "no admin view before the freeze"; return 1; }
+    for key; do
+        kill -STOP "${PIDS[$key]}" || { thaw; run_error "kill -STOP ${PIDS[$key]} failed"; return 1; }
+        FROZEN+=("$key")
+    done
+    if ! wait_for -t 30 -m "$n more units reserved while the workers are frozen" sold_past $((SOLD + n)); then
+        thaw
+        run_error "the sale did not go on while $* were frozen"
+        return 1
+    fi
+    EVIDENCE+=("$(for key; do label "$key"; done | paste -sd, -) frozen (SIGSTOP) until $n more units were reserved")
+}
+thaw() { # [key]: SIGCONT the frozen workers but key (a victim, killed frozen)
+    local key
+    for key in "${FROZEN[@]}"; do
+        [[ $key == "${1:-}" ]] || kill -CONT "${PIDS[$key]}" 2>/dev/null || true
+    done
+    FROZEN=()
+}
+fault_starts() { # [victim]
+    FAULT_START=$(now_us)
+    thaw "$@"
+}
 # At least FAULT_AFTER units taken from Redis stock and at least one reservation pending
 # (reserved, not yet confirmed or failed): the moment to hit the sale.
 # Parsed in bash, not python: the fault should follow the poll within milliseconds.
@@ -362,7 +403,7 @@ EVIDENCE=()
 kill_process() { # key: SIGKILL one of ours, and make sure it is gone
     local key=$1 pid=${PIDS[$1]} rc=0
     alive "$pid" || { run_error "$(label "$key") (pid $pid) was not running when the fault came"; return 1; }
-    FAULT_START=$(now_us)
+    fault_starts "$key"
     kill -KILL "$pid" || { run_error "kill -KILL $pid failed"; return 1; }
     wait "$pid" 2>/dev/null || rc=$?
     if alive "$pid" || ((rc != 137)); then
@@ -389,7 +430,7 @@ service_down() { # name [when]: it must not answer now that it is stopped
     EVIDENCE+=("$1 did not answer $what ${2:-after it was stopped}")
 }
 outage() { # name seconds: stop it, check it is down, keep it down, start it
-    FAULT_START=$(now_us)
+    fault_starts
     "stop_$1" || { run_error "stop_$1 failed"; return 1; }
     service_down "$1" || return 1
     sleep "$2"
@@ -440,7 +481,7 @@ inject() { # scenario
         6) if [[ $ZK_MODE == ensemble ]]; then outage zk_ensemble 10 || return 1
            else outage zookeeper 10 || return 1; fi ;;
         7) old=$(pid_running "$TANSU_PID" tansu) || { run_error "no broker of ours runs"; return 1; }
-           FAULT_START=$(now_us)
+           fault_starts
            stop_kafka || { run_error "stop_kafka failed"; return 1; }
            service_down kafka || return 1
            start_kafka || { run_error "start_kafka failed"; return 1; }
@@ -459,7 +500,7 @@ inject() { # scenario
                restart_redis_cluster || return 1
            else
                old=$(redis_run_id) || { run_error "no Redis run_id before the fault"; return 1; }
-               FAULT_START=$(now_us)
+               fault_starts
                stop_redis || { run_error "stop_redis failed"; return 1; }
                service_down redis || return 1
                start_redis || { run_error "start_redis failed"; return 1; }
@@ -486,7 +527,7 @@ restart_redis_cluster() {
     local old new
     old=$(node_run_id "$REDIS_CLUSTER_PORT")
     [[ -n $old ]] || { run_error "no run_id of node $REDIS_CLUSTER_PORT before the fault"; return 1; }
-    FAULT_START=$(now_us)
+    fault_starts
     stop_redis_cluster || { run_error "stopping the cluster failed"; return 1; }
     service_down redis_cluster || return 1
     start_redis_cluster || { run_error "the cluster did not come back"; return 1; }
@@ -502,7 +543,7 @@ kill_redis_primary() {
     local key="sk:{$SECKILL_NAMESPACE:$PRODUCT}:stock" port pid t0 new
     port=$(redis_cluster_primary_of "$key") && [[ -n $port ]] || { run_error "no primary holds $key"; return 1; }
     pid=$(pid_running "$(redis_node_pid "$port")" redis-server) || { run_error "the primary on $port is not ours"; return 1; }
-    FAULT_START=$(now_us)
+    fault_starts
     kill -KILL "$pid" || { run_error "kill -KILL $pid failed"; return 1; }
     wait_for -t 10 proc_gone "$pid" redis-server || { run_error "primary $port (pid $pid) survived SIGKILL"; return 1; }
     EVIDENCE+=("primary 127.0.0.1:$port of the product's slot (pid $pid) SIGKILLed")
@@ -524,7 +565,7 @@ kill_zk_leader() {
     local leader pid t0 new
     leader=$(zke_leader) || { run_error "the ensemble has no leader"; return 1; }
     pid=$(pid_running "$(zke_pid "$leader")" "$(zke_cfg "$leader")") || { run_error "zookeeper-$leader is not ours"; return 1; }
-    FAULT_START=$(now_us)
+    fault_starts
     kill -KILL "$pid" || { run_error "kill -KILL $pid failed"; return 1; }
     wait_for -t 10 proc_gone "$pid" "$(zke_cfg "$leader")" || { run_error "zookeeper-$leader survived SIGKILL"; return 1; }
     EVIDENCE+=("leader zookeeper-$leader (pid $pid) SIGKILLed")
@@ -900,6 +941,10 @@ run_one() { # scenario speed run
             fi
         else
             fault_at=$SECONDS
+            case $sc in
+                3) freeze_until_sold 10 w0 ;;
+                4|5|6|7|8|9|14|15) freeze_until_sold 1 w0 w1 ;;
+            esac
             if inject "$sc"; then
                 write_fault_json "$sc" 1
             else
@@ -907,6 +952,7 @@ run_one() { # scenario speed run
                 write_fault_json "$sc" 0
                 restore_services
             fi
+            thaw
             if wait_for -t 120 -m "every process healthy again" revived_and_healthy; then
                 recovered="$((SECONDS - fault_at)) s"
             else
@@ -959,7 +1005,7 @@ TABLE=$(printf '%s\n' "$HEADER" "${ROWS[@]}")
 echo
 echo "$TABLE"
 if [[ -n $REPORT ]]; then
-    SETTINGS="Paced: stock $STOCK, $USERS users then fresh ones until sold out, $RATE req/s, fault once $FAULT_AFTER units are sold. Herd: stock $HERD_STOCK, $HERD_USERS users, unpaced, fault once $HERD_FAULT_AFTER units are sold. Concurrency $CONCURRENCY. Every fault waits for a reservation in flight; a killed process is restarted $RESTART_AFTER s later. Allowed failures: scenario 2 \`chaos\`; scenario 7 \`expired\` and \`lost\`, a stand-in limitation (tansu keeps messages in memory, so a restart loses messages it acknowledged; Kafka with acks=all would not). \"Fault hit the sale\": reservations in flight when the fault started, and buys answered while it lasted. A crash fails the run; ERROR means the fault did not happen as designed. Scenarios 10-12: stock $PAY_STOCK at a price, a $PAY_WINDOW s payment window, $PAY_USERS users then fresh ones until every unit is paid (\`--until-all-paid\`; herd is $PAY_HERD_RATE req/s), $PAY_RATE of the buyers pay; a simulated provider declines 10 % of charges and decides 200 ms after each; in 12 also 20 % late (4 s, after the deadline) and 30 % of callbacks twice. Paid and cancelled (\`payment_timeout\`, \`buyer_cancelled\`) count as kept promises; the run passes only when every unit ends paid (the load saw it, and audit check 12 with \`--expect-all-paid\`). Scenario 11 kills the first worker seen cancelling unpaid orders; its \"fault hit the sale\" counts the cancellations before and after. Scenario 12 must show late and twice-sent callbacks and at least one \`refund_due\` payment. Scenario 13: a waiting room (stock $WR_STOCK, $WR_USERS buyers joining before the start through both gateways, $WR_ADMIT_PER_SEC admissions/s, factor $WR_FACTOR; \`load --waiting-room --until-sold-out\`); gateway 0 SIGKILLed once buyers are admitted, restarted $RESTART_AFTER s later; it passes when every unit is sold and audit checks 13-15 pass (every buyer held a valid admission, the cap held in every admin-view sample, no place admitted twice). Stock buckets: $BUCKETS$( ((BUCKETS > 1)) && echo " (scenario 13 keeps 1)" || true). Redis: $REDIS_MODE$([[ $REDIS_MODE == cluster ]] && echo " (3 primaries, each with a replica; scenarios 8-9 restart every node; 14 SIGKILLs the product's primary, its replica takes over, the node rejoins $RESTART_AFTER s later)"). ZooKeeper: $ZK_MODE$([[ $ZK_MODE == ensemble ]] && echo " (three servers; 15 SIGKILLs the leader with 10 % of orders failing, and fails if a gateway loses its session)")."
+    SETTINGS="Paced: stock $STOCK, $USERS users then fresh ones until sold out, $RATE req/s, fault once $FAULT_AFTER units are sold. Herd: stock $HERD_STOCK, $HERD_USERS users, unpaced, fault once $HERD_FAULT_AFTER units are sold. Concurrency $CONCURRENCY. Every fault waits for a reservation in flight, with the workers frozen (SIGSTOP) until 1 more unit is reserved (scenario 3: its victim alone, until 10 more) and thawed as it starts, so that orders are in flight when it lands; a killed process is restarted $RESTART_AFTER s later. Allowed failures: scenario 2 \`chaos\`; scenario 7 \`expired\` and \`lost\`, a stand-in limitation (tansu keeps messages in memory, so a restart loses messages it acknowledged; Kafka with acks=all would not). \"Fault hit the sale\": reservations in flight when the fault started, and buys answered while it lasted. A crash fails the run; ERROR means the fault did not happen as designed. Scenarios 10-12: stock $PAY_STOCK at a price, a $PAY_WINDOW s payment window, $PAY_USERS users then fresh ones until every unit is paid (\`--until-all-paid\`; herd is $PAY_HERD_RATE req/s), $PAY_RATE of the buyers pay; a simulated provider declines 10 % of charges and decides 200 ms after each; in 12 also 20 % late (4 s, after the deadline) and 30 % of callbacks twice. Paid and cancelled (\`payment_timeout\`, \`buyer_cancelled\`) count as kept promises; the run passes only when every unit ends paid (the load saw it, and audit check 12 with \`--expect-all-paid\`). Scenario 11 kills the first worker seen cancelling unpaid orders; its \"fault hit the sale\" counts the cancellations before and after. Scenario 12 must show late and twice-sent callbacks and at least one \`refund_due\` payment. Scenario 13: a waiting room (stock $WR_STOCK, $WR_USERS buyers joining before the start through both gateways, $WR_ADMIT_PER_SEC admissions/s, factor $WR_FACTOR; \`load --waiting-room --until-sold-out\`); gateway 0 SIGKILLed once buyers are admitted, restarted $RESTART_AFTER s later; it passes when every unit is sold and audit checks 13-15 pass (every buyer held a valid admission, the cap held in every admin-view sample, no place admitted twice). Stock buckets: $BUCKETS$( ((BUCKETS > 1)) && echo " (scenario 13 keeps 1)" || true). Redis: $REDIS_MODE$([[ $REDIS_MODE == cluster ]] && echo " (3 primaries, each with a replica; scenarios 8-9 restart every node; 14 SIGKILLs the product's primary, its replica takes over, the node rejoins $RESTART_AFTER s later)"). ZooKeeper: $ZK_MODE$([[ $ZK_MODE == ensemble ]] && echo " (three servers; 15 SIGKILLs the leader with 10 % of orders failing, and fails if a gateway loses its session)")."
     # The timelines next to the report, under img/chaos/ (the previous run's are removed).
     IMG_DIR=$(dirname "$REPORT")/img/chaos
     mkdir -p "$IMG_DIR"

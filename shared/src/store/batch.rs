@@ -247,10 +247,12 @@ impl TicketStore {
                 waiting.holding = false;
                 if waiting.buyers.is_empty() && !held && waiting.located.len() < super::MAX_LOCATED
                 {
+                    // A new one each time: a wake-up left over from the last hold must not
+                    // cut this one short.
+                    let wake = Arc::new(Notify::new());
                     waiting.holding = true;
-                    break 'take Next::Hold(
-                        waiting.wake.get_or_insert_with(Default::default).clone(),
-                    );
+                    waiting.wake = Some(wake.clone());
+                    break 'take Next::Hold(wake);
                 }
                 let n = one_limit(&waiting.buyers).min(MAX_BATCH);
                 let m = waiting.located.len().min(super::MAX_LOCATED);
@@ -360,12 +362,17 @@ impl TicketStore {
 /// rate and burst per call, so the batch ends before a buyer whose limit has other numbers
 /// (gateways of one fleet share one limit; a buyer without a limit goes with any).
 fn one_limit(waiting: &[Waiting]) -> usize {
-    let mut first: Option<(f64, u64)> = None;
+    let mut first: Option<(u64, u64)> = None;
     waiting
         .iter()
         .take_while(|w| match &w.call.limit {
             None => true,
-            Some(l) => *first.get_or_insert((l.rate, l.burst)) == (l.rate, l.burst),
+            // Bits, so that even a rate that is no number matches itself (the first buyer always
+            // goes).
+            Some(l) => {
+                let numbers = (l.rate.to_bits(), l.burst);
+                *first.get_or_insert(numbers) == numbers
+            }
         })
         .count()
 }
@@ -422,5 +429,7 @@ mod tests {
         assert_eq!(n(&[a, a, b, a]), 2);
         assert_eq!(n(&[None, a, b]), 2);
         assert_eq!(n(&[b, a]), 1);
+        // A rate that is no number (the settings refuse one) still makes a call.
+        assert_eq!(n(&[Some((f64::NAN, 1)), Some((f64::NAN, 1)), a]), 2);
     }
 }

@@ -25,7 +25,7 @@
 --       5 admitted (zset user -> admission expiry), 6 done (hash), 7 queue (zset);
 --       8 borrowing (zset ticket -> reserved at, tickets waiting for a loan), 9 located (list,
 --       see locate.lua); then per buyer its ticket record, and its rate-limit bucket when its
---       rate is given
+--       flags include 2
 -- ARGV: 1 ticket ttl (s, for a `borrowing` record), 2 the located entry of earlier orders
 --       ('' for none), 3 the limit's rate and 4 its burst ('' when no buyer of the call takes
 --       a token: every buyer of a call has its gateway's limit), then 5 per buyer: user id,

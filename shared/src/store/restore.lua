@@ -5,8 +5,8 @@
 -- the record must say `cancelled` or cancel.lua would give the unit back a second time).
 -- Fix the buyer and leave `pending`. Counters and stock are set afterwards by rebuild.lua.
 -- KEYS: 1 buyers, 2 pending, 3.. ticket records
--- ARGV: 1 'confirmed', 'paid', 'cancelled' or 'failed', 2 ttl (s), then quadruples (ticket, user id, order id or failure reason, cancel reason or '') in the
---       order of KEYS[3..]
+-- ARGV: 1 'confirmed', 'paid', 'cancelled' or 'failed', 2 ttl (s), then quadruples (ticket,
+--       user id, order id or failure reason, cancel reason or '') in the order of KEYS[3..]
 -- Returns how many records changed.
 local settled = ARGV[1]
 local changed = 0

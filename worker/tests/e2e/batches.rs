@@ -154,8 +154,8 @@ async fn buyers_with_other_limits_get_their_own_answers() {
 
 /// The Kafka locations of accepted orders ride their bucket's next reservation call: one that
 /// waits with a buyer is recorded by the time that buyer has its answer, and one that waits
-/// alone goes in a call of its own once no buyer came to carry it. A damaged record beside it costs the buyers of its call
-/// nothing, and a location never creates a record.
+/// alone goes in a call of its own once no buyer came to carry it. A damaged record beside it
+/// costs the buyers of its call nothing, and a location never creates a record.
 #[tokio::test]
 async fn kafka_locations_ride_the_next_reservation() {
     let env = TestEnv::new().await;
