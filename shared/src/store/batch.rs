@@ -68,9 +68,8 @@ struct Lane {
     buyers: Vec<Waiting>,
     located: Vec<Located>,
     /// Set while the driver holds locations for a buyer ([`HOLD_LOCATED`]): the next buyer
-    /// wakes it through `wake`.
-    holding: bool,
-    wake: Option<Arc<Notify>>,
+    /// takes it and wakes the driver.
+    hold: Option<Arc<Notify>>,
 }
 
 type LaneKey = (ProductId, u16);
@@ -145,10 +144,8 @@ impl TicketStore {
         let (reply, answer) = oneshot::channel();
         self.enqueue(lane, |l| {
             l.buyers.push(Waiting { call, reply });
-            if std::mem::take(&mut l.holding) {
-                if let Some(wake) = &l.wake {
-                    wake.notify_one();
-                }
+            if let Some(wake) = l.hold.take() {
+                wake.notify_one();
             }
         });
         answer
@@ -244,14 +241,13 @@ impl TicketStore {
                     unstick.armed = false;
                     return;
                 };
-                waiting.holding = false;
+                waiting.hold = None;
                 if waiting.buyers.is_empty() && !held && waiting.located.len() < super::MAX_LOCATED
                 {
                     // A new one each time: a wake-up left over from the last hold must not
                     // cut this one short.
                     let wake = Arc::new(Notify::new());
-                    waiting.holding = true;
-                    waiting.wake = Some(wake.clone());
+                    waiting.hold = Some(wake.clone());
                     break 'take Next::Hold(wake);
                 }
                 let n = one_limit(&waiting.buyers).min(MAX_BATCH);

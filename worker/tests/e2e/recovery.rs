@@ -334,9 +334,10 @@ async fn an_acknowledged_order_whose_message_kafka_lost_is_settled_from_its_rese
     // A second order whose message was lost: reserved, acknowledged at a location that the
     // group will read past (the first order's), never delivered.
     let user = UserId::new(2).unwrap();
+    let reserved_at = now_ms();
     let (lost, _) = env
         .store
-        .reserve(product, user, now_ms(), false)
+        .reserve(product, user, reserved_at, false)
         .await
         .unwrap();
     env.store
@@ -344,7 +345,7 @@ async fn an_acknowledged_order_whose_message_kafka_lost_is_settled_from_its_rese
             product,
             &[Located {
                 ticket: lost.clone(),
-                reserved_at_ms: now_ms(),
+                reserved_at_ms: reserved_at,
                 partition: location.0,
                 offset: location.1,
             }],
