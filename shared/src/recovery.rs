@@ -10,19 +10,20 @@
 //!   last-resort timeout (a broker that lost its log), the sweeper writes the order itself from
 //!   the reservation, through the same claim, MySQL and confirm steps as a worker
 //!   ([`SweepAction::Complete`]). The promise is kept whatever the broker lost;
-//! - a ticket without a location (the gateway died before Kafka's ack, so the buyer got no
-//!   `202`) is failed, and its unit given back, after the pending timeout, or after the last
-//!   resort when it is `processing`.
+//! - a `pending` ticket without a location (the gateway died before Kafka's ack, so the buyer
+//!   got no `202`) is failed, and its unit given back, after the pending timeout. Only a
+//!   ticket still `pending` is failed (atomically, in `compensate.lua`), and a worker must
+//!   claim a ticket (`pending` → `processing`) before it writes the order, so the sweeper and
+//!   a late message can never both win. The `expired` failure row is written only when this
+//!   sweep failed the ticket.
 //!
-//! It only ever takes `pending` tickets (atomically, in `compensate.lua`), and a worker must
-//! claim a ticket (`pending` → `processing`) before it writes the order, so the sweeper and a
-//! late message can never both win.
-//!
-//! A ticket stuck in `processing` (a worker claimed it, then both the worker and the message
-//! were lost) follows the same rules, with three pending timeouts when its location is
-//! unknown. It is settled by MySQL: under the product's row lock, which the worker's batch
-//! transaction also takes, an existing order row confirms it, and otherwise a
-//! `failed_tickets` row fails it for good before its unit goes back.
+//! A ticket stuck in `processing` (a worker read its message and claimed it, then the worker
+//! and the message were lost) follows the same timeouts, with three pending timeouts when its
+//! location is unknown, and is completed from its reservation like a lost message. It is
+//! never failed: a worker read its message, so its buyer may hold a `202`. Completing runs
+//! the worker's own steps, and under the product's row lock, which every batch transaction
+//! also takes, MySQL decides once: a worker or another sweeper settling the same ticket at the
+//! same time finds the order row and confirms it.
 //!
 //! Every step is idempotent, so any number of workers may sweep at once.
 //!
@@ -58,8 +59,6 @@ pub const FENCE_LIMIT: Duration = Duration::from_secs(60);
 pub struct SweepReport {
     /// Units given back, by product.
     pub given_back: BTreeMap<ProductId, u64>,
-    /// Stuck tickets confirmed because MySQL had their order.
-    pub confirmed: u64,
     /// Acknowledged orders whose message Kafka lost, settled from their reservation.
     pub completed: u64,
     /// Products found without their Redis state (Redis lost it), and reconciled.
@@ -82,11 +81,12 @@ pub enum SweepAction {
     /// Fail the `pending` ticket (`expired`) and give its unit back: its order never reached
     /// Kafka.
     Expire,
-    /// Write the `pending` ticket's order from its reservation: Kafka acknowledged it (the
-    /// buyer had a `202`) and then lost the message.
+    /// Write the ticket's order from its reservation, through the same claim, MySQL and
+    /// confirm steps as a worker: Kafka acknowledged it (a `pending` ticket with a location:
+    /// the buyer had a `202`) or a worker read it (a `processing` ticket), and then the
+    /// message or the worker was lost. Under the product's row lock MySQL decides once,
+    /// whoever else settles it at the same time (a worker, another sweeper).
     Complete,
-    /// Settle the `processing` ticket through MySQL.
-    SettleStuck,
 }
 
 /// The sweeper's rule for one ticket (see the module docs). `location` is where its order
@@ -104,7 +104,7 @@ pub fn decide(
     let act = match (record.state, location) {
         (RecordStatus::Pending, Some(_)) => SweepAction::Complete,
         (RecordStatus::Pending, None) => SweepAction::Expire,
-        (RecordStatus::Processing, _) => SweepAction::SettleStuck,
+        (RecordStatus::Processing, _) => SweepAction::Complete,
         (state, _) if state.is_settled() => return SweepAction::Leave,
         (_, _) => unreachable!("pending and processing are matched above"),
     };
@@ -187,47 +187,61 @@ pub async fn sweep(
             match decide(&record, location, now, rules, committed) {
                 SweepAction::Leave => {}
                 SweepAction::Expire => {
-                    if store
-                        .expire_pending(&ticket, FailureReason::Expired.as_str(), cutoff)
-                        .await?
-                    {
+                    if expire(store, db, &ticket, record.user_id, cutoff).await? == Some(true) {
                         *report.given_back.entry(product).or_default() += 1;
                     }
-                    record_failure(db, &ticket, record.user_id, FailureReason::Expired).await?;
-                    tracing::warn!(%ticket, ?location, "stale reservation expired");
                 }
                 SweepAction::Complete => {
-                    let order = OrderMessage::new(
-                        ticket.clone(),
-                        UserId::new(record.user_id).context("a reservation's user")?,
-                        record.created_at_ms,
-                    );
-                    let settler = Settler {
+                    let settled = Settler {
                         store: store.clone(),
                         db: db.clone(),
                         chaos: Chaos::default(),
                         ids: Default::default(),
-                    };
-                    let settled = settler.settle(std::slice::from_ref(&order)).await?;
+                    }
+                    .settle(std::slice::from_ref(&from_reservation(&ticket, &record)?))
+                    .await?;
                     for (product, n) in settled.given_back {
                         *report.given_back.entry(product).or_default() += n;
                     }
                     report.completed += 1;
-                    tracing::warn!(%ticket, ?location, outcome = ?settled.outcomes, "Kafka lost an acknowledged order; settled it from its reservation");
-                }
-                SweepAction::SettleStuck => {
-                    match settle_stuck(store, db, &ticket, record.user_id).await? {
-                        Stuck::Failed { given_back: true } => {
-                            *report.given_back.entry(product).or_default() += 1;
-                        }
-                        Stuck::Failed { given_back: false } => {}
-                        Stuck::Confirmed { .. } => report.confirmed += 1,
-                    }
+                    tracing::warn!(%ticket, ?location, state = ?record.state, outcome = ?settled.outcomes, "an acknowledged order was lost in Kafka or with its worker; settled it from its reservation");
                 }
             }
         }
     }
     Ok(report)
+}
+
+/// The order of an unsettled ticket, as its reservation recorded it: what the sweeper
+/// writes when it completes the ticket ([`SweepAction::Complete`]).
+pub fn from_reservation(ticket: &Ticket, record: &TicketRecord) -> anyhow::Result<OrderMessage> {
+    Ok(OrderMessage::new(
+        ticket.clone(),
+        UserId::new(record.user_id).context("a reservation's user")?,
+        record.created_at_ms,
+    ))
+}
+
+/// The sweeper's [`SweepAction::Expire`]: fails a ticket still `pending` and reserved at or
+/// before `cutoff_ms`, gives its unit back, then records the failure in MySQL. Only a ticket
+/// this call failed gets its failure row: one a worker claimed meanwhile is the worker's to
+/// settle, and an `expired` row would fail it there. `Some(given_back)` when this call failed
+/// it, `None` when it changed nothing.
+pub async fn expire(
+    store: &TicketStore,
+    db: &MySqlPool,
+    ticket: &Ticket,
+    user: u64,
+    cutoff_ms: i64,
+) -> anyhow::Result<Option<bool>> {
+    let expired = store
+        .expire_pending(ticket, FailureReason::Expired.as_str(), cutoff_ms)
+        .await?;
+    if expired.is_some() {
+        record_failure(db, ticket, user, FailureReason::Expired).await?;
+        tracing::warn!(%ticket, "stale reservation expired: its order never reached Kafka");
+    }
+    Ok(expired)
 }
 
 /// Closes a sale that is over, if MySQL agrees nothing is left to sell or the end has passed.
@@ -284,8 +298,9 @@ pub enum Stuck {
 /// Settles an unsettled ticket through MySQL, under the product's row lock that every batch
 /// transaction also takes: an existing order row confirms it in Redis, and otherwise a
 /// `failed_tickets` row (`lost`, unless one exists) fails it for good before its unit goes
-/// back. Used for tickets stuck in `processing`, and by the gateway's sync mode when the
-/// outcome of its own settle is unknown.
+/// back. Used by the gateway's sync mode when the outcome of its own settle is unknown (its
+/// buyer has no answer yet, so failing is a promise kept); the sweeper completes a ticket
+/// stuck in `processing` instead ([`SweepAction::Complete`]).
 pub async fn settle_stuck(
     store: &TicketStore,
     db: &MySqlPool,

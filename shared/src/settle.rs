@@ -12,7 +12,7 @@
 //!
 //! Every step is idempotent, so the caller retries the whole batch on any error.
 
-use crate::domain::{FailureReason, OrderMessage, OrderStatus, ProductId, Ticket};
+use crate::domain::{CancelReason, FailureReason, OrderMessage, OrderStatus, ProductId, Ticket};
 use crate::store::{ClaimStatus, GiveBack, TicketStore};
 use anyhow::Context;
 use sqlx::mysql::MySqlPool;
@@ -69,6 +69,15 @@ impl Chaos {
     }
 }
 
+/// An order row MySQL had already for a claimed ticket (a redelivery, or a Redis that came
+/// back old).
+struct Existing {
+    id: u64,
+    pay_by_ms: Option<i64>,
+    status: OrderStatus,
+    cancel_reason: Option<CancelReason>,
+}
+
 /// A ticket to confirm: its order id and payment deadline.
 type Confirm<'a> = (&'a Ticket, u64, Option<i64>);
 
@@ -79,9 +88,18 @@ pub enum Outcome {
         order_id: u64,
         /// The payment deadline, when the product has a payment window.
         pay_by_ms: Option<i64>,
+        /// MySQL had the order already, and it is paid: Redis follows with `paid.lua`.
+        paid: bool,
     },
     Failed {
         reason: FailureReason,
+    },
+    /// MySQL had the order already, and it was cancelled since (by its buyer or its
+    /// deadline): Redis follows with `cancel.lua`. Only a ticket claimed again after the
+    /// cancel's commit comes here: a redelivery, or a Redis that came back old.
+    Cancelled {
+        order_id: u64,
+        reason: CancelReason,
     },
     /// Not claimed: already settled, its record expired, or a duplicate within the batch.
     Skipped {
@@ -172,6 +190,13 @@ pub struct Claimed {
     chaos_failed: HashSet<String>,
 }
 
+impl Claimed {
+    /// The orders this call claimed, which step 2 decides.
+    pub fn claimed(&self) -> &[OrderMessage] {
+        &self.claimed
+    }
+}
+
 impl Settler {
     /// Steps 1 to 3 in a row. The worker runs them as a pipeline instead (one batch per step
     /// at a time); both are correct because every step is idempotent and only step 2 decides.
@@ -253,6 +278,7 @@ impl Settler {
             if let Outcome::Confirmed {
                 order_id,
                 pay_by_ms,
+                ..
             } = outcome
             {
                 confirms
@@ -263,6 +289,23 @@ impl Settler {
         }
         for (product, list) in &confirms {
             report.newly_confirmed += self.store.confirm(*product, list).await?;
+        }
+        // Orders MySQL paid or cancelled before this claim: Redis follows MySQL.
+        for (m, outcome) in claimed.iter().zip(decided) {
+            match outcome {
+                Outcome::Confirmed { paid: true, .. } => {
+                    self.store.paid(&m.ticket, crate::now_ms()).await?;
+                }
+                Outcome::Cancelled { reason, .. }
+                    if self
+                        .store
+                        .cancel(&m.ticket, *reason, crate::now_ms())
+                        .await? =>
+                {
+                    *report.given_back.entry(m.product_id).or_default() += 1;
+                }
+                _ => {}
+            }
         }
         for (m, outcome) in claimed.iter().zip(decided) {
             let Outcome::Failed { reason } = outcome else {
@@ -361,10 +404,10 @@ impl Settler {
         // indexed lookup serves both.
         // A cancelled order frees its buyer, so it holds nothing.
         let mut holders: HashSet<(i64, i64)> = HashSet::new();
-        let mut existing: HashMap<String, (i64, Option<i64>)> = HashMap::new();
+        let mut existing: HashMap<String, Existing> = HashMap::new();
         {
             let mut q = QueryBuilder::<MySql>::new(
-                "SELECT ticket, id, product_id, user_id, status, pay_by_ms FROM orders WHERE (product_id, user_id) IN (",
+                "SELECT ticket, id, product_id, user_id, status, cancel_reason, pay_by_ms FROM orders WHERE (product_id, user_id) IN (",
             );
             // Bound, not inlined, and padded like every list (see `push_padded`).
             let pairs: Vec<(i64, i64)> = claimed
@@ -386,10 +429,22 @@ impl Settler {
                 .await
                 .context("reading the buyers' orders")?
             {
-                if r.get::<&str, _>("status") != OrderStatus::Cancelled.as_str() {
+                let status: &str = r.get("status");
+                let status = OrderStatus::parse(status)
+                    .with_context(|| format!("unknown order status {status:?} in MySQL"))?;
+                if status != OrderStatus::Cancelled {
                     holders.insert((r.get("product_id"), r.get("user_id")));
                 }
-                existing.insert(r.get("ticket"), (r.get("id"), r.get("pay_by_ms")));
+                let cancel_reason: Option<String> = r.get("cancel_reason");
+                existing.insert(
+                    r.get("ticket"),
+                    Existing {
+                        id: r.get::<i64, _>("id") as u64,
+                        pay_by_ms: r.get("pay_by_ms"),
+                        status,
+                        cancel_reason: cancel_reason.as_deref().and_then(CancelReason::parse),
+                    },
+                );
             }
         }
 
@@ -403,10 +458,17 @@ impl Settler {
             let t = m.ticket.as_str();
             let key = (m.product_id.as_i64(), m.user_id.as_i64());
             let fail = |reason: FailureReason| Some(Outcome::Failed { reason });
-            let outcome = if let Some((id, pay_by_ms)) = existing.get(t) {
-                Some(Outcome::Confirmed {
-                    order_id: *id as u64,
-                    pay_by_ms: *pay_by_ms,
+            let outcome = if let Some(e) = existing.get(t) {
+                Some(match e.status {
+                    OrderStatus::Cancelled => Outcome::Cancelled {
+                        order_id: e.id,
+                        reason: e.cancel_reason.unwrap_or(CancelReason::PaymentTimeout),
+                    },
+                    status => Outcome::Confirmed {
+                        order_id: e.id,
+                        pay_by_ms: e.pay_by_ms,
+                        paid: status == OrderStatus::Paid,
+                    },
                 })
             } else if let Some(reason) = already_failed.get(t) {
                 fail(*reason)
@@ -535,6 +597,7 @@ impl Settler {
                 o.unwrap_or_else(|| Outcome::Confirmed {
                     order_id: new_ids.get(m.ticket.as_str()).copied().unwrap_or_default(),
                     pay_by_ms: pay_by(m.product_id.as_i64()),
+                    paid: false,
                 })
             })
             .collect())

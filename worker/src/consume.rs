@@ -413,7 +413,8 @@ impl Pipeline {
                     "confirmed"
                 }
                 Outcome::Failed { .. } => "failed",
-                Outcome::Skipped { .. } => "skipped",
+                // Settled before (cancelled since): Redis only followed MySQL.
+                Outcome::Skipped { .. } | Outcome::Cancelled { .. } => "skipped",
             };
             self.metrics.orders.with_label_values(&[label]).inc();
             tracing::debug!(%ticket, ?outcome, "settled");

@@ -929,19 +929,29 @@ impl TicketStore {
             GiveBack::Unit => "any",
             GiveBack::Heal => "heal",
         };
-        self.run_compensate(ticket, reason, mode, 0).await
+        Ok(self.run_compensate(ticket, reason, mode, 0).await? == 1)
     }
 
     /// The sweeper's variant: fails the ticket only if it is still `pending` (no worker has
-    /// claimed it) and was reserved at or before `cutoff_ms`. `true` when a unit went back.
+    /// claimed it) and was reserved at or before `cutoff_ms`. `Some(true)` when this call
+    /// failed it and its unit went back, `Some(false)` when it failed it without a unit (the
+    /// product is not loaded), `None` when it changed nothing (a worker claimed it first, or
+    /// it had settled).
     pub async fn expire_pending(
         &self,
         ticket: &Ticket,
         reason: &str,
         cutoff_ms: i64,
-    ) -> anyhow::Result<bool> {
-        self.run_compensate(ticket, reason, "pending_only", cutoff_ms)
-            .await
+    ) -> anyhow::Result<Option<bool>> {
+        Ok(
+            match self
+                .run_compensate(ticket, reason, "pending_only", cutoff_ms)
+                .await?
+            {
+                0 => None,
+                n => Some(n == 1),
+            },
+        )
     }
 
     async fn run_compensate(
@@ -950,7 +960,7 @@ impl TicketStore {
         reason: &str,
         mode: &str,
         cutoff_ms: i64,
-    ) -> anyhow::Result<bool> {
+    ) -> anyhow::Result<i64> {
         let k = self.ticket_keys(ticket);
         let mut c = self.conn.clone();
         let n: i64 = COMPENSATE
@@ -967,12 +977,12 @@ impl TicketStore {
             .invoke_async(&mut c)
             .await
             .context("running the compensation script")?;
-        Ok(n == 1)
+        Ok(n)
     }
 
-    /// Makes Redis follow an order MySQL cancelled: the ticket becomes `cancelled`, its buyer
-    /// is free and its unit goes back on sale, once however often this runs. `true` when
-    /// this call gave the unit back.
+    /// Makes Redis follow an order MySQL cancelled: the ticket becomes `cancelled` (from
+    /// `confirmed`, or still `processing` or `pending`), its buyer is free and its unit goes
+    /// back on sale, once however often this runs. `true` when this call gave the unit back.
     pub async fn cancel(
         &self,
         ticket: &Ticket,
@@ -986,9 +996,11 @@ impl TicketStore {
             .key(k.meta())
             .key(k.buyers())
             .key(k.ticket(ticket))
+            .key(k.pending())
             .arg(ticket.as_str())
             .arg(reason.as_str())
             .arg(now_ms)
+            .arg(self.ticket_ttl_secs)
             .invoke_async(&mut c)
             .await
             .context("running the cancel script")?;

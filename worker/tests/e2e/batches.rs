@@ -264,25 +264,34 @@ async fn kafka_locations_are_trimmed_once_their_orders_settle() {
 
     assert_eq!(store.trim_located(product, 100).await.unwrap(), 0);
     // The head entry still has `first` in flight: nothing goes, not even `second`'s part.
-    assert!(store
-        .expire_pending(second, "expired", i64::MAX)
-        .await
-        .unwrap());
+    assert_eq!(
+        store
+            .expire_pending(second, "expired", i64::MAX)
+            .await
+            .unwrap(),
+        Some(true)
+    );
     assert_eq!(store.trim_located(product, 100).await.unwrap(), 0);
     assert_eq!(store.location(first).await.unwrap(), Some((0, 1)));
     // Both settled: the head entry goes; the next holds `third`, in flight, and stays.
-    assert!(store
-        .expire_pending(first, "expired", i64::MAX)
-        .await
-        .unwrap());
+    assert_eq!(
+        store
+            .expire_pending(first, "expired", i64::MAX)
+            .await
+            .unwrap(),
+        Some(true)
+    );
     assert_eq!(store.trim_located(product, 100).await.unwrap(), 1);
     assert_eq!(entries().await, 1);
     assert_eq!(store.location(first).await.unwrap(), None);
     assert_eq!(store.location(third).await.unwrap(), Some((1, 3)));
-    assert!(store
-        .expire_pending(third, "expired", i64::MAX)
-        .await
-        .unwrap());
+    assert_eq!(
+        store
+            .expire_pending(third, "expired", i64::MAX)
+            .await
+            .unwrap(),
+        Some(true)
+    );
     assert_eq!(store.trim_located(product, 100).await.unwrap(), 1);
     assert_eq!(entries().await, 0);
 }

@@ -13,6 +13,7 @@ mod connections;
 mod dashboard;
 mod fuzz;
 mod hung_broker;
+mod interleavings;
 mod lifecycle;
 mod limits;
 mod logs;
