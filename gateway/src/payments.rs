@@ -4,6 +4,9 @@
 //! a success makes the order `paid` only while it is `confirmed` and its deadline is ahead;
 //! the cancel (expiry or buyer) only takes a `confirmed` order. Whichever commits first wins,
 //! and the other finds the row changed. A success that loses is `refund_due`.
+//!
+//! A new attempt is recorded under the same row lock ([`record`]), so two pays of one order
+//! at once never both reach the provider.
 
 use anyhow::Context;
 use rand::RngCore;
@@ -19,6 +22,8 @@ pub struct Payments {
     callback_url: String,
     webhook_secret: SecretString,
     client: reqwest::Client,
+    /// The longest a call to the provider takes.
+    timeout: Duration,
 }
 
 /// A payment attempt, as recorded.
@@ -46,12 +51,18 @@ impl Payments {
             provider_url: s.payment_provider_url.trim_end_matches('/').to_owned(),
             callback_url: s.payment_callback_url.clone(),
             webhook_secret: s.payment_webhook_secret.clone(),
+            timeout: s.payment_provider_timeout(),
             client: reqwest::Client::builder()
                 .timeout(s.payment_provider_timeout())
                 .connect_timeout(s.payment_provider_timeout().min(Duration::from_secs(2)))
                 .build()
                 .context("building the payment provider's HTTP client")?,
         })
+    }
+
+    /// Attempts recorded after this time may still be on their way to the provider.
+    pub fn sending_since(&self, now_ms: i64) -> i64 {
+        now_ms - self.timeout.as_millis() as i64 - 1000
     }
 
     pub fn webhook_secret(&self) -> Option<&[u8]> {
@@ -110,7 +121,11 @@ fn from_row(r: &sqlx::mysql::MySqlRow) -> anyhow::Result<Payment> {
 }
 
 /// The attempt made with this key for this ticket, if any.
-pub async fn by_key(db: &MySqlPool, ticket: &str, key: &str) -> anyhow::Result<Option<Payment>> {
+pub async fn by_key<'e>(
+    db: impl sqlx::Executor<'e, Database = sqlx::MySql>,
+    ticket: &str,
+    key: &str,
+) -> anyhow::Result<Option<Payment>> {
     sqlx::query(
         "SELECT payment_id, ticket, user_id, status, amount, currency FROM payments \
          WHERE ticket = ? AND idempotency_key = ?",
@@ -125,23 +140,70 @@ pub async fn by_key(db: &MySqlPool, ticket: &str, key: &str) -> anyhow::Result<O
     .transpose()
 }
 
-/// Another attempt of this ticket still waiting for the provider.
-pub async fn in_progress(db: &MySqlPool, ticket: &str) -> anyhow::Result<bool> {
-    let n: i64 = sqlx::query_scalar(
-        "SELECT COUNT(*) FROM payments WHERE ticket = ? AND status IN ('unsent', 'processing')",
-    )
-    .bind(ticket)
-    .fetch_one(db)
-    .await
-    .context("reading payments")?;
-    Ok(n > 0)
+/// What [`record`] found for a new attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Recorded {
+    /// Recorded (`unsent`): send it.
+    New,
+    /// An attempt with this key exists already (a concurrent repeat): answer that one.
+    Repeat(Payment),
+    /// Another attempt awaits the provider's callback, or is being sent right now:
+    /// `409 payment_in_progress`.
+    InProgress,
+    /// Another attempt was recorded, longer ago than a call to the provider can take, and the
+    /// provider never confirmed taking it (it was down, or its answer was lost): that attempt
+    /// is sent again, with its own payment id, which the provider dedupes by. A new payment
+    /// id could charge twice.
+    Unsent(Payment),
+    /// The order is no longer payable (paid, or cancelled meanwhile), or unknown.
+    NotPayable(Option<String>),
 }
 
-/// Records a new attempt (`unsent`). `None` when one with this key exists already (a
-/// concurrent repeat): the caller reads and answers that one.
-pub async fn record(db: &MySqlPool, p: &Payment, key: &str, now_ms: i64) -> anyhow::Result<bool> {
-    let res = sqlx::query(
-        "INSERT IGNORE INTO payments (payment_id, ticket, user_id, idempotency_key, amount, currency, status, created_at_ms) \
+/// Records a new attempt (`unsent`) with this key, unless another attempt of the order is in
+/// progress. One transaction holds the order's row lock while it looks and inserts, so two
+/// pays of one order at once (a double tap, two devices) are decided one after the other:
+/// at most one attempt is ever in progress, and at most one charge is asked for.
+///
+/// An `unsent` attempt recorded after `sending_since_ms` may still be on its way to the
+/// provider, so it counts as in progress.
+pub async fn record(
+    db: &MySqlPool,
+    p: &Payment,
+    key: &str,
+    now_ms: i64,
+    sending_since_ms: i64,
+) -> anyhow::Result<Recorded> {
+    let mut tx = db.begin().await.context("starting a transaction")?;
+    let status: Option<String> =
+        sqlx::query_scalar("SELECT status FROM orders WHERE ticket = ? FOR UPDATE")
+            .bind(&p.ticket)
+            .fetch_optional(&mut *tx)
+            .await
+            .context("locking the order")?;
+    if status.as_deref() != Some("confirmed") {
+        return Ok(Recorded::NotPayable(status));
+    }
+    if let Some(repeat) = by_key(&mut *tx, &p.ticket, key).await? {
+        return Ok(Recorded::Repeat(repeat));
+    }
+    if let Some(other) = sqlx::query(
+        "SELECT payment_id, ticket, user_id, status, amount, currency, created_at_ms FROM payments \
+         WHERE ticket = ? AND status IN ('unsent', 'processing') ORDER BY created_at_ms LIMIT 1",
+    )
+    .bind(&p.ticket)
+    .fetch_optional(&mut *tx)
+    .await
+    .context("reading payments")?
+    {
+        let created: i64 = other.get("created_at_ms");
+        let other = from_row(&other)?;
+        return Ok(match other.status {
+            PaymentStatus::Unsent if created < sending_since_ms => Recorded::Unsent(other),
+            _ => Recorded::InProgress,
+        });
+    }
+    sqlx::query(
+        "INSERT INTO payments (payment_id, ticket, user_id, idempotency_key, amount, currency, status, created_at_ms) \
          VALUES (?, ?, ?, ?, ?, ?, 'unsent', ?)",
     )
     .bind(&p.payment_id)
@@ -151,10 +213,11 @@ pub async fn record(db: &MySqlPool, p: &Payment, key: &str, now_ms: i64) -> anyh
     .bind(p.amount)
     .bind(&p.currency)
     .bind(now_ms)
-    .execute(db)
+    .execute(&mut *tx)
     .await
     .context("recording a payment")?;
-    Ok(res.rows_affected() == 1)
+    tx.commit().await.context("committing a payment")?;
+    Ok(Recorded::New)
 }
 
 /// The provider took the charge: `unsent` → `processing`.

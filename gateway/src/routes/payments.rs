@@ -3,7 +3,7 @@
 
 use crate::auth::Buyer;
 use crate::error::{documented as e, ApiError};
-use crate::payments::{self, Payment};
+use crate::payments::{self, Payment, Recorded};
 use crate::routes::openapi::schema;
 use crate::routes::TicketBody;
 use crate::state::AppState;
@@ -151,12 +151,6 @@ pub async fn pay(
     let payment = match existing {
         Some(p) => p,
         None => {
-            if payments::in_progress(&state.db, ticket.as_str())
-                .await
-                .map_err(|e| ApiError::unavailable("MySQL", e))?
-            {
-                return Err(ApiError::PaymentInProgress);
-            }
             let product = db::product(&state.db, ticket.product())
                 .await
                 .map_err(|e| ApiError::unavailable("MySQL", e))?
@@ -169,18 +163,28 @@ pub async fn pay(
                 amount: product.price,
                 currency: product.currency,
             };
-            let inserted = payments::record(&state.db, &p, &key, now)
+            let sending_since = state.payments.sending_since(now);
+            match payments::record(&state.db, &p, &key, now, sending_since)
                 .await
-                .map_err(|e| ApiError::unavailable("MySQL", e))?;
-            if !inserted {
+                .map_err(|e| ApiError::unavailable("MySQL", e))?
+            {
+                Recorded::New => p,
                 // A concurrent repeat recorded it first.
-                let p = payments::by_key(&state.db, ticket.as_str(), &key)
-                    .await
-                    .map_err(|e| ApiError::unavailable("MySQL", e))?
-                    .ok_or_else(|| ApiError::Unavailable("retry shortly".into()))?;
-                return Ok(HttpResponse::Accepted().json(PaymentBody::of(&p)));
+                Recorded::Repeat(p) if p.status != PaymentStatus::Unsent => {
+                    return Ok(HttpResponse::Accepted().json(PaymentBody::of(&p)));
+                }
+                Recorded::Repeat(p) | Recorded::Unsent(p) => p,
+                Recorded::InProgress => return Err(ApiError::PaymentInProgress),
+                Recorded::NotPayable(status) => {
+                    return Err(ApiError::NotPayable {
+                        state: match status.as_deref() {
+                            Some("paid") => TicketStatus::Paid,
+                            Some("cancelled") => TicketStatus::Cancelled,
+                            _ => order.status,
+                        },
+                    })
+                }
             }
-            p
         }
     };
     if let Err(e) = state.payments.send(&payment).await {

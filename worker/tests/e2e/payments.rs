@@ -688,3 +688,103 @@ async fn a_rebuild_after_redis_lost_the_sale_keeps_paid_cancelled_and_every_unit
     assert_eq!(status, StatusCode::CONFLICT);
     assert_eq!(sale.stocks(product).await, (0, 0));
 }
+
+/// Two pays of one order at once with two keys (a double tap, or two devices), for many
+/// orders: for each, one attempt is sent and the other answers `409 payment_in_progress`,
+/// and the provider is asked to charge once. The in-progress check and the insert used to be
+/// two statements, and both pays of about one order in six passed the check.
+#[tokio::test]
+async fn two_pays_of_one_order_at_once_charge_once() {
+    let sale = Sale::new().await;
+    const N: u64 = 30;
+    let product = sale.product(N as i64, 600).await;
+    let mut tickets = Vec::new();
+    for user in 1..=N {
+        tickets.push((sale.confirmed_ticket(product, 500 + user).await, 500 + user));
+    }
+    let sale = &sale;
+    let answers = futures::future::join_all(tickets.iter().map(|(t, user)| async move {
+        let (a, b) = tokio::join!(sale.pay(t, *user, "tap-1"), sale.pay(t, *user, "tap-2"));
+        (t.clone(), a, b)
+    }))
+    .await;
+    let charges = sale.provider.charges();
+    for (ticket, (s1, b1), (s2, b2)) in &answers {
+        let mut statuses = [*s1, *s2];
+        statuses.sort();
+        assert_eq!(
+            statuses,
+            [StatusCode::ACCEPTED, StatusCode::CONFLICT],
+            "{ticket}: {b1} {b2}"
+        );
+        let refused = if *s1 == StatusCode::CONFLICT { b1 } else { b2 };
+        assert_eq!(refused["error"], "payment_in_progress", "{refused}");
+        let asked = charges.iter().filter(|c| &c.ticket == ticket).count();
+        assert_eq!(asked, 1, "{ticket}: the provider was asked {asked} times");
+    }
+    assert_eq!(charges.len(), N as usize);
+}
+
+/// An attempt the provider never took (it was down) does not block the order until its
+/// window closes: a pay with another key sends that attempt again, under its own payment id
+/// (which the provider dedupes by), and never a second payment beside it.
+#[tokio::test]
+async fn a_pay_after_an_unsent_attempt_sends_that_attempt_again() {
+    let sale = Sale::new().await;
+    let product = sale.product(1, 600).await;
+    let ticket = sale.confirmed_ticket(product, 21).await;
+    sale.provider
+        .down
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let (status, body) = sale.pay(&ticket, 21, "first-device").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    sale.provider
+        .down
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    // While the first attempt may still be on its way (a call to the provider takes up to
+    // its timeout, 3 s here), another key waits; then it sends that attempt.
+    let body = eventually(
+        "a second pay to be sent",
+        Duration::from_secs(15),
+        || async {
+            let (status, body) = sale.pay(&ticket, 21, "second-device").await;
+            match status {
+                StatusCode::ACCEPTED => Some(body),
+                StatusCode::CONFLICT => {
+                    assert_eq!(body["error"], "payment_in_progress", "{body}");
+                    None
+                }
+                _ => panic!("{status}: {body}"),
+            }
+        },
+    )
+    .await;
+    let first: String = sqlx::query_scalar(
+        "SELECT payment_id FROM payments WHERE ticket = ? AND idempotency_key = 'first-device'",
+    )
+    .bind(&ticket)
+    .fetch_one(&sale.env.db)
+    .await
+    .unwrap();
+    assert_eq!(
+        body["payment_id"],
+        first.as_str(),
+        "the unsent attempt, sent again"
+    );
+    let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM payments WHERE ticket = ?")
+        .bind(&ticket)
+        .fetch_one(&sale.env.db)
+        .await
+        .unwrap();
+    assert_eq!(n, 1, "no second attempt beside it");
+    let charges = sale.provider.charges();
+    assert_eq!(charges.len(), 1);
+    assert_eq!(charges[0].payment_id, first);
+    // The first key now answers the same payment, in progress, and charges nothing more.
+    let (status, again) = sale.pay(&ticket, 21, "first-device").await;
+    assert_eq!(
+        (status, &again["payment_id"]),
+        (StatusCode::ACCEPTED, &body["payment_id"])
+    );
+    assert_eq!(sale.provider.charges().len(), 1);
+}
