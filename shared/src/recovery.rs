@@ -148,6 +148,10 @@ pub async fn sweep(
     let cutoff = now - rules.timeout.as_millis() as i64;
     for (product, buckets) in db::live_products_with_buckets(db).await? {
         store.learn_buckets(product, buckets);
+        let old = store.check_epoch(product).await?;
+        if old > 0 {
+            tracing::warn!(%product, buckets = old, "Redis came back with another run's state, which may be old (a restart from a snapshot, or a failover to a lagging replica); rebuilding the product");
+        }
         let counts = store.counts(product).await?;
         let Some(stock) = counts.stock else {
             tracing::warn!(%product, "Redis lost the product's state; reconciling it");

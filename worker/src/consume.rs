@@ -419,27 +419,27 @@ impl Pipeline {
             self.metrics.orders.with_label_values(&[label]).inc();
             tracing::debug!(%ticket, ?outcome, "settled");
         }
-        for (product, tickets) in &report.diverged {
+        for (&product, &tickets) in &report.diverged {
             // Redis reserved units MySQL did not have: rebuild the product from MySQL now,
             // instead of letting each phantom unit fail one buyer after another.
-            self.metrics.diverged.inc_by(*tickets);
+            self.metrics.diverged.inc_by(tickets);
             tracing::error!(%product, tickets, "MySQL was out of stock for units Redis reserved: the stores diverged; reconciling");
-            match recovery::reconcile(
-                &self.settler.store,
-                &self.settler.db,
-                *product,
-                Some(&self.fence),
-            )
-            .await
-            {
-                Ok(report) => {
-                    self.metrics.reconciled.inc();
-                    tracing::warn!(%product, ?report, "reconciled after a divergence");
+            // Off the pipeline: a product Redis lost (or that came back old) is rebuilt only
+            // once the workers have read past the fence, and this worker must go on reading
+            // for that.
+            let (store, db) = (self.settler.store.clone(), self.settler.db.clone());
+            let (fence, metrics) = (self.fence.clone(), self.metrics.clone());
+            tokio::spawn(async move {
+                match recovery::reconcile(&store, &db, product, Some(&fence)).await {
+                    Ok(report) => {
+                        metrics.reconciled.inc();
+                        tracing::warn!(%product, ?report, "reconciled after a divergence");
+                    }
+                    Err(e) => {
+                        tracing::error!(error = format!("{e:#}"), %product, "could not reconcile")
+                    }
                 }
-                Err(e) => {
-                    tracing::error!(error = format!("{e:#}"), %product, "could not reconcile")
-                }
-            }
+            });
         }
         for (product, units) in &report.given_back {
             self.metrics.compensations.inc_by(*units);

@@ -62,8 +62,16 @@ pub async fn get_order(
 
 /// Neither store knows what was asked for (`missing`). If Redis lost the product, it may be
 /// an order still in Kafka: answer `503` while the product is rebuilt, not `missing`.
+/// A ticket or buyer neither store knows. That is the answer, unless Redis lost the product,
+/// or came back with another run's state (which may be old, and miss the newest tickets: see
+/// `epoch.lua`): then the product is rebuilt, and the answer is `503` meanwhile.
 async fn not_found(state: &AppState, product: ProductId, missing: ApiError) -> ApiError {
-    match state.store.stock(product).await {
+    let stock = match state.store.check_epoch(product).await {
+        Ok(0) => state.store.stock(product).await,
+        Ok(_) => Ok(None),
+        Err(e) => Err(e),
+    };
+    match stock {
         Ok(Some(_)) => missing,
         Ok(None) => match state
             .recovery

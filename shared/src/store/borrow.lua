@@ -11,6 +11,13 @@ if loan then
   return 0
 end
 local stock = redis.call('GET', KEYS[1])
+-- A donor whose state another run of this server wrote may be old (see epoch.lua): it lends
+-- nothing, and its stock is dropped so the product is rebuilt.
+local run = redis.call('HGET', KEYS[2], 'run_id')
+if stock and run and run ~= string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') then
+  redis.call('DEL', KEYS[1])
+  stock = nil
+end
 if not stock then return 2 end
 if tonumber(stock) <= 0 then return 0 end
 redis.call('DECR', KEYS[1])

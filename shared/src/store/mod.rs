@@ -55,6 +55,7 @@ static REBUILD: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("re
 static QUEUE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("queue.lua")));
 static CANCEL: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("cancel.lua")));
 static PAID: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("paid.lua")));
+static EPOCH: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("epoch.lua")));
 static LOCATE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("locate.lua")));
 static TRIM_LOCATED: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("trim_located.lua")));
@@ -757,7 +758,9 @@ impl TicketStore {
     }
 
     /// Claims the orders of one product for a worker, in order. An order whose ticket record
-    /// Redis lost is adopted; one whose record expired is not. See `claim.lua`.
+    /// Redis lost is adopted; one whose record expired is not. A record gone though it cannot
+    /// have expired yet means Redis came back old: the product is then dropped, so that it is
+    /// rebuilt. See `claim.lua`.
     pub async fn claim(
         &self,
         product: ProductId,
@@ -799,6 +802,7 @@ impl TicketStore {
                 .arg(m.user_id.get())
                 .arg(m.reserved_at_ms);
         }
+        inv.arg(self.ticket_ttl_secs);
         let mut c = self.conn.clone();
         let raw: Vec<String> = inv
             .invoke_async(&mut c)
@@ -1253,6 +1257,27 @@ impl TicketStore {
             cancelled_at_ms: num("cancelled_at"),
             location: num("kp").zip(num("ko")).map(|(p, o)| (p as i32, o)),
         }))
+    }
+
+    /// Checks that each bucket of a product holds the state of the Redis server's current run,
+    /// and drops the stock of a bucket that does not (it may be old: see `epoch.lua`), so that
+    /// the product counts as lost and is rebuilt. Returns how many buckets were dropped.
+    pub async fn check_epoch(&self, product: ProductId) -> anyhow::Result<u16> {
+        let mut dropped = 0;
+        for bucket in 0..self.buckets(product).await? {
+            let k = self.bucket_keys(product, bucket);
+            let mut c = self.conn.clone();
+            let fresh: i64 = EPOCH
+                .key(k.stock())
+                .key(k.meta())
+                .invoke_async(&mut c)
+                .await
+                .context("running the epoch script")?;
+            if fresh == 0 {
+                dropped += 1;
+            }
+        }
+        Ok(dropped)
     }
 
     /// Units left in Redis (in every bucket), or `None` for a product that is not loaded (or

@@ -16,6 +16,8 @@ redis.call('SET', KEYS[1], stock)
 local confirmed = tonumber(redis.call('HGET', KEYS[2], 'confirmed') or '0')
 redis.call('HSET', KEYS[2], 'initial', stock + in_flight + confirmed)
 redis.call('HSETNX', KEYS[2], 'loaded_at', ARGV[4])
+-- The server run this state belongs to: epoch.lua tells a Redis that came back old by it.
+redis.call('HSET', KEYS[2], 'run_id', string.match(redis.call('INFO', 'server'), 'run_id:(%x+)'))
 -- Written for every product, 1 too, so a process reading it learns the count once.
 redis.call('HSET', KEYS[2], 'buckets', ARGV[5])
 if ARGV[2] ~= '' then redis.call('HSET', KEYS[2], 'starts_at', ARGV[2]) else redis.call('HDEL', KEYS[2], 'starts_at') end

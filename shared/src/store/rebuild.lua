@@ -21,6 +21,8 @@ if ARGV[10] ~= '1' then
   redis.call('HSET', KEYS[2], 'lent', 0, 'borrowed', 0)
 end
 redis.call('SET', KEYS[1], stock)
+-- The server run this state belongs to: epoch.lua tells a Redis that came back old by it.
+redis.call('HSET', KEYS[2], 'run_id', string.match(redis.call('INFO', 'server'), 'run_id:(%x+)'))
 redis.call('HSET', KEYS[2], 'initial', initial, 'confirmed', ARGV[3], 'failed', ARGV[4], 'loaded_at', ARGV[7],
   'paid', ARGV[8], 'cancelled', ARGV[9])
 if ARGV[5] ~= '' then redis.call('HSET', KEYS[2], 'starts_at', ARGV[5]) else redis.call('HDEL', KEYS[2], 'starts_at') end

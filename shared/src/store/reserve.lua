@@ -46,7 +46,15 @@
 -- ceil(factor × units left), the latest admissions go back to the head of the queue when the
 -- units left shrink below that.
 local left = tonumber(redis.call('GET', KEYS[1]))
-local meta = redis.call('HMGET', KEYS[2], 'starts_at', 'ends_at', 'wr_rate', 'wr_factor', 'buckets')
+local meta = redis.call('HMGET', KEYS[2], 'starts_at', 'ends_at', 'wr_rate', 'wr_factor', 'buckets', 'run_id')
+-- A state another run of this server wrote may be old (a restart from a snapshot, a failover
+-- to a lagging replica: see epoch.lua). No unit is sold from it: its stock is dropped, so the
+-- product counts as lost (4: the gateway answers `503` and rebuilds it from MySQL).
+if left and meta[6] and meta[6] ~= string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') then
+  redis.log(redis.LOG_WARNING, 'seckill: ' .. KEYS[2] .. ' was written by another run; dropping ' .. KEYS[1] .. ' so that it is rebuilt')
+  redis.call('DEL', KEYS[1])
+  left = nil
+end
 local buckets = meta[5] or '1'
 local clock, clock_s
 local taken = 0

@@ -67,6 +67,12 @@ impl TestEnv {
     /// A fresh namespace on the servers named by the `SECKILL_*` environment (or the dev-up
     /// defaults).
     pub async fn new() -> Self {
+        Self::new_with(|_| {}).await
+    }
+
+    /// [`Self::new`], with the settings changed by `tweak` before anything connects (say, to
+    /// a Redis server of the test's own).
+    pub async fn new_with(tweak: impl FnOnce(&mut Settings)) -> Self {
         if std::env::var("TEST_LOG").is_ok() {
             seckill_shared::telemetry::init(LogFormat::Pretty);
         }
@@ -103,6 +109,7 @@ impl TestEnv {
         settings.worker_batch_linger_ms = 5;
         settings.kafka_partitions = 4;
         settings.log_format = LogFormat::Pretty;
+        tweak(&mut settings);
 
         let db = db::pool(settings.mysql_url.expose_secret(), 4).unwrap();
         db::migrate(&db).await.expect("migrating the test database");

@@ -28,6 +28,10 @@ const DUE_NOW: SweepRules = SweepRules {
     last_resort: Duration::from_secs(3600),
 };
 
+/// The expiry runs this far ahead of the clock, so that every payment deadline has passed;
+/// its cancels are stamped with that time.
+const EXPIRY_AHEAD_MS: i64 = 86_400_000;
+
 /// One ticket of the sale, as its buyer got it.
 #[derive(Clone)]
 struct Bought {
@@ -183,7 +187,7 @@ impl Actor {
                 }
             }
             (Role::Expiry, Step::Start) => {
-                let due = cancel::cancel_overdue(&env.db, now + 86_400_000, 100).await?;
+                let due = cancel::cancel_overdue(&env.db, now + EXPIRY_AHEAD_MS, 100).await?;
                 let did = format!("MySQL: {} cancelled", due.len());
                 if due.is_empty() {
                     (Step::Done, did)
@@ -482,7 +486,8 @@ impl Stage {
         // A quiet fleet: the restore_due round, then a sweep with every deadline passed.
         let now = now_ms();
         let quiet = async {
-            let due = cancel::restore_due(&env.db, now, 100).await?;
+            // On the expiry's clock: the cancels it stamped ahead are due too.
+            let due = cancel::restore_due(&env.db, now + EXPIRY_AHEAD_MS, 100).await?;
             cancel::give_back(&env.store, &env.db, &due, now).await?;
             let committed: HashMap<i32, i64> = HashMap::from([(0, i64::MAX)]);
             recovery::sweep(&env.store, &env.db, DUE_NOW, Some(&committed), None).await

@@ -397,10 +397,17 @@ async fn a_redelivered_order_whose_record_expired_takes_no_unit() {
     let env = TestEnv::new().await;
     let gw = env.gateway().await;
     let product = env.product(&gw, 5).await;
-    let before = env.store.counts(product).await.unwrap();
 
-    // Reserved after the product was loaded; its record is gone: it expired.
-    let expired = OrderMessage::new(Ticket::generate(product), UserId::new(1).unwrap(), now_ms());
+    // Reserved after the product was loaded, longer ago than a settled record lives; its
+    // record is gone: it expired.
+    let long_ago = now_ms() - env.store.ticket_ttl_secs() as i64 * 1000 - 1000;
+    let mut conn = env.store.connection();
+    let _: () = conn
+        .hset(env.store.keys(product).meta(), "loaded_at", long_ago - 1000)
+        .await
+        .unwrap();
+    let before = env.store.counts(product).await.unwrap();
+    let expired = OrderMessage::new(Ticket::generate(product), UserId::new(1).unwrap(), long_ago);
     assert_eq!(
         env.store.claim(product, &[&expired]).await.unwrap(),
         vec![ClaimStatus::Expired]
