@@ -124,7 +124,8 @@ pub fn verify(secret: &[u8], header: &str, body: &[u8], now: i64) -> Result<(), 
     if sigs.is_empty() {
         return Err(SignatureError::Malformed);
     }
-    if (now - t).abs() > MAX_SKEW_SECS {
+    // Not `(now - t).abs()`: `t` is the caller's, and an extreme one would overflow.
+    if now.abs_diff(t) > MAX_SKEW_SECS.unsigned_abs() {
         return Err(SignatureError::Stale);
     }
     let expected = mac(secret, t, body);
@@ -140,6 +141,19 @@ mod tests {
     use super::*;
 
     const SECRET: &[u8] = b"whsec-test-secret";
+
+    /// A caller's `t` at the ends of i64 is stale, not an overflow (a panic in debug builds).
+    #[test]
+    fn extreme_timestamps_are_stale_not_an_overflow() {
+        for (t, now) in [(i64::MIN, 1_000), (i64::MIN + 1, 1_000), (i64::MAX, -1_000)] {
+            let h = format!("t={t},v1=00");
+            assert_eq!(
+                verify(SECRET, &h, b"{}", now),
+                Err(SignatureError::Stale),
+                "{t}"
+            );
+        }
+    }
 
     #[test]
     fn a_signature_verifies_for_its_body_only() {

@@ -459,9 +459,16 @@ pub async fn preload(
             .await
             .map_err(|e| ApiError::unavailable("Redis", e))?
             .is_none();
-    // Buckets loaded once are rebuilt together by reconcile: a preload would split the stock
-    // without counting what each bucket has in flight.
-    let stock_redis = if lost || (product.buckets > 1 && product.loaded_at_ms.is_some()) {
+    // A product loaded before (on sale, lost, or closed) is rebuilt by reconcile, which reads
+    // MySQL under the product's row lock until Redis is written and settles what was
+    // committed but not yet confirmed: a plain preload read the stock without the lock, so a
+    // batch or a cancel committing in between made Redis count a unit twice, or miss one.
+    // Buckets loaded once are rebuilt together for the same reason.
+    let stock_redis = if lost || product.loaded_at_ms.is_some() {
+        // A closed sale is on sale again.
+        db::mark_loaded(&state.db, id, seckill_shared::now_ms())
+            .await
+            .map_err(|e| ApiError::unavailable("MySQL", e))?;
         reconcile_product(&state, id).await?.stock_redis
     } else {
         db::mark_loaded(&state.db, id, seckill_shared::now_ms())

@@ -445,7 +445,12 @@ async fn settle_now(state: &AppState, order: OrderMessage) -> Result<HttpRespons
 async fn give_back(state: &AppState, order: &OrderMessage) {
     match state
         .store
-        .release(&order.ticket, order.user_id, "kafka_unavailable")
+        .release(
+            &order.ticket,
+            order.user_id,
+            "kafka_unavailable",
+            state.admissions.ttl_ms,
+        )
         .await
     {
         Ok(true) => {

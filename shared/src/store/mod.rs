@@ -732,12 +732,15 @@ impl TicketStore {
     }
 
     /// Gives back a reservation that never reached Kafka and marks its ticket failed with
-    /// `reason`. `true` when it was released.
+    /// `reason`; a waiting-room buyer is admitted again for `admission_ttl_ms` (the buy did
+    /// not happen). `true` when it was released (with its unit, or without one while the
+    /// product is not loaded: the rebuild counts it).
     pub async fn release(
         &self,
         ticket: &Ticket,
         user: UserId,
         reason: &str,
+        admission_ttl_ms: u64,
     ) -> anyhow::Result<bool> {
         let k = self.ticket_keys(ticket);
         let mut c = self.conn.clone();
@@ -747,14 +750,18 @@ impl TicketStore {
             .key(k.buyers())
             .key(k.pending())
             .key(k.ticket(ticket))
+            .key(k.admitted())
+            .key(k.queue_done())
             .arg(user.get())
             .arg(ticket.as_str())
             .arg(reason)
             .arg(self.ticket_ttl_secs)
+            .arg(crate::now_ms())
+            .arg(admission_ttl_ms)
             .invoke_async(&mut c)
             .await
             .context("running the release script")?;
-        Ok(n == 1)
+        Ok(n != 0)
     }
 
     /// Claims the orders of one product for a worker, in order. An order whose ticket record

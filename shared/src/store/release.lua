@@ -3,14 +3,29 @@
 -- skipped by the worker instead of selling the unit twice.
 -- Only a ticket that is still `pending` is released, so a worker that already claimed it wins.
 -- The failed record expires ARGV[4] seconds later (a pending record has no expiry of its own).
--- KEYS: 1 stock, 2 meta, 3 buyers, 4 pending, 5 ticket record
--- ARGV: 1 user id, 2 ticket, 3 reason, 4 record ttl (s)
--- Returns 1 when released, 0 when the ticket had already moved on.
+-- A waiting-room buyer gets back the admission that reserve.lua ended (the buy did not happen),
+-- until ARGV[5] + ARGV[6]: only when this ticket is the buyer's live one, and a purchase that
+-- went through is never released, so buying still ends an admission once.
+-- The unit goes back only while the product is loaded (as in compensate.lua and cancel.lua): a
+-- stock key that Redis lost, or that a bucket reconcile froze, is rebuilt from MySQL, which
+-- already counts the unit; recreating it would put the product back on sale mid-rebuild, or
+-- hide the loss from the gateways and sweepers that look for it.
+-- KEYS: 1 stock, 2 meta, 3 buyers, 4 pending, 5 ticket record, 6 admitted, 7 done (waiting room)
+-- ARGV: 1 user id, 2 ticket, 3 reason, 4 record ttl (s), 5 now (ms), 6 admission ttl (ms)
+-- Returns 1 when released with its unit, 2 when released without it (product not loaded),
+-- 0 when the ticket had already moved on.
 if redis.call('HGET', KEYS[5], 'status') ~= 'pending' then return 0 end
-if redis.call('HGET', KEYS[3], ARGV[1]) == ARGV[2] then redis.call('HDEL', KEYS[3], ARGV[1]) end
+if redis.call('HGET', KEYS[3], ARGV[1]) == ARGV[2] then
+  redis.call('HDEL', KEYS[3], ARGV[1])
+  if redis.call('HGET', KEYS[7], ARGV[1]) == 'bought' then
+    redis.call('HDEL', KEYS[7], ARGV[1])
+    redis.call('ZADD', KEYS[6], tonumber(ARGV[5]) + tonumber(ARGV[6]), ARGV[1])
+  end
+end
 redis.call('ZREM', KEYS[4], ARGV[2])
 redis.call('HSET', KEYS[5], 'status', 'failed', 'reason', ARGV[3])
 redis.call('EXPIRE', KEYS[5], ARGV[4])
 redis.call('HINCRBY', KEYS[2], 'failed', 1)
+if redis.call('EXISTS', KEYS[1]) == 0 then return 2 end
 redis.call('INCR', KEYS[1])
 return 1

@@ -149,7 +149,12 @@ async fn a_record_expires_only_once_its_order_settles() {
     let released_ticket = &released.ticket;
     assert!(env
         .store
-        .release(released_ticket, released.user_id, "kafka_unavailable")
+        .release(
+            released_ticket,
+            released.user_id,
+            "kafka_unavailable",
+            60_000
+        )
         .await
         .unwrap());
     let t = ttl_of(&mut conn, keys.ticket(released_ticket)).await;
@@ -251,4 +256,63 @@ async fn claimed_orders(
         "{claimed:?}"
     );
     orders
+}
+
+/// A release (Kafka refused the order) of a product whose stock key is gone (Redis lost it, or
+/// a bucket reconcile froze it) fails the ticket and frees its buyer, but does not recreate
+/// the stock key: that would put the product back on sale before its rebuild, and hide the
+/// loss from whoever looks for it.
+#[tokio::test]
+async fn a_release_does_not_recreate_a_lost_stock_key() {
+    let env = TestEnv::new().await;
+    let gw = env.gateway().await;
+    let product = env.product(&gw, 3).await;
+    let user = UserId::new(31).unwrap();
+    let (ticket, _) = env
+        .store
+        .reserve(product, user, now_ms(), false)
+        .await
+        .unwrap();
+    env.lose_redis_keys(&format!("{product}}}:stock")).await;
+    assert!(env
+        .store
+        .release(&ticket, user, "kafka_unavailable", 60_000)
+        .await
+        .unwrap());
+    assert_eq!(env.store.stock(product).await.unwrap(), None, "still lost");
+    let record = env.store.ticket(&ticket).await.unwrap().unwrap();
+    assert_eq!(record.state, RecordStatus::Failed);
+    assert_eq!(env.store.buyer(product, user).await.unwrap(), None);
+}
+
+/// A preload of a product on sale, while a batch has committed in MySQL and not yet confirmed
+/// in Redis: Redis ends with MySQL's stock. The preload used to read MySQL without the row
+/// lock and subtract the ticket still pending in Redis from a stock that already counted it:
+/// one unit was never sold again.
+#[tokio::test]
+async fn a_preload_between_a_commit_and_its_confirm_keeps_redis_exact() {
+    let env = TestEnv::new().await;
+    let gw = env.gateway().await;
+    let product = env.product(&gw, 5).await;
+    let orders = reserved_orders(&env, product, 41..=41).await;
+    let settler = Settler {
+        store: env.store.clone(),
+        db: env.db.clone(),
+        chaos: Default::default(),
+        ids: OrderIds::default(),
+    };
+    let claimed = settler.claim(&orders).await.unwrap();
+    let decided = settler.persist(&claimed).await.unwrap();
+    assert_eq!(env.mysql_stock(product).await, 4);
+    let (status, body) = gw
+        .admin_post(
+            &format!("/admin/products/{product}/preload"),
+            serde_json::Value::Null,
+        )
+        .await;
+    assert_eq!(status, reqwest::StatusCode::OK, "{body}");
+    settler.finish(&claimed, &decided).await.unwrap();
+    let counts = env.store.counts(product).await.unwrap();
+    assert_eq!((counts.stock, counts.pending), (Some(4), 0), "{counts:?}");
+    assert_eq!(counts.confirmed, 1, "{counts:?}");
 }

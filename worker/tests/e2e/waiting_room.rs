@@ -434,3 +434,49 @@ async fn a_unit_that_comes_back_admits_exactly_the_next_place() {
     let (status, body) = buy_with(&gw, product, 2, second["admission_token"].as_str()).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
 }
+
+/// A waiting-room buyer whose buy Kafka refused (`503`, the unit given back) keeps the
+/// admission: the buy did not happen. It used to be marked `bought`, and could never buy.
+/// Buying still ends an admission once: a buy that went through is never given back.
+#[tokio::test]
+async fn an_admission_survives_a_buy_that_kafka_refused() {
+    let env = TestEnv::new().await;
+    let down = env
+        .gateway_with(|s| {
+            s.kafka_brokers = "127.0.0.1:1".into(); // nothing listens there
+            s.kafka_delivery_timeout_ms = 1000;
+        })
+        .await;
+    let product = room(
+        &down,
+        5,
+        now_ms() - 1000,
+        json!({"admit_per_sec": 100, "max_admitted_factor": 1}),
+    )
+    .await;
+    let (_, joined) = join(&down, product, 1).await;
+    let queue_id = joined["queue_id"].as_str().unwrap().to_owned();
+    let admitted = eventually("user 1 admitted", Duration::from_secs(10), || async {
+        let (_, body) = poll(&down, product, 1, &queue_id).await;
+        (body["state"] == "admitted").then_some(body)
+    })
+    .await;
+    let admission = admitted["admission_token"].as_str().unwrap().to_owned();
+    let (status, body) = buy_with(&down, product, 1, Some(&admission)).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert_eq!(env.redis_stock(product).await, 5, "the unit is back");
+    let (_, body) = poll(&down, product, 1, &queue_id).await;
+    assert_eq!(body["state"], "admitted", "{body}");
+
+    // Kafka is back (another gateway, the same secrets): the same admission buys.
+    let gw = env.gateway().await;
+    let (status, body) = buy_with(&gw, product, 1, Some(&admission)).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let (_, polled) = poll(&gw, product, 1, &queue_id).await;
+    assert_eq!(polled["state"], "bought", "{polled}");
+    // Once: buying again answers the same ticket, and takes nothing more.
+    let (status, again) = buy_with(&gw, product, 1, Some(&admission)).await;
+    assert_eq!(status, StatusCode::OK, "{again}");
+    assert_eq!(again["ticket"], body["ticket"]);
+    assert_eq!(env.redis_stock(product).await, 4);
+}
