@@ -6,6 +6,9 @@
 //! The client's address is the connection's peer, unless that peer is a trusted proxy
 //! (`SECKILL_TRUSTED_PROXIES`): then it is the right-most `X-Forwarded-For` entry that is not a
 //! trusted proxy itself. Entries a client wrote (to the left) are never believed.
+//!
+//! An IPv6 client is limited by its /64 ([`limit_key`]): one host or subscriber is given a
+//! whole /64, and rotating through it does not make more clients.
 
 use crate::error::ApiError;
 use actix_web::HttpRequest;
@@ -19,6 +22,21 @@ use std::time::Duration;
 
 /// How often addresses that are back to a full bucket are forgotten.
 pub const FORGET_EVERY: Duration = Duration::from_secs(10);
+
+/// The key an address is limited under: an IPv4 address as itself (and an IPv4-mapped IPv6
+/// one, as a dual-stack listener reports IPv4 peers, as that IPv4 address), an IPv6 address by
+/// its /64, the block one subscriber or host is given (RFC 6177).
+pub fn limit_key(addr: IpAddr) -> IpAddr {
+    match addr {
+        IpAddr::V4(_) => addr,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(std::net::Ipv6Addr::from(
+                u128::from(v6) & !((1u128 << 64) - 1),
+            )),
+        },
+    }
+}
 
 pub struct AddressLimiter {
     /// `None` when the limit is off.
@@ -50,7 +68,7 @@ impl AddressLimiter {
         let Some(addr) = self.client(req) else {
             return Ok(());
         };
-        limiter.check_key(&addr).map_err(|not_until| {
+        limiter.check_key(&limit_key(addr)).map_err(|not_until| {
             let wait = not_until.wait_time_from(DefaultClock::default().now());
             ApiError::AddressRateLimited {
                 retry_after_secs: wait.as_secs_f64().ceil().max(1.0) as u64,
@@ -113,6 +131,34 @@ mod tests {
 
     fn ip(s: &str) -> IpAddr {
         s.parse().unwrap()
+    }
+
+    /// One IPv6 host owns a /64: its addresses share one limit, another /64 has its own, and
+    /// an IPv4 client (plain or IPv4-mapped) is limited as itself.
+    #[test]
+    fn an_ipv6_client_is_limited_by_its_slash_64() {
+        assert_eq!(
+            limit_key(ip("2001:db8:1:2:aaaa::1")),
+            limit_key(ip("2001:db8:1:2:ffff::9"))
+        );
+        assert_ne!(
+            limit_key(ip("2001:db8:1:2::1")),
+            limit_key(ip("2001:db8:1:3::1"))
+        );
+        assert_eq!(limit_key(ip("::ffff:1.2.3.4")), ip("1.2.3.4"));
+        assert_eq!(limit_key(ip("1.2.3.4")), ip("1.2.3.4"));
+        let l = AddressLimiter::new(1, vec![]);
+        let from = |peer: &str| {
+            actix_web::test::TestRequest::default()
+                .peer_addr(peer.parse().unwrap())
+                .to_http_request()
+        };
+        assert!(l.check(&from("[2001:db8::1]:1000")).is_ok());
+        assert!(
+            l.check(&from("[2001:db8::2]:1000")).is_err(),
+            "the same /64, over its limit"
+        );
+        assert!(l.check(&from("[2001:db8:0:1::1]:1000")).is_ok());
     }
 
     #[test]
