@@ -47,7 +47,9 @@ RUN groupadd --system --gid 10001 seckill \
 
 COPY --from=builder /out/gateway /out/worker /usr/local/bin/
 
-# Both programs refuse to start without SECKILL_ADMIN_TOKEN (a secret: set it at run time).
+# Secrets are set at run time, never here: both programs refuse to start without
+# SECKILL_ADMIN_TOKEN (32 bytes or more), and the gateway also without SECKILL_ADMISSION_SECRET
+# and a buyer-token key (SECKILL_AUTH_HS256_SECRET or SECKILL_AUTH_JWKS_FILE).
 # Listen on every interface inside the container (the programs default to 127.0.0.1).
 ENV SECKILL_HTTP_ADDR=0.0.0.0:8080 \
     SECKILL_WORKER_HTTP_ADDR=0.0.0.0:9090 \

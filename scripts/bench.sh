@@ -112,7 +112,8 @@ fi
 want() { [[ " $FIGURES " == *" $1 "* ]]; }
 D=$BENCH_DURATION C=$BENCH_CONCURRENCY
 GW_PORTS=(28081 28082 28083 28084) WK_PORTS=(29191 29192)
-TOKEN=bench-admin-token
+TOKEN=bench-admin-token-of-at-least-32-bytes
+ADMISSION_SECRET=bench-admission-secret-of-at-least-32-bytes
 # Buyers send real tokens (the load tool signs one per buyer), so figures pay verification.
 JWT_SECRET=bench-hs256-secret-of-at-least-32-bytes
 # (2E): EdDSA tokens signed with ed-1, whose public key the gateway reads from the JWKS file.
@@ -181,7 +182,8 @@ new_namespace() { # suffix
     mysql_root -e "CREATE DATABASE \`sk_$NS\`"
     export SECKILL_NAMESPACE=$NS SECKILL_MYSQL_URL=$BASE_MYSQL/sk_$NS \
         SECKILL_KAFKA_TOPIC=orders-$NS SECKILL_WORKER_GROUP=workers-$NS \
-        SECKILL_ADMIN_TOKEN=$TOKEN SECKILL_LOG_FORMAT=json SECKILL_AUTH_HS256_SECRET=$JWT_SECRET
+        SECKILL_ADMIN_TOKEN=$TOKEN SECKILL_LOG_FORMAT=json SECKILL_AUTH_HS256_SECRET=$JWT_SECRET \
+        SECKILL_ADMISSION_SECRET=$ADMISSION_SECRET
     "$BIN/worker" migrate >>"$OUT/migrate.log" 2>&1
     ensure_kafka_topic "orders-$NS" "$BENCH_PARTITIONS" >>"$OUT/topics.log" 2>&1
 }
@@ -612,8 +614,7 @@ fi
 if want 11; then
     new_namespace q
     start_worker 0 "SECKILL_WORKER_BATCH_SIZE=$BENCH_BATCH" "SECKILL_WORKER_BATCH_LINGER_MS=$BENCH_LINGER_MS"
-    start_gateway 2 "SECKILL_ADMISSION_SECRET=bench-admission-secret-of-at-least-32-bytes" \
-        SECKILL_QUEUE_RATE_LIMIT_PER_USER_PER_SEC=0
+    start_gateway 2 SECKILL_QUEUE_RATE_LIMIT_PER_USER_PER_SEC=0
     wait_for -t 90 -m "the worker to own all $BENCH_PARTITIONS partitions" worker_assigned 0 "$BENCH_PARTITIONS"
     wait_for -t 600 -m "every service to answer" services_ok
     log "(11) waiting room: $BENCH_QUEUE_BUYERS buyers, $BENCH_QUEUE_STOCK units, $BENCH_QUEUE_ADMIT_PER_SEC admissions/s, then the same sale without a waiting room"

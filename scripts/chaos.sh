@@ -141,7 +141,7 @@ fi
 OUT=$DEV_DIR/chaos/$(date +%Y%m%d-%H%M%S)
 mkdir -p "$OUT"
 BASE_MYSQL=${SECKILL_MYSQL_URL%/*}
-TOKEN=chaos-admin-token
+TOKEN=chaos-admin-token-of-at-least-32-bytes
 # Buyers are authenticated as in production: the load tool signs one HS256 token per buyer.
 JWT_SECRET=chaos-hs256-secret-of-at-least-32-bytes
 # The gateways sign waiting-room admissions with it (scenario 13).

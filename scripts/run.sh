@@ -3,9 +3,10 @@
 # two workers, a simulated payment provider (8099), plus a demo product. Ctrl-C stops
 # everything this script started.
 # Settings: SECKILL_ADMIN_TOKEN (default: a development token), SECKILL_AUTH_HS256_SECRET (the
-# buyer tokens' secret; default: a development secret), SECKILL_PAYMENT_WEBHOOK_SECRET
-# (default: a development secret), DEMO_STOCK (default 100), DEMO_PAYMENT_WINDOW_SECS
-# (default 300).
+# buyer tokens' secret; default: a development secret), SECKILL_ADMISSION_SECRET (the waiting
+# rooms' admissions; default: a development secret), SECKILL_PAYMENT_WEBHOOK_SECRET (default: a
+# development secret), DEMO_STOCK (default 100), DEMO_PAYMENT_WINDOW_SECS (default 300). The
+# defaults are for this machine only: never use them anywhere else.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
@@ -13,7 +14,8 @@ cd "$ROOT"
 
 scripts/dev-up.sh
 eval "$(dev_env)"
-export SECKILL_ADMIN_TOKEN=${SECKILL_ADMIN_TOKEN:-dev-admin-token}
+export SECKILL_ADMIN_TOKEN=${SECKILL_ADMIN_TOKEN:-dev-admin-token-for-local-use-only}
+export SECKILL_ADMISSION_SECRET=${SECKILL_ADMISSION_SECRET:-dev-admission-secret-for-local-use-only}
 export SECKILL_AUTH_HS256_SECRET=${SECKILL_AUTH_HS256_SECRET:-dev-hs256-secret-for-local-use-only!}
 export SECKILL_LOG_FORMAT=${SECKILL_LOG_FORMAT:-pretty}
 export SECKILL_PAYMENT_WEBHOOK_SECRET=${SECKILL_PAYMENT_WEBHOOK_SECRET:-dev-webhook-secret}

@@ -17,7 +17,8 @@ cd "$ROOT"
 [[ -f $HOME/.cargo/env ]] && . "$HOME/.cargo/env"
 
 : "${STOCK:=20000}" "${CONCURRENCY:=64}" "${RUNS:=3:1 3:2 3:4 4:4}" "${BASE_PORT:=7101}"
-TOKEN=spread-admin-token JWT_SECRET=spread-hs256-secret-of-at-least-32-bytes
+TOKEN=spread-admin-token-of-at-least-32-bytes JWT_SECRET=spread-hs256-secret-of-at-least-32-bytes
+ADMISSION_SECRET=spread-admission-secret-of-at-least-32-bytes
 GW_PORT=18181 WK_PORT=19291
 
 scripts/dev-up.sh >&2
@@ -88,6 +89,7 @@ one_run() { # primaries buckets
     export SECKILL_NAMESPACE=$ns SECKILL_MYSQL_URL=$BASE_MYSQL/sk_$ns SECKILL_REDIS_URL=$url \
         SECKILL_KAFKA_TOPIC=orders-$ns SECKILL_WORKER_GROUP=workers-$ns SECKILL_ADMIN_TOKEN=$TOKEN \
         SECKILL_LOG_FORMAT=json SECKILL_AUTH_HS256_SECRET=$JWT_SECRET \
+        SECKILL_ADMISSION_SECRET=$ADMISSION_SECRET \
         SECKILL_RATE_LIMIT_PER_ADDRESS_PER_SEC=0 SECKILL_MAX_IN_FLIGHT=100000
     "$BIN/worker" migrate >>"$OUT/migrate.log" 2>&1
     ensure_kafka_topic "orders-$ns" 8 >>"$OUT/topics.log" 2>&1

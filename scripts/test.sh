@@ -73,8 +73,9 @@ ensure_schemathesis() {
 }
 
 run_schemathesis() {
-    local ns db dir token=schemathesis-admin-token pids=() rc=0 pid buyer
+    local ns db dir token=schemathesis-admin-token-of-32-bytes-or-more pids=() rc=0 pid buyer
     local secret=schemathesis-hs256-secret-of-32-bytes-or-more
+    local admission=schemathesis-admission-secret-of-32-bytes-or-more
     ns=st$(date +%s)x$RANDOM
     db=sk_$ns
     dir=$DEV_DIR/schemathesis-runs/$ns
@@ -86,7 +87,8 @@ run_schemathesis() {
         SECKILL_NAMESPACE="$ns" SECKILL_MYSQL_URL="${SECKILL_MYSQL_URL%/*}/$db"
         SECKILL_KAFKA_TOPIC="orders-$ns" SECKILL_WORKER_GROUP="workers-$ns"
         SECKILL_ADMIN_TOKEN="$token" SECKILL_AUTH_HS256_SECRET="$secret" SECKILL_LOG_FORMAT=pretty
-        SECKILL_RATE_LIMIT_PER_ADDRESS_PER_SEC=0
+        SECKILL_ADMISSION_SECRET="$admission"
+        SECKILL_RATE_LIMIT_PER_ADDRESS_PER_SEC=0 SECKILL_ADMIN_AUTH_FAILURES_PER_MIN=0
     )
     buyer=$(env "${env[@]}" target/debug/gateway token --user 1 --ttl 3600)
     log "schemathesis: namespace $ns, logs and reports in $dir"

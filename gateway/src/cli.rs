@@ -56,6 +56,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     telemetry::init(settings.log_format);
     settings.require_admin_token(cli.dev)?;
     settings.require_auth(cli.dev)?;
+    settings.require_admission_secret(cli.dev)?;
 
     let app = Application::build(settings).await?;
     tracing::info!(port = app.port(), "gateway listening");

@@ -79,6 +79,10 @@ pub enum ApiError {
     /// The client address is over the per-address limit.
     #[error("too many requests from this address; retry in {retry_after_secs} s")]
     AddressRateLimited { retry_after_secs: u64 },
+    /// Too many wrong admin tokens from the client address: every admin request from it is
+    /// refused, whatever its token (`SECKILL_ADMIN_AUTH_FAILURES_PER_MIN`).
+    #[error("too many wrong admin tokens from this address; admin requests from it are refused, retry in {retry_after_secs} s")]
+    AdminLocked { retry_after_secs: u64 },
     /// The user is over the per-user rate limit; a token comes back after this many seconds.
     #[error("too many buys; retry in {retry_after_secs} s")]
     RateLimited { retry_after_secs: u64 },
@@ -135,6 +139,7 @@ impl ApiError {
             ApiError::NoWaitingRoom => "no_waiting_room",
             ApiError::UnknownQueueEntry => "unknown_queue_entry",
             ApiError::AddressRateLimited { .. } => "rate_limited",
+            ApiError::AdminLocked { .. } => "rate_limited",
             ApiError::RateLimited { .. } => "rate_limited",
             ApiError::Overloaded | ApiError::Unavailable(_) => "unavailable",
             ApiError::Unexpected(_) => "internal",
@@ -171,9 +176,9 @@ impl ResponseError for ApiError {
             ApiError::Unauthorized
             | ApiError::Unauthenticated(_)
             | ApiError::InvalidSignature(_) => StatusCode::UNAUTHORIZED,
-            ApiError::RateLimited { .. } | ApiError::AddressRateLimited { .. } => {
-                StatusCode::TOO_MANY_REQUESTS
-            }
+            ApiError::RateLimited { .. }
+            | ApiError::AddressRateLimited { .. }
+            | ApiError::AdminLocked { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Overloaded | ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Unexpected(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -211,7 +216,8 @@ impl ResponseError for ApiError {
                 res.insert_header((header::RETRY_AFTER, "1"));
             }
             ApiError::RateLimited { retry_after_secs }
-            | ApiError::AddressRateLimited { retry_after_secs } => {
+            | ApiError::AddressRateLimited { retry_after_secs }
+            | ApiError::AdminLocked { retry_after_secs } => {
                 res.insert_header((header::RETRY_AFTER, retry_after_secs.to_string()));
             }
             ApiError::MethodNotAllowed { allow } => {
@@ -352,6 +358,10 @@ pub mod documented {
         /// The client address is over `SECKILL_RATE_LIMIT_PER_ADDRESS_PER_SEC`. Retry after
         /// `Retry-After`.
         AddressLimited => [ApiError::AddressRateLimited { retry_after_secs: 1 }];
+        /// Too many wrong admin tokens from the client address
+        /// (`SECKILL_ADMIN_AUTH_FAILURES_PER_MIN`): every admin request from it is refused,
+        /// even with the right token, until `Retry-After`.
+        AdminLocked => [ApiError::AdminLocked { retry_after_secs: 1 }];
         /// A dependency (Redis, Kafka or MySQL) cannot take the request now, the sale's state
         /// is being restored after Redis lost it, or the gateway is at capacity
         /// (`SECKILL_MAX_IN_FLIGHT`). Nothing was done. Retry after `Retry-After`.
@@ -577,6 +587,9 @@ pub(crate) fn every_kind() -> Vec<ApiError> {
         ApiError::AddressRateLimited {
             retry_after_secs: 7,
         },
+        ApiError::AdminLocked {
+            retry_after_secs: 7,
+        },
         ApiError::Overloaded,
         ApiError::Unavailable(String::new()),
         ApiError::Unexpected(anyhow::anyhow!("x")),
@@ -611,6 +624,7 @@ pub(crate) fn every_kind() -> Vec<ApiError> {
             | ApiError::UnknownQueueEntry
             | ApiError::RateLimited { .. }
             | ApiError::AddressRateLimited { .. }
+            | ApiError::AdminLocked { .. }
             | ApiError::Overloaded
             | ApiError::Unavailable(_)
             | ApiError::Unexpected(_) => {}

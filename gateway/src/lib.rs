@@ -19,9 +19,11 @@
 //! - [`counting`]: the middleware that counts every request by route and outcome.
 //! - [`rate_limit`]: the per-user token bucket in Redis, shared by every gateway.
 //! - [`admission`]: the cap on buys in flight in this process.
+//! - [`admin_guard`]: the limit on wrong admin tokens per client address.
 //! - [`waiting_room`]: admission tokens of products with a waiting room (the queue is in Redis).
 //! - [`cli`]: the `gateway` binary's command line and `main`.
 
+pub mod admin_guard;
 pub mod admission;
 pub mod auth;
 pub mod cli;

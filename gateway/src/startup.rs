@@ -1,5 +1,6 @@
 //! Building and running the gateway.
 
+use crate::admin_guard::AdminGuard;
 use crate::admission::Admission;
 use crate::auth::{self, Authenticator};
 use crate::counting::count_requests;
@@ -96,9 +97,9 @@ impl Application {
             default_payment_window_secs: settings.payment_window_secs,
             admissions: Admissions::new(
                 settings.admission_secret.clone(),
-                &settings.admin_token,
                 settings.admission_ttl_secs * 1000,
-            ),
+            )?,
+            admin_guard: AdminGuard::new(settings.admin_auth_failures_per_min),
         });
         tokio::spawn(forget_idle_addresses(state.clone(), shutdown.clone()));
         tokio::spawn(crate::live::run(
@@ -182,13 +183,16 @@ impl Application {
     }
 }
 
-/// Keeps the per-address limiter's map to recent clients.
+/// Keeps the per-address limiters' maps (buyers', and wrong admin tokens') to recent clients.
 async fn forget_idle_addresses(state: web::Data<AppState>, stop: CancellationToken) {
     let mut tick = tokio::time::interval(auth::address::FORGET_EVERY);
     loop {
         tokio::select! {
             _ = stop.cancelled() => return,
-            _ = tick.tick() => state.auth.addresses.forget_idle(),
+            _ = tick.tick() => {
+                state.auth.addresses.forget_idle();
+                state.admin_guard.forget_idle();
+            }
         }
     }
 }

@@ -1,5 +1,6 @@
 //! [`AppState`]: what every request handler shares.
 
+use crate::admin_guard::AdminGuard;
 use crate::admission::Admission;
 use crate::auth::Authenticator;
 use crate::metrics::Metrics;
@@ -39,6 +40,8 @@ pub struct AppState {
     pub default_payment_window_secs: u64,
     /// Waiting rooms' admission tokens.
     pub admissions: Admissions,
+    /// Wrong admin tokens per client address (`SECKILL_ADMIN_AUTH_FAILURES_PER_MIN`).
+    pub admin_guard: AdminGuard,
 }
 
 impl AppState {

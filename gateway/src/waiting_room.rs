@@ -35,19 +35,16 @@ pub enum AdmissionError {
 }
 
 impl Admissions {
-    /// With `SECKILL_ADMISSION_SECRET` unset, the key is derived from the admin token, which
-    /// every gateway of a deployment shares (HMAC-SHA256 of a fixed label, so the admin token
-    /// itself never signs anything a buyer sees).
-    pub fn new(secret: SecretString, admin_token: &SecretString, ttl_ms: u64) -> Self {
-        let secret = if secret.expose_secret().is_empty() {
-            let mut m = HmacSha256::new_from_slice(admin_token.expose_secret().as_bytes())
-                .expect("HMAC takes a key of any size");
-            m.update(b"seckill admission tokens v1");
-            hex::encode(m.finalize().into_bytes()).into()
-        } else {
-            secret
-        };
-        Self { secret, ttl_ms }
+    /// Signs with `secret` (`SECKILL_ADMISSION_SECRET`, which [`Settings::require_admission_secret`]
+    /// fills in or refuses). An empty one is refused: no key is derived from another secret.
+    ///
+    /// [`Settings::require_admission_secret`]: seckill_shared::Settings::require_admission_secret
+    pub fn new(secret: SecretString, ttl_ms: u64) -> anyhow::Result<Self> {
+        anyhow::ensure!(
+            !secret.expose_secret().is_empty(),
+            "SECKILL_ADMISSION_SECRET is not set: the gateway signs waiting-room admissions with it"
+        );
+        Ok(Self { secret, ttl_ms })
     }
 
     fn mac(&self, text: &str) -> Vec<u8> {
@@ -100,25 +97,21 @@ mod tests {
     use super::*;
 
     fn admissions(secret: &str) -> Admissions {
-        Admissions::new(secret.to_owned().into(), &SecretString::default(), 60_000)
+        Admissions::new(secret.to_owned().into(), 60_000).unwrap()
     }
 
     #[test]
-    fn without_a_secret_the_key_comes_from_the_admin_token() {
+    fn without_a_secret_nothing_signs() {
+        assert!(Admissions::new(SecretString::default(), 60_000).is_err());
+    }
+
+    #[test]
+    fn gateways_with_the_same_secret_accept_each_others_tokens() {
         let (p, u) = (ProductId::new(4).unwrap(), UserId::new(9).unwrap());
-        let a = Admissions::new(SecretString::default(), &"admin-1".into(), 60_000);
-        let b = Admissions::new(SecretString::default(), &"admin-1".into(), 60_000);
-        let c = Admissions::new(SecretString::default(), &"admin-2".into(), 60_000);
-        let t = a.sign(p, u, 1_000);
+        let t = admissions(&"a".repeat(32)).sign(p, u, 1_000);
+        assert_eq!(admissions(&"a".repeat(32)).verify(&t, p, u, 0), Ok(()));
         assert_eq!(
-            b.verify(&t, p, u, 0),
-            Ok(()),
-            "another gateway of the deployment"
-        );
-        assert_eq!(c.verify(&t, p, u, 0), Err(AdmissionError::Forged));
-        // The admin token itself does not sign.
-        assert_eq!(
-            admissions("admin-1").verify(&t, p, u, 0),
+            admissions(&"b".repeat(32)).verify(&t, p, u, 0),
             Err(AdmissionError::Forged)
         );
     }

@@ -5,8 +5,9 @@
 //! environment variable is `SECKILL_` followed by the field name in upper case, so
 //! `redis_url` is `SECKILL_REDIS_URL`. See `config.example.toml` for every field.
 //!
-//! Secrets ([`Settings::admin_token`], [`Settings::auth_hs256_secret`], and
-//! [`Settings::mysql_url`] and [`Settings::redis_url`], which may hold passwords) are
+//! Secrets ([`Settings::admin_token`], [`Settings::auth_hs256_secret`],
+//! [`Settings::admission_secret`], and [`Settings::mysql_url`] and [`Settings::redis_url`],
+//! which may hold passwords) are
 //! [`SecretString`]s: `{:?}` prints them as `[REDACTED]`, and serialising [`Settings`]
 //! (`--print-config`) redacts them too. Read one with [`ExposeSecret::expose_secret`].
 
@@ -137,9 +138,15 @@ pub struct Settings {
     pub zk_hosts: String,
     /// Prefixes Redis keys and the ZooKeeper root, so that several systems share servers.
     pub namespace: String,
-    /// Bearer token for `/admin`. Required unless the binary runs with `--dev`. Secret.
+    /// Bearer token for `/admin`, at least 32 bytes. Required unless the binary runs with
+    /// `--dev`. Secret.
     #[serde(serialize_with = "redacted_token")]
     pub admin_token: SecretString,
+    /// Gateway: wrong admin tokens each client address may send per minute (a burst of this
+    /// many, then one more every `60 / n` seconds). Past it, every admin request from that
+    /// address gets `429`, even with the right token, until one more failure would be
+    /// allowed. 0 turns the limit off.
+    pub admin_auth_failures_per_min: u32,
 
     /// Gateway: `jwt` (the default: buyers send a signed token) or `none` (the body's
     /// `user_id` is trusted; only with `--dev`).
@@ -253,7 +260,8 @@ pub struct Settings {
     pub payment_webhook_secret: SecretString,
 
     /// Gateway: admission tokens of waiting rooms are signed with this (HMAC-SHA256), so that
-    /// any gateway accepts another's. Unset: a key derived from the admin token. Secret.
+    /// any gateway accepts another's: the same on every gateway, at least 32 bytes, and not
+    /// the admin token or the HS256 secret. Required by the gateway unless `--dev`. Secret.
     #[serde(serialize_with = "redacted_token")]
     pub admission_secret: SecretString,
     /// Gateway: how long an admission lasts; an admitted buyer who has not bought by then
@@ -281,6 +289,7 @@ impl Default for Settings {
             zk_hosts: "127.0.0.1:2181".into(),
             namespace: "seckill".into(),
             admin_token: SecretString::default(),
+            admin_auth_failures_per_min: 10,
             auth_mode: AuthMode::Jwt,
             auth_hs256_secret: SecretString::default(),
             auth_jwks_file: String::new(),
@@ -328,7 +337,13 @@ impl Default for Settings {
 }
 
 /// The admin token `--dev` uses when none is set.
-pub const DEV_ADMIN_TOKEN: &str = "dev-admin-token";
+pub const DEV_ADMIN_TOKEN: &str = "dev-admin-token-for-local-use-only";
+
+/// The admission-token secret `--dev` uses when none is set.
+pub const DEV_ADMISSION_SECRET: &str = "dev-admission-secret-for-local-use-only";
+
+/// The shortest admin token accepted.
+pub const MIN_ADMIN_TOKEN_BYTES: usize = 32;
 
 /// The HS256 secret `--dev` uses when no buyer-token key is set.
 pub const DEV_AUTH_HS256_SECRET: &str = "dev-hs256-secret-for-local-use-only!";
@@ -530,12 +545,24 @@ impl Settings {
             "queue_rate_limit_per_user_per_sec",
             "must be between 0 (off) and 1000000",
         )?;
+        let admin = self.admin_token.expose_secret();
+        check(
+            admin.is_empty() || admin.len() >= MIN_ADMIN_TOKEN_BYTES,
+            "admin_token",
+            "must be at least 32 bytes (e.g. `openssl rand -hex 32`)",
+        )?;
+        check(
+            self.admin_auth_failures_per_min <= 10_000,
+            "admin_auth_failures_per_min",
+            "must be between 0 (off) and 10000",
+        )?;
         check(
             self.admission_secret.expose_secret().is_empty()
                 || self.admission_secret.expose_secret().len() >= MIN_HS256_SECRET_BYTES,
             "admission_secret",
             "must be at least 32 bytes",
         )?;
+        self.check_admission_secret_is_its_own()?;
         check(
             (100..=60_000).contains(&self.payment_provider_timeout_ms),
             "payment_provider_timeout_ms",
@@ -639,10 +666,41 @@ impl Settings {
     pub fn require_admin_token(&mut self, dev: bool) -> anyhow::Result<()> {
         if self.admin_token.expose_secret().is_empty() {
             if !dev {
-                bail!("{ENV_PREFIX}ADMIN_TOKEN must be set (or pass --dev to use a development token)");
+                bail!("{ENV_PREFIX}ADMIN_TOKEN must be set: at least 32 bytes, e.g. `openssl rand -hex 32` (or pass --dev to use a development token)");
             }
             tracing::warn!("--dev: using the development admin token {DEV_ADMIN_TOKEN:?}; never do this in production");
             self.admin_token = DEV_ADMIN_TOKEN.into();
+        }
+        Ok(())
+    }
+
+    /// Applies `--dev` to the waiting rooms' admission secret (the gateway signs admissions
+    /// with it; every gateway needs the same): a missing one becomes
+    /// [`DEV_ADMISSION_SECRET`] with `--dev`, and is an error without. Nothing is derived from
+    /// another secret.
+    pub fn require_admission_secret(&mut self, dev: bool) -> anyhow::Result<()> {
+        if self.admission_secret.expose_secret().is_empty() {
+            if !dev {
+                bail!("{ENV_PREFIX}ADMISSION_SECRET must be set: at least 32 bytes, the same on every gateway, not the admin token (or pass --dev to use a development secret)");
+            }
+            tracing::warn!("--dev: signing admission tokens with the development secret; never do this in production");
+            self.admission_secret = DEV_ADMISSION_SECRET.into();
+        }
+        self.check_admission_secret_is_its_own()
+    }
+
+    /// The admission secret (when set) is neither the admin token nor the HS256 secret: each
+    /// secret signs or opens one thing only.
+    fn check_admission_secret_is_its_own(&self) -> anyhow::Result<()> {
+        let admission = self.admission_secret.expose_secret();
+        if admission.is_empty() {
+            return Ok(());
+        }
+        if admission == self.admin_token.expose_secret() {
+            bail!("{ENV_PREFIX}ADMISSION_SECRET: must differ from {ENV_PREFIX}ADMIN_TOKEN");
+        }
+        if admission == self.auth_hs256_secret.expose_secret() {
+            bail!("{ENV_PREFIX}ADMISSION_SECRET: must differ from {ENV_PREFIX}AUTH_HS256_SECRET");
         }
         Ok(())
     }
@@ -950,6 +1008,11 @@ mod tests {
         let s = Settings::from_sources(None, env(&[("SECKILL_WORKER_SESSION_TIMEOUT_MS", "3001")]))
             .unwrap();
         assert_eq!(s.worker_session_timeout_ms, 3001);
+        assert_eq!(Settings::default().admin_auth_failures_per_min, 10);
+        let off =
+            Settings::from_sources(None, env(&[("SECKILL_ADMIN_AUTH_FAILURES_PER_MIN", "0")]))
+                .unwrap();
+        assert_eq!(off.admin_auth_failures_per_min, 0);
         for (name, bad) in [
             ("SECKILL_MAX_IN_FLIGHT", "0"),
             ("SECKILL_RATE_LIMIT_BURST", "0"),
@@ -960,6 +1023,8 @@ mod tests {
             ("SECKILL_HTTP_MAX_CONNECTIONS", "0"),
             ("SECKILL_WORKER_SESSION_TIMEOUT_MS", "3000"),
             ("SECKILL_WORKER_SESSION_TIMEOUT_MS", "300001"),
+            ("SECKILL_ADMIN_AUTH_FAILURES_PER_MIN", "10001"),
+            ("SECKILL_ADMIN_AUTH_FAILURES_PER_MIN", "-1"),
         ] {
             let err = Settings::from_sources(None, env(&[(name, bad)])).unwrap_err();
             assert!(format!("{err:#}").contains(name), "{name}={bad}: {err:#}");
@@ -972,6 +1037,103 @@ mod tests {
         assert!(s.require_admin_token(false).is_err());
         s.require_admin_token(true).unwrap();
         assert_eq!(s.admin_token.expose_secret(), DEV_ADMIN_TOKEN);
+    }
+
+    #[test]
+    fn a_short_admin_token_is_refused() {
+        let err = Settings::from_sources(None, env(&[("SECKILL_ADMIN_TOKEN", "short-token")]))
+            .unwrap_err();
+        let err = format!("{err:#}");
+        assert!(
+            err.contains("SECKILL_ADMIN_TOKEN") && err.contains("32 bytes"),
+            "{err}"
+        );
+        let err = Settings::from_sources(None, env(&[("SECKILL_ADMIN_TOKEN", &"x".repeat(31))]))
+            .unwrap_err();
+        assert!(
+            format!("{err:#}").contains("SECKILL_ADMIN_TOKEN"),
+            "{err:#}"
+        );
+        let s =
+            Settings::from_sources(None, env(&[("SECKILL_ADMIN_TOKEN", &"x".repeat(32))])).unwrap();
+        assert_eq!(s.admin_token.expose_secret().len(), 32);
+        assert!(DEV_ADMIN_TOKEN.len() >= MIN_ADMIN_TOKEN_BYTES);
+    }
+
+    #[test]
+    fn the_admission_secret_is_required_unless_dev_and_derived_from_nothing() {
+        // An admin token and an HS256 secret do not stand in for it.
+        let mut s = Settings::from_sources(
+            None,
+            env(&[
+                ("SECKILL_ADMIN_TOKEN", "an-admin-token-of-at-least-32-bytes"),
+                (
+                    "SECKILL_AUTH_HS256_SECRET",
+                    "an-hs256-secret-of-at-least-32-bytes",
+                ),
+            ]),
+        )
+        .unwrap();
+        let err = s.require_admission_secret(false).unwrap_err().to_string();
+        assert!(
+            err.contains("SECKILL_ADMISSION_SECRET must be set") && err.contains("--dev"),
+            "{err}"
+        );
+        assert!(s.admission_secret.expose_secret().is_empty());
+        s.require_admission_secret(true).unwrap();
+        assert_eq!(s.admission_secret.expose_secret(), DEV_ADMISSION_SECRET);
+        // A set one is kept.
+        let mut s = Settings {
+            admission_secret: "an-admission-secret-of-32-bytes-or-more".into(),
+            ..Settings::default()
+        };
+        s.require_admission_secret(false).unwrap();
+        assert_eq!(
+            s.admission_secret.expose_secret(),
+            "an-admission-secret-of-32-bytes-or-more"
+        );
+        let short = Settings::from_sources(None, env(&[("SECKILL_ADMISSION_SECRET", "short")]));
+        assert!(format!("{:#}", short.unwrap_err()).contains("SECKILL_ADMISSION_SECRET"));
+    }
+
+    #[test]
+    fn an_admission_secret_equal_to_another_secret_is_refused() {
+        let same = "one-secret-of-at-least-32-bytes-long";
+        let err = Settings::from_sources(
+            None,
+            env(&[
+                ("SECKILL_ADMIN_TOKEN", same),
+                ("SECKILL_ADMISSION_SECRET", same),
+            ]),
+        )
+        .unwrap_err();
+        let err = format!("{err:#}");
+        assert!(
+            err.contains("SECKILL_ADMISSION_SECRET")
+                && err.contains("must differ from SECKILL_ADMIN_TOKEN"),
+            "{err}"
+        );
+        let err = Settings::from_sources(
+            None,
+            env(&[
+                ("SECKILL_AUTH_HS256_SECRET", same),
+                ("SECKILL_ADMISSION_SECRET", same),
+            ]),
+        )
+        .unwrap_err();
+        assert!(
+            format!("{err:#}").contains("must differ from SECKILL_AUTH_HS256_SECRET"),
+            "{err:#}"
+        );
+        // `--dev` fills the admin token in after loading: the same check then.
+        let mut s = Settings {
+            admission_secret: DEV_ADMIN_TOKEN.into(),
+            ..Settings::default()
+        };
+        s.require_admin_token(true).unwrap();
+        assert!(s.require_admission_secret(true).is_err());
+        assert_ne!(DEV_ADMISSION_SECRET, DEV_ADMIN_TOKEN);
+        assert_ne!(DEV_ADMISSION_SECRET, DEV_AUTH_HS256_SECRET);
     }
 
     #[test]
@@ -1030,12 +1192,15 @@ mod tests {
         let s = Settings::from_sources(
             None,
             env(&[
-                ("SECKILL_ADMIN_TOKEN", "tok-hunter2"),
+                ("SECKILL_ADMIN_TOKEN", "tok-hunter2-admin-token-of-32-bytes"),
                 ("SECKILL_MYSQL_URL", "mysql://app:pw-s3cr3t@db:3306/shop"),
             ]),
         )
         .unwrap();
-        assert_eq!(s.admin_token.expose_secret(), "tok-hunter2");
+        assert_eq!(
+            s.admin_token.expose_secret(),
+            "tok-hunter2-admin-token-of-32-bytes"
+        );
         assert_eq!(
             s.mysql_url.expose_secret(),
             "mysql://app:pw-s3cr3t@db:3306/shop"
@@ -1055,7 +1220,7 @@ mod tests {
         let s = Settings::from_sources(
             None,
             env(&[
-                ("SECKILL_ADMIN_TOKEN", "0123"),
+                ("SECKILL_ADMIN_TOKEN", "0123456789012345678901234567890123"),
                 ("SECKILL_NAMESPACE", "007"),
                 ("SECKILL_CHAOS_FAIL_USERS", "6"),
                 ("SECKILL_KAFKA_TOPIC", "1.50"),
@@ -1066,7 +1231,10 @@ mod tests {
             ]),
         )
         .unwrap();
-        assert_eq!(s.admin_token.expose_secret(), "0123");
+        assert_eq!(
+            s.admin_token.expose_secret(),
+            "0123456789012345678901234567890123"
+        );
         assert_eq!(s.namespace, "007");
         assert_eq!(s.chaos_fail_users().unwrap(), HashSet::from([6]));
         assert_eq!(s.kafka_topic, "1.50");

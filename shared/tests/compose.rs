@@ -67,9 +67,38 @@ const HA_VARS: [(&str, &str); 4] = [
     ),
 ];
 
+/// The secrets compose takes from the host only (`${VAR:?message}`: no default, so compose
+/// refuses to start without each), with values the programs accept, for the checks that are
+/// about something else.
+const HOST_SECRETS: [(&str, &str); 4] = [
+    (
+        "SECKILL_ADMIN_TOKEN",
+        "compose-check-admin-token-of-32-bytes",
+    ),
+    (
+        "SECKILL_AUTH_HS256_SECRET",
+        "compose-check-hs256-secret-of-32-bytes",
+    ),
+    (
+        "SECKILL_ADMISSION_SECRET",
+        "compose-check-admission-secret-of-32-bytes",
+    ),
+    ("GRAFANA_ADMIN_PASSWORD", "compose-check-grafana-password"),
+];
+
 /// The host's environment that compose interpolates `${VAR}` from (and reads
 /// `COMPOSE_PROFILES` from).
 type Host = BTreeMap<String, String>;
+
+/// `host` with each of [`HOST_SECRETS`] it does not set.
+fn with_secrets(host: &Host) -> Host {
+    let mut host = host.clone();
+    for (name, value) in HOST_SECRETS {
+        host.entry(name.to_string())
+            .or_insert_with(|| value.to_string());
+    }
+    host
+}
 
 fn host(vars: &[(&str, &str)]) -> Host {
     vars.iter()
@@ -111,15 +140,20 @@ impl Role {
 
 // ---------------------------------------------------------------- the checks
 
-/// Checks a compose file's text, as `docker compose up` on a host with no variable set
-/// sees it; `Err` lists every problem found.
+/// Checks a compose file's text, as `docker compose up` sees it on a host that sets the
+/// secrets ([`HOST_SECRETS`]) and nothing else; `Err` lists every problem found.
 fn check_compose(text: &str) -> Result<(), Vec<String>> {
     check_compose_in(text, &Host::new())
 }
 
 /// Checks a compose file's text as `docker compose up` sees it on a host with `host`'s
-/// variables (its `COMPOSE_PROFILES` are the profiles on).
+/// variables (its `COMPOSE_PROFILES` are the profiles on), plus the secrets it does not set.
 fn check_compose_in(text: &str, host: &Host) -> Result<(), Vec<String>> {
+    check_compose_exact(text, &with_secrets(host))
+}
+
+/// [`check_compose_in`] on exactly `host`'s variables.
+fn check_compose_exact(text: &str, host: &Host) -> Result<(), Vec<String>> {
     let mut doc: Value =
         serde_norway::from_str(text).map_err(|e| vec![format!("not valid YAML: {e}")])?;
     // `<<: *anchor` merge keys are not applied by serde_norway on its own.
@@ -135,6 +169,7 @@ fn check_compose_in(text: &str, host: &Host) -> Result<(), Vec<String>> {
         .collect();
 
     let mut problems = Vec::new();
+    check_secrets(text, &doc, host, &mut problems);
     let known: BTreeSet<String> = Settings::env_names().into_iter().collect();
     let on: BTreeSet<String> = host
         .get("COMPOSE_PROFILES")
@@ -243,6 +278,55 @@ fn check_compose_in(text: &str, host: &Host) -> Result<(), Vec<String>> {
     }
 }
 
+/// Compose reads the whole file, and a `${VAR:?...}` without its variable stops every
+/// command: on `host` each such error is a problem. Each of [`HOST_SECRETS`] must be one: the
+/// file without it does not start (no default, no literal, nothing published), and no
+/// `change-me` placeholder is left anywhere.
+fn check_secrets(text: &str, doc: &Value, host: &Host, problems: &mut Vec<String>) {
+    for e in interpolation_errors(doc, host) {
+        problems.push(format!("compose refuses to start on this host: {e}"));
+    }
+    for (name, _) in HOST_SECRETS {
+        let mut without = with_secrets(host);
+        without.remove(name);
+        if !interpolation_errors(doc, &without)
+            .iter()
+            .any(|e| e.contains(&format!("needs {name} from the host")))
+        {
+            problems.push(format!(
+                "compose starts without {name}: take it from the host only, `${{{name}:?...}}`"
+            ));
+        }
+    }
+    if text.contains("change-me") {
+        problems.push("a `change-me` placeholder is left: a published default secret".into());
+    }
+}
+
+/// Every scalar of the document (keys too), interpolated on `host`: the errors compose would
+/// stop with.
+fn interpolation_errors(doc: &Value, host: &Host) -> BTreeSet<String> {
+    fn walk(v: &Value, host: &Host, errors: &mut BTreeSet<String>) {
+        match v {
+            Value::String(s) => {
+                if let Err(e) = interpolate_in(s, host) {
+                    errors.insert(e);
+                }
+            }
+            Value::Sequence(items) => items.iter().for_each(|i| walk(i, host, errors)),
+            Value::Mapping(map) => map.iter().for_each(|(k, v)| {
+                walk(k, host, errors);
+                walk(v, host, errors);
+            }),
+            Value::Tagged(t) => walk(&t.value, host, errors),
+            Value::Null | Value::Bool(_) | Value::Number(_) => {}
+        }
+    }
+    let mut errors = BTreeSet::new();
+    walk(doc, host, &mut errors);
+    errors
+}
+
 /// One gateway or worker.
 fn check_app(
     name: &str,
@@ -302,11 +386,35 @@ fn check_app(
     let listen_var = role.listen_var();
     let mut required: Vec<&str> = CONNECTIONS.iter().map(|c| c.0).collect();
     required.push(listen_var);
-    // Both programs refuse to start without it unless run with --dev.
-    required.push("SECKILL_ADMIN_TOKEN");
+    // The programs refuse to start without them unless run with --dev (the gateway also
+    // without a buyer-token key or an admission secret).
+    let secrets: &[&str] = match role {
+        Role::Gateway { .. } => &[
+            "SECKILL_ADMIN_TOKEN",
+            "SECKILL_AUTH_HS256_SECRET",
+            "SECKILL_ADMISSION_SECRET",
+        ],
+        Role::Worker => &["SECKILL_ADMIN_TOKEN"],
+    };
+    required.extend(secrets);
     for key in required {
-        if !is_set(key) {
+        // A value that does not interpolate is reported with its error.
+        if !is_set(key) && !matches!(env.get(key), Some(Some(_))) {
             problem(format!("does not set {key}"));
+        }
+    }
+    // A secret is the host's alone: `${VAR:?...}`, neither a literal nor a default in the file.
+    for key in secrets {
+        let Some(Some(raw)) = env.get(*key) else {
+            continue;
+        };
+        let from_host = raw
+            .strip_prefix(&format!("${{{key}:?"))
+            .is_some_and(|rest| rest.ends_with('}') && !rest.contains("${"));
+        if !from_host {
+            problem(format!(
+                "{key} must be required from the host (`${{{key}:?...}}`), not written or defaulted in the file: {raw:?}"
+            ));
         }
     }
 
@@ -318,9 +426,19 @@ fn check_app(
         }
     };
 
-    if settings.admin_token.expose_secret().trim().is_empty() {
+    // The programs' own start-up checks, as without --dev.
+    let mut started = settings.clone();
+    let start = started
+        .require_admin_token(false)
+        .and_then(|()| match role {
+            Role::Gateway { .. } => started
+                .require_auth(false)
+                .and_then(|()| started.require_admission_secret(false)),
+            Role::Worker => Ok(()),
+        });
+    if let Err(e) = start {
         problem(format!(
-            "SECKILL_ADMIN_TOKEN is empty: the {} refuses to start without --dev",
+            "{e:#}: the {} refuses to start without --dev",
             role.program()
         ));
     }
@@ -1480,6 +1598,12 @@ fn interpolate_in(raw: &str, vars: &Host) -> Result<String, String> {
             } else if op.starts_with(":?") || op.starts_with('?') {
                 match value.filter(|_| set) {
                     Some(v) => out.push_str(v),
+                    // A secret has no default on purpose.
+                    None if HOST_SECRETS.iter().any(|(n, _)| *n == name) => {
+                        return Err(format!(
+                            "`${{{expr}}}` needs {name} from the host: compose refuses to start without it"
+                        ))
+                    }
                     None => {
                         return Err(format!(
                             "`${{{expr}}}` needs {name} from the host; give it a default (`${{{name}:-...}}`)"
@@ -1831,21 +1955,50 @@ fn checker_catches_wrong_hosts_ports_and_values() {
         ),
         &["gateway-1", "use 0.0.0.0"],
     );
-    let no_token = compose_with(
-        "${SECKILL_ADMIN_TOKEN:-change-me}",
-        "${SECKILL_ADMIN_TOKEN}",
-    );
-    assert_rejected(&no_token, &["gateway-1", "SECKILL_ADMIN_TOKEN is empty"]);
+    // The secrets' lines.
+    let admin_line = compose_text()
+        .lines()
+        .find(|l| l.trim_start().starts_with("SECKILL_ADMIN_TOKEN: "))
+        .expect("an SECKILL_ADMIN_TOKEN line")
+        .to_owned();
+    let admission_line = compose_text()
+        .lines()
+        .find(|l| l.trim_start().starts_with("SECKILL_ADMISSION_SECRET: "))
+        .expect("an SECKILL_ADMISSION_SECRET line")
+        .to_owned();
     assert_rejected(
-        &no_token,
-        &["worker-2", "SECKILL_ADMIN_TOKEN is empty", "worker refuses"],
+        &compose_with(&format!("{admin_line}\n"), ""),
+        &["worker-1", "does not set SECKILL_ADMIN_TOKEN"],
     );
+    assert_rejected(
+        &compose_with(&format!("{admission_line}\n"), ""),
+        &["gateway-1", "does not set SECKILL_ADMISSION_SECRET"],
+    );
+    // A default, even a long one, is published with the file.
+    let defaulted = compose_with(
+        &admission_line,
+        "  SECKILL_ADMISSION_SECRET: ${SECKILL_ADMISSION_SECRET:-change-me-to-another-secret-of-32-bytes}",
+    );
+    assert_rejected(
+        &defaulted,
+        &[
+            "gateway-1",
+            "SECKILL_ADMISSION_SECRET",
+            "required from the host",
+        ],
+    );
+    assert_rejected(
+        &defaulted,
+        &["compose starts without SECKILL_ADMISSION_SECRET"],
+    );
+    assert_rejected(&defaulted, &["change-me"]);
+    // So is a value written in the file.
     assert_rejected(
         &compose_with(
-            "  SECKILL_ADMIN_TOKEN: ${SECKILL_ADMIN_TOKEN:-change-me}\n",
-            "",
+            &admin_line,
+            "  SECKILL_ADMIN_TOKEN: a-literal-admin-token-of-32-bytes-or-more",
         ),
-        &["worker-1", "does not set SECKILL_ADMIN_TOKEN"],
+        &["worker-2", "SECKILL_ADMIN_TOKEN", "required from the host"],
     );
     assert_rejected(
         &compose_with(
@@ -1878,6 +2031,97 @@ fn checker_catches_wrong_hosts_ports_and_values() {
             "  cache:\n    image: redis:7\n",
         ),
         &["service `redis` is missing"],
+    );
+}
+
+/// Compose reads the whole file before it starts anything: without any one of the secrets
+/// on the host, it stops with that secret's message, and the programs would refuse the
+/// settings too.
+#[test]
+fn compose_refuses_to_start_without_each_secret() {
+    let text = compose_text();
+    assert!(!text.contains("change-me"), "a published default secret");
+    check_compose_exact(&text, &with_secrets(&Host::new())).expect("with every secret set");
+    for (name, _) in HOST_SECRETS {
+        let mut host = with_secrets(&Host::new());
+        host.remove(name);
+        let problems = check_compose_exact(&text, &host).expect_err(name);
+        let refusal = format!("needs {name} from the host: compose refuses to start without it");
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.starts_with("compose refuses to start") && p.contains(&refusal)),
+            "{name}: {problems:#?}"
+        );
+        // An empty value counts as unset (`:?`).
+        host.insert(name.to_string(), String::new());
+        assert!(
+            check_compose_exact(&text, &host)
+                .unwrap_err()
+                .iter()
+                .any(|p| p.contains(&refusal)),
+            "{name} empty"
+        );
+    }
+    // None at all: each gateway names each of its three, and the programs refuse to start.
+    let problems = check_compose_exact(&text, &Host::new()).unwrap_err();
+    for (app, name) in [
+        ("gateway-1", "SECKILL_ADMIN_TOKEN"),
+        ("gateway-2", "SECKILL_AUTH_HS256_SECRET"),
+        ("gateway-1", "SECKILL_ADMISSION_SECRET"),
+        ("worker-2", "SECKILL_ADMIN_TOKEN"),
+    ] {
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.starts_with(&format!("{app}: {name}: "))
+                    && p.contains("refuses to start")),
+            "{app} {name}: {problems:#?}"
+        );
+    }
+    assert!(
+        problems.iter().any(|p| p.starts_with("gateway-1: ")
+            && p.contains("the gateway refuses to start without --dev")),
+        "{problems:#?}"
+    );
+}
+
+/// The host's secrets are checked as the programs check them.
+#[test]
+fn checker_catches_weak_or_shared_secrets() {
+    let text = compose_text();
+    assert_rejected_in(
+        &text,
+        &host(&[("SECKILL_ADMIN_TOKEN", "short-admin-token")]),
+        &[
+            "gateway-1",
+            "settings do not load",
+            "SECKILL_ADMIN_TOKEN",
+            "32 bytes",
+        ],
+    );
+    assert_rejected_in(
+        &text,
+        &host(&[("SECKILL_ADMIN_TOKEN", "short-admin-token")]),
+        &["worker-1", "settings do not load", "SECKILL_ADMIN_TOKEN"],
+    );
+    let same = "the-same-secret-of-at-least-32-bytes";
+    assert_rejected_in(
+        &text,
+        &host(&[
+            ("SECKILL_ADMIN_TOKEN", same),
+            ("SECKILL_ADMISSION_SECRET", same),
+        ]),
+        &[
+            "gateway-2",
+            "SECKILL_ADMISSION_SECRET",
+            "must differ from SECKILL_ADMIN_TOKEN",
+        ],
+    );
+    assert_rejected_in(
+        &text,
+        &host(&[("SECKILL_ADMISSION_SECRET", "short")]),
+        &["gateway-1", "SECKILL_ADMISSION_SECRET", "32 bytes"],
     );
 }
 

@@ -13,8 +13,15 @@ use serde::{Deserialize, Serialize};
 use subtle::ConstantTimeEq;
 use utoipa::ToSchema;
 
-/// Checks the bearer token in constant time: `401` without one, `403` when it is wrong.
+/// Checks the bearer token in constant time: `401` without one, `403` when it is wrong, and
+/// `429` from a client address past its budget of wrong tokens (`crate::admin_guard`), whatever
+/// the token.
 pub(crate) fn authorize(req: &HttpRequest, state: &AppState) -> Result<(), ApiError> {
+    // Keyed like the buyers' per-address limit (trusted proxies).
+    let client = state.auth.addresses.client(req);
+    if let Some(addr) = client {
+        state.admin_guard.check(addr)?;
+    }
     let given = req
         .headers()
         .get(header::AUTHORIZATION)
@@ -27,6 +34,9 @@ pub(crate) fn authorize(req: &HttpRequest, state: &AppState) -> Result<(), ApiEr
     ) {
         Ok(())
     } else {
+        if let Some(addr) = client {
+            state.admin_guard.failed(addr)?;
+        }
         Err(ApiError::Forbidden)
     }
 }
@@ -290,6 +300,7 @@ pub struct OrdersByState {
         e::BadRequest,
         e::Unauthorized,
         e::Forbidden,
+        e::AdminLocked,
         e::PayloadTooLarge,
         e::UnsupportedMediaType,
         e::Unavailable,
@@ -439,6 +450,7 @@ async fn announce_for_sale(state: &AppState, id: ProductId) -> bool {
         e::BadRequest,
         e::Unauthorized,
         e::Forbidden,
+        e::AdminLocked,
         e::UnknownProduct,
         e::Unavailable,
     ),
@@ -528,6 +540,7 @@ async fn reconcile_product(
         e::BadRequest,
         e::Unauthorized,
         e::Forbidden,
+        e::AdminLocked,
         e::UnknownProduct,
         e::Unavailable,
     ),
@@ -576,6 +589,7 @@ pub async fn reconcile(
         e::BadRequest,
         e::Unauthorized,
         e::Forbidden,
+        e::AdminLocked,
         e::UnknownProduct,
         e::Unavailable,
     ),
@@ -753,6 +767,7 @@ fn product_id_of(id: u64) -> Result<ProductId, ApiError> {
         e::BadRequest,
         e::Unauthorized,
         e::Forbidden,
+        e::AdminLocked,
         e::Unavailable,
     ),
 )]

@@ -192,6 +192,7 @@ impl Series {
         e::BadRequest,
         e::Unauthorized,
         e::Forbidden,
+        e::AdminLocked,
         e::Unavailable,
     ),
 )]

@@ -1,10 +1,10 @@
-//! The binaries' start-up: the admin token and `--dev`, `--config` and `--print-config`.
+//! The binaries' start-up: the secrets and `--dev`, `--config` and `--print-config`.
 
 use crate::helpers::*;
 use crate::logs::{events, message};
 use crate::process::Proc;
 use reqwest::StatusCode;
-use seckill_shared::config::DEV_ADMIN_TOKEN;
+use seckill_shared::config::{DEV_ADMIN_TOKEN, DEV_ADMISSION_SECRET};
 use std::time::Duration;
 use tokio::process::Command;
 
@@ -75,6 +75,90 @@ async fn both_binaries_refuse_to_start_without_an_admin_token_unless_dev() {
     worker.exits_cleanly("the worker").await;
 }
 
+/// The gateway refuses to start without an admission secret (nothing is derived from the admin
+/// token any more), with a short admin token, or with the admin token as admission secret;
+/// with `--dev` and no admission secret it starts, warns, and signs admissions.
+#[tokio::test]
+async fn the_gateway_refuses_to_start_without_an_admission_secret_unless_dev() {
+    let env = TestEnv::new().await;
+    let refused =
+        |what: &'static str, tweak: fn(&mut Command), needles: &'static [&'static str]| {
+            let (mut cmd, port) = Proc::gateway_command(&env, &[]);
+            tweak(&mut cmd);
+            async move {
+                let exited = Proc::spawn(cmd, port, true)
+                    .exit(&format!("the gateway {what}"), Duration::from_secs(30))
+                    .await;
+                let stderr = exited.stderr.join("\n");
+                assert!(!exited.status.success(), "{what}: {stderr}");
+                assert!(
+                    needles.iter().all(|n| stderr.contains(n)),
+                    "{what}: {stderr}"
+                );
+            }
+        };
+    refused(
+        "without an admission secret",
+        |c| {
+            c.env_remove("SECKILL_ADMISSION_SECRET");
+        },
+        &["SECKILL_ADMISSION_SECRET must be set", "--dev"],
+    )
+    .await;
+    refused(
+        "with a short admin token",
+        |c| {
+            c.env("SECKILL_ADMIN_TOKEN", "test-admin-token");
+        },
+        &["SECKILL_ADMIN_TOKEN", "at least 32 bytes"],
+    )
+    .await;
+    refused(
+        "with the admin token as admission secret",
+        |c| {
+            c.env("SECKILL_ADMISSION_SECRET", ADMIN_TOKEN);
+        },
+        &[
+            "SECKILL_ADMISSION_SECRET",
+            "must differ from SECKILL_ADMIN_TOKEN",
+        ],
+    )
+    .await;
+    // The worker signs no admission: it needs none.
+    let (mut cmd, port) = Proc::worker_command(&env, &[]);
+    cmd.env_remove("SECKILL_ADMISSION_SECRET");
+    let worker = Proc::spawn(cmd, port, false);
+    worker.wait_until(|v| v["status"] == "ok", "/livez").await;
+    worker.sigterm();
+    worker
+        .exits_cleanly("the worker without an admission secret")
+        .await;
+
+    let (mut cmd, port) = Proc::gateway_command(&env, &["--dev"]);
+    cmd.env_remove("SECKILL_ADMISSION_SECRET")
+        .env("SECKILL_LOG_FORMAT", "json")
+        .env("RUST_LOG", "info");
+    let gateway = Proc::spawn(cmd, port, true);
+    gateway.wait_until(|v| v["status"] == "ok", "/livez").await;
+    let warned = eventually(
+        "the gateway's --dev admission warning",
+        Duration::from_secs(10),
+        || {
+            let lines = gateway.stderr_now();
+            async move {
+                events(&lines)
+                    .into_iter()
+                    .find(|e| message(e).contains("--dev") && message(e).contains("admission"))
+            }
+        },
+    )
+    .await;
+    assert_eq!(warned["level"], "WARN", "{warned}");
+    assert!(!message(&warned).contains(DEV_ADMISSION_SECRET), "{warned}");
+    gateway.sigterm();
+    gateway.exits_cleanly("the gateway").await;
+}
+
 /// Defaults, then the `--config` file, then the environment; `--print-config` shows the
 /// result with the secrets redacted.
 #[tokio::test]
@@ -84,7 +168,7 @@ async fn print_config_shows_the_layered_settings_with_secrets_redacted() {
     let file = dir.join("seckill.toml");
     std::fs::write(
         &file,
-        "worker_batch_size = 7\nworker_batch_linger_ms = 3\nadmin_token = \"from-the-file\"\n",
+        "worker_batch_size = 7\nworker_batch_linger_ms = 3\nadmin_token = \"from-the-file-admin-token-of-32-bytes\"\n",
     )
     .unwrap();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_worker"))

@@ -18,7 +18,8 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
-pub const ADMIN_TOKEN: &str = "test-admin-token";
+/// The admin token of every test gateway and worker (at least 32 bytes, as the programs require).
+pub const ADMIN_TOKEN: &str = "test-admin-token-of-32-bytes-or-more";
 
 /// The secret the test gateways sign waiting-room admissions with.
 pub const ADMISSION_SECRET: &str = "test-admission-secret-of-32-bytes-or-more";
@@ -104,8 +105,9 @@ impl TestEnv {
         settings.admin_token = ADMIN_TOKEN.into();
         settings.auth_hs256_secret = JWT_SECRET.into();
         settings.admission_secret = ADMISSION_SECRET.into();
-        // Every test client is 127.0.0.1; `auth.rs` tests the per-address limit on its own.
+        // Every test client is 127.0.0.1; `auth.rs` tests the per-address limits on its own.
         settings.rate_limit_per_address_per_sec = 0;
+        settings.admin_auth_failures_per_min = 0;
         settings.worker_batch_linger_ms = 5;
         settings.kafka_partitions = 4;
         settings.log_format = LogFormat::Pretty;
@@ -174,7 +176,8 @@ impl TestEnv {
     }
 
     /// The environment a gateway or worker process needs to join this test's namespace,
-    /// admin token included (both binaries refuse to start without one unless `--dev`).
+    /// secrets included (both binaries refuse to start without an admin token unless `--dev`,
+    /// and the gateway without an admission secret).
     pub fn process_env(&self) -> Vec<(String, String)> {
         let s = &self.settings;
         [
@@ -188,7 +191,9 @@ impl TestEnv {
             ("SECKILL_WORKER_HTTP_ADDR", "127.0.0.1:0"),
             ("SECKILL_ADMIN_TOKEN", ADMIN_TOKEN),
             ("SECKILL_AUTH_HS256_SECRET", JWT_SECRET),
+            ("SECKILL_ADMISSION_SECRET", ADMISSION_SECRET),
             ("SECKILL_RATE_LIMIT_PER_ADDRESS_PER_SEC", "0"),
+            ("SECKILL_ADMIN_AUTH_FAILURES_PER_MIN", "0"),
             ("SECKILL_LOG_FORMAT", "pretty"),
         ]
         .into_iter()

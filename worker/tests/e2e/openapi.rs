@@ -383,6 +383,10 @@ async fn every_documented_status_is_produced_and_every_answer_matches_the_docume
     let limited = env
         .gateway_with(|s| s.rate_limit_per_address_per_sec = 1)
         .await;
+    // One wrong admin token per minute per client address.
+    let locked = env
+        .gateway_with(|s| s.admin_auth_failures_per_min = 1)
+        .await;
     gw.wait_for_zookeeper().await;
     let r = Recorder {
         spec: Spec::fetch(&gw).await,
@@ -971,6 +975,41 @@ async fn every_documented_status_is_produced_and_every_answer_matches_the_docume
         assert_eq!(
             r.send(&mysql_down, M::GET, path, t, None, None).await.0,
             503
+        );
+    }
+
+    // Past its wrong admin tokens, an address gets 429 on every admin route, right token or not.
+    let wrong = Some("wrong");
+    assert_eq!(
+        r.send(&locked, M::GET, "/admin/products", wrong, None, None)
+            .await
+            .0,
+        403
+    );
+    assert_eq!(
+        r.send(&locked, M::GET, "/admin/products", wrong, None, None)
+            .await
+            .0,
+        429
+    );
+    let new_product = json!({"name": "a", "stock": 1});
+    assert_eq!(
+        r.json(&locked, M::POST, "/admin/products", t, new_product)
+            .await
+            .0,
+        429
+    );
+    for (m, path) in [
+        (M::GET, "/admin/products".to_owned()),
+        (M::GET, "/admin/overview".to_owned()),
+        (M::GET, format!("/admin/products/{p}")),
+        (M::POST, format!("/admin/products/{p}/preload")),
+        (M::POST, format!("/admin/products/{p}/reconcile")),
+    ] {
+        assert_eq!(
+            r.send(&locked, m, &path, t, None, None).await.0,
+            429,
+            "{path}"
         );
     }
 
