@@ -6,7 +6,8 @@
 //! blocked would tell a guesser which guess was right.
 //!
 //! Only wrong tokens count; a request without one is no guess. The client address is the one
-//! the buyers' per-address limit uses (trusted proxies: see [`crate::auth::address`]).
+//! the buyers' per-address limit uses (trusted proxies, and an IPv6 client's /64: see
+//! [`crate::auth::address`]); the caller passes it keyed.
 
 use crate::error::ApiError;
 use dashmap::DashMap;

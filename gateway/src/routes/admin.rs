@@ -17,8 +17,12 @@ use utoipa::ToSchema;
 /// `429` from a client address past its budget of wrong tokens (`crate::admin_guard`), whatever
 /// the token.
 pub(crate) fn authorize(req: &HttpRequest, state: &AppState) -> Result<(), ApiError> {
-    // Keyed like the buyers' per-address limit (trusted proxies).
-    let client = state.auth.addresses.client(req);
+    // Keyed like the buyers' per-address limit (trusted proxies; an IPv6 client by its /64).
+    let client = state
+        .auth
+        .addresses
+        .client(req)
+        .map(crate::auth::address::limit_key);
     if let Some(addr) = client {
         state.admin_guard.check(addr)?;
     }
