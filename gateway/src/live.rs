@@ -23,7 +23,9 @@ pub async fn run(state: web::Data<AppState>, publisher: LivePublisher, stop: Can
             _ = stop.cancelled() => return,
             _ = tick.tick() => {}
         }
-        let dependencies = check_dependencies(&state, CHECK_TIMEOUT).await.up();
+        let checked = check_dependencies(&state, CHECK_TIMEOUT).await;
+        state.health.put(&checked);
+        let dependencies = checked.up();
         for (name, up) in dependencies {
             state
                 .metrics

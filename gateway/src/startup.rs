@@ -100,6 +100,7 @@ impl Application {
                 settings.admission_ttl_secs * 1000,
             )?,
             admin_guard: AdminGuard::new(settings.admin_auth_failures_per_min),
+            health: Default::default(),
         });
         tokio::spawn(forget_idle_addresses(state.clone(), shutdown.clone()));
         tokio::spawn(crate::live::run(

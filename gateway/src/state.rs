@@ -42,6 +42,8 @@ pub struct AppState {
     pub admissions: Admissions,
     /// Wrong admin tokens per client address (`SECKILL_ADMIN_AUTH_FAILURES_PER_MIN`).
     pub admin_guard: AdminGuard,
+    /// The last dependency check, which `/healthz` answers from.
+    pub health: crate::routes::health::HealthCache,
 }
 
 impl AppState {

@@ -636,6 +636,17 @@ impl Settings {
             "pending_last_resort_ms",
             "must be at least pending_timeout_ms",
         )?;
+        // The sweeper fails a pending ticket with no known Kafka location at this age. The
+        // gateway learns the location up to the delivery timeout after the reservation, and
+        // then holds it up to HOLD_LOCATED_MS for a buyer to ride with: a shorter timeout
+        // could fail an order Kafka is still taking, whose buyer then holds a 202 for a
+        // failed ticket. (Gateways and workers must share these settings to agree.)
+        check(
+            self.pending_timeout_ms
+                > self.kafka_delivery_timeout_ms + crate::store::HOLD_LOCATED_MS,
+            "pending_timeout_ms",
+            "must exceed kafka_delivery_timeout_ms plus 10 ms (the hold of a Kafka location)",
+        )?;
         check(
             (0.0..=1.0).contains(&self.chaos_fail_rate),
             "chaos_fail_rate",
@@ -1013,6 +1024,29 @@ mod tests {
             Settings::from_sources(None, env(&[("SECKILL_ADMIN_AUTH_FAILURES_PER_MIN", "0")]))
                 .unwrap();
         assert_eq!(off.admin_auth_failures_per_min, 0);
+        // A pending timeout the sweeper could reach while Kafka still takes the order (the
+        // delivery timeout is 3000 ms by default) is refused.
+        let err = Settings::from_sources(
+            None,
+            env(&[
+                ("SECKILL_PENDING_TIMEOUT_MS", "3000"),
+                ("SECKILL_PENDING_LAST_RESORT_MS", "900000"),
+            ]),
+        )
+        .unwrap_err();
+        assert!(
+            format!("{err:#}").contains("SECKILL_PENDING_TIMEOUT_MS"),
+            "{err:#}"
+        );
+        Settings::from_sources(None, env(&[("SECKILL_PENDING_TIMEOUT_MS", "3011")])).unwrap();
+        Settings::from_sources(
+            None,
+            env(&[
+                ("SECKILL_PENDING_TIMEOUT_MS", "1000"),
+                ("SECKILL_KAFKA_DELIVERY_TIMEOUT_MS", "500"),
+            ]),
+        )
+        .unwrap();
         for (name, bad) in [
             ("SECKILL_MAX_IN_FLIGHT", "0"),
             ("SECKILL_RATE_LIMIT_BURST", "0"),

@@ -39,7 +39,7 @@ const MAX_BATCH: usize = 32;
 /// (fewer than [`super::MAX_LOCATED`] of them). Only a gateway that dies meanwhile loses
 /// them, which leaves its orders to the sweeper's timeout for an unknown location, as a
 /// location lost on its way to Redis does.
-const HOLD_LOCATED: Duration = Duration::from_millis(10);
+const HOLD_LOCATED: Duration = Duration::from_millis(super::HOLD_LOCATED_MS);
 
 /// One buyer's part of a `reserve.lua` call (see `TicketStore::reserve_step`).
 pub(super) struct ReserveCall {

@@ -228,6 +228,10 @@ fn by_bucket<'a>(tickets: impl Iterator<Item = &'a Ticket>) -> BTreeMap<u16, Vec
 /// entry).
 pub(super) const MAX_LOCATED: usize = 64;
 
+/// How long a gateway holds an order's Kafka location for the next reservation call of its
+/// bucket to carry, at most (ms).
+pub const HOLD_LOCATED_MS: u64 = 10;
+
 /// Where an accepted order landed in Kafka, with when its unit was reserved (its score in the
 /// pending set).
 #[derive(Debug, Clone, PartialEq, Eq)]

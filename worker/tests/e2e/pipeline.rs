@@ -381,6 +381,30 @@ async fn livez_needs_no_dependency_and_readyz_names_each_one_down() {
     for dep in ["redis", "mysql", "kafka", "zookeeper"] {
         assert_eq!(body["dependencies"][dep]["ok"], false, "{dep}: {body}");
     }
+    // The open answer names what is down, not the dependency's own error (its address, the
+    // driver's text); the admin sees that.
+    for dep in ["redis", "mysql", "kafka"] {
+        let error = body["dependencies"][dep]["error"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            ["unreachable", "timed out"].contains(&error),
+            "{dep}: {body}"
+        );
+    }
+    assert!(!body.to_string().contains("127.0.0.1"), "{body}");
+    let res = gw
+        .http
+        .get(format!("{}/healthz", gw.base))
+        .bearer_auth(ADMIN_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    let admin: serde_json::Value = res.json().await.unwrap();
+    assert_ne!(
+        admin["dependencies"]["redis"]["error"], body["dependencies"]["redis"]["error"],
+        "the admin sees the dependency's own error: {admin}"
+    );
 
     // The worker, with Redis down (it cannot start without MySQL and Kafka).
     let mut ws = env.settings.clone();
