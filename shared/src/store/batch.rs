@@ -118,6 +118,10 @@ struct Unstick {
     lanes: Arc<Lanes>,
     lane: LaneKey,
     armed: bool,
+    /// The locations of the call in flight, taken from the lane: a driver dropped mid-call
+    /// (its runtime shutting down) leaves them for the shutdown too. A call that reached
+    /// Redis before the drop has them recorded twice, which is harmless (the same location).
+    in_call: Vec<Located>,
 }
 
 impl Drop for Unstick {
@@ -125,14 +129,17 @@ impl Drop for Unstick {
         if !self.armed {
             return;
         }
-        let lane = self.lanes.lock().remove(&self.lane);
-        if let Some(lane) = lane.filter(|l| !l.located.is_empty()) {
+        let mut left = std::mem::take(&mut self.in_call);
+        if let Some(mut lane) = self.lanes.lock().remove(&self.lane) {
+            left.append(&mut lane.located);
+        }
+        if !left.is_empty() {
             tracing::warn!(
                 product = %self.lane.0,
-                orders = lane.located.len(),
+                orders = left.len(),
                 "a reservation batch driver ended early; its orders' Kafka locations wait for the shutdown"
             );
-            self.lanes.orphans().extend(lane.located);
+            self.lanes.orphans().extend(left);
         }
     }
 }
@@ -221,6 +228,7 @@ impl TicketStore {
                 lanes: self.lanes.clone(),
                 lane,
                 armed: true,
+                in_call: Vec::new(),
             };
             tokio::spawn(self.clone().drive(lane, unstick));
         }
@@ -257,8 +265,11 @@ impl TicketStore {
                     waiting.located.drain(..m).collect(),
                 )
             };
-            let (batch, located) = match next {
-                Next::Send(batch, located) => (batch, located),
+            let batch = match next {
+                Next::Send(batch, located) => {
+                    unstick.in_call = located;
+                    batch
+                }
                 Next::Hold(wake) => {
                     tokio::select! {
                         _ = wake.notified() => {}
@@ -270,7 +281,8 @@ impl TicketStore {
             };
             held = false;
             if batch.is_empty() {
-                self.locate_or_warn(lane.0, &located).await;
+                self.locate_or_warn(lane.0, &unstick.in_call).await;
+                unstick.in_call.clear();
                 continue;
             }
             if let Some(observe) = &self.batch_observer {
@@ -278,12 +290,13 @@ impl TicketStore {
             }
             let (calls, replies): (Vec<_>, Vec<_>) =
                 batch.into_iter().map(|w| (w.call, w.reply)).unzip();
-            let ran = self.run_batch(lane, &located, &calls).await;
-            if ran.is_err() && !located.is_empty() {
+            let ran = self.run_batch(lane, &unstick.in_call, &calls).await;
+            if ran.is_err() && !unstick.in_call.is_empty() {
                 // Once more on their own: a location lost leaves its answered order to the
                 // sweeper's timeout for an unknown location.
-                self.locate_or_warn(lane.0, &located).await;
+                self.locate_or_warn(lane.0, &unstick.in_call).await;
             }
+            unstick.in_call.clear();
             match ran {
                 Ok(answers) => {
                     for (reply, answer) in replies.into_iter().zip(answers) {

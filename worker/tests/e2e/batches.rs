@@ -366,6 +366,51 @@ async fn locations_left_by_a_stopped_runtime_are_recorded_at_shutdown() {
     assert_eq!(env.store.location(&ticket).await.unwrap(), Some((2, 5)));
 }
 
+/// The same, for locations already taken into a call in flight when the runtime stops: the
+/// driver is stuck in its Redis call (a server that never answers), and the runtime is dropped
+/// under it. They used to go with the dropped call.
+#[tokio::test]
+async fn locations_of_a_call_cut_off_by_a_stopped_runtime_are_recorded_at_shutdown() {
+    let env = TestEnv::new().await;
+    let gw = env.gateway().await;
+    let product = env.product(&gw, 5).await;
+    let (ticket, r) = env
+        .store
+        .reserve(product, UserId::new(1).unwrap(), now_ms(), false)
+        .await
+        .unwrap();
+    assert_eq!(r, Reservation::Reserved);
+    // Accepts connections (the kernel's backlog) and never answers.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("redis://127.0.0.1:{}/", silent.local_addr().unwrap().port());
+    let stuck = env
+        .store
+        .on_new_connection(
+            &seckill_shared::store::Topology::parse(&url, false).unwrap(),
+            Duration::from_secs(30),
+        )
+        .unwrap();
+    let t = ticket.clone();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        // The driver holds the location 10 ms for a buyer, then sends it alone and waits on
+        // the silent server; the runtime goes while it waits.
+        rt.block_on(async {
+            stuck.locate_soon(located(&t, 2, 5));
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        });
+    })
+    .join()
+    .unwrap();
+    drop(silent);
+    assert_eq!(env.store.location(&ticket).await.unwrap(), None);
+    assert_eq!(env.store.record_waiting_locations().await, 1);
+    assert_eq!(env.store.location(&ticket).await.unwrap(), Some((2, 5)));
+}
+
 /// A reservation call that fails at its end (here the product's pending set is damaged: not a
 /// sorted set) leaves no ticket record behind: the records, which have no expiry while their
 /// orders are in flight, are written last. The buyer gets the error.
