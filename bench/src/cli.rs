@@ -181,8 +181,31 @@ pub struct LoadArgs {
     )]
     pub pay_rate: f64,
 
-    /// Seed of the run's random choices (which buyers pay): the same seed picks the same
-    /// buyers. Default: a random seed, shown in the summary.
+    /// Buyers cancel: a buyer picked with this chance (per user, from --seed, a draw apart
+    /// from --pay-rate's) cancels its order as soon as the gateway lets it, instead of paying.
+    /// From its `202` on it calls `POST /v1/orders/{ticket}/cancel` every 20 to 50 ms while
+    /// answered `409 not_cancellable` with the state `pending` (not confirmed yet), `503` or
+    /// not at all, until `200`, a final refusal (failed, paid, cancelled), or
+    /// --settle-timeout. Each request goes to the history (`cancel` lines). The other buyers
+    /// pay at --pay-rate. 0: nobody cancels.
+    #[arg(
+        long,
+        default_value_t = 0.0,
+        value_name = "P",
+        value_parser = probability,
+        conflicts_with = "path_get"
+    )]
+    pub cancel_rate: f64,
+
+    /// --pay-rate: each payment attempt is two requests at once, each with its own
+    /// Idempotency-Key and on its own gateway (a buyer paying from two tabs). The API promises
+    /// `409 payment_in_progress` to the one that comes second; the summary's
+    /// `payments.double_pay` counts the pairs both answered `202`.
+    #[arg(long, conflicts_with = "path_get")]
+    pub double_pay: bool,
+
+    /// Seed of the run's random choices (which buyers pay, which cancel): the same seed picks
+    /// the same buyers. Default: a random seed, shown in the summary.
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
 
@@ -303,7 +326,9 @@ pub struct LoadArgs {
     /// --concurrency bounds the requests in flight; --timeout is per request.
     #[arg(
         long,
-        conflicts_with_all = ["path_get", "stop", "until_all_paid", "pay_rate", "rate"]
+        conflicts_with_all = [
+            "path_get", "stop", "until_all_paid", "pay_rate", "cancel_rate", "double_pay", "rate"
+        ]
     )]
     pub waiting_room: bool,
 

@@ -8,11 +8,13 @@
 //!
 //! `load --pay-rate` adds two kinds ([`PaymentLine`]), written as they happen, so in no set
 //! order against the request lines: one line per request to pay, and one per paying buyer when
-//! it stops looking at its ticket.
+//! it stops looking at its ticket. `load --cancel-rate` adds a third: one line per request to
+//! cancel.
 //!
 //! ```text
 //! {"kind":"pay","ticket":"…","user_id":7,"attempt":1,"idempotency_key":"…","status":202,"payment_id":"pay_…","error":null,"state":null,"sent_at_ms":…,"at_ms":…}
 //! {"kind":"pay_end","ticket":"…","user_id":7,"status":"paid","reason":null,"pay_by_ms":…,"paid_at_ms":…,"cancelled_at_ms":null,"attempts":1,"accepted":1,"at_ms":…}
+//! {"kind":"cancel","ticket":"…","user_id":8,"attempt":2,"status":200,"error":null,"state":"cancelled","reason":"buyer_cancelled","sent_at_ms":…,"at_ms":…}
 //! ```
 //!
 //! `load --waiting-room` adds five kinds ([`WaitingRoomLine`]), also written as they happen:
@@ -203,13 +205,42 @@ pub struct PayEndLine {
     pub at_ms: i64,
 }
 
-/// The lines `load --pay-rate` adds to a history. [`parse`] skips them, so a reader of
-/// [`Line`]s reads such a history as before; [`parse_with_payments`] returns them too.
+/// One `POST /v1/orders/{ticket}/cancel` of `load --cancel-rate`, as sent and answered: a
+/// line of kind `cancel`. A buyer who cancels tries from its `202` on, so its first tries may
+/// be refused while the order is `pending`; each try is its own line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CancelLine {
+    pub ticket: String,
+    pub user_id: u64,
+    /// The buyer's try: 1, 2...
+    pub attempt: u32,
+    /// The HTTP status; `None` when no answer came.
+    pub status: Option<u16>,
+    /// `409`: the error code (`not_cancellable`); another status: its error code, if any; no
+    /// answer: the transport error.
+    #[serde(default)]
+    pub error: Option<String>,
+    /// `200`: the ticket's status as answered (`cancelled`); `409`: the state that refused the
+    /// cancel (`pending`, `paid`, `failed`...).
+    #[serde(default)]
+    pub state: Option<String>,
+    /// `200`: the cancelled ticket's reason (`buyer_cancelled`).
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// Sent and answered, ms since the epoch, client clock.
+    pub sent_at_ms: i64,
+    pub at_ms: i64,
+}
+
+/// The lines `load --pay-rate` and `load --cancel-rate` add to a history. [`parse`] skips
+/// them, so a reader of [`Line`]s reads such a history as before; [`parse_with_payments`]
+/// returns them too.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum PaymentLine {
     Pay(PayLine),
     PayEnd(PayEndLine),
+    Cancel(CancelLine),
 }
 
 /// One join attempt of `load --waiting-room`: a line of kind `wr_join`.
@@ -604,13 +635,29 @@ mod tests {
             accepted: 1,
             at_ms: 4,
         });
+        let cancel = PaymentLine::Cancel(CancelLine {
+            ticket: "3-00000000000000000000000000000002".into(),
+            user_id: 8,
+            attempt: 2,
+            status: Some(200),
+            error: None,
+            state: Some("cancelled".into()),
+            reason: Some("buyer_cancelled".into()),
+            sent_at_ms: 5,
+            at_ms: 6,
+        });
         let pay_text = serde_json::to_string(&pay).unwrap();
         assert!(pay_text.starts_with(r#"{"kind":"pay","#), "{pay_text}");
         let end_text = serde_json::to_string(&end).unwrap();
         assert!(end_text.starts_with(r#"{"kind":"pay_end","#), "{end_text}");
+        let cancel_text = serde_json::to_string(&cancel).unwrap();
+        assert!(
+            cancel_text.starts_with(r#"{"kind":"cancel","#),
+            "{cancel_text}"
+        );
         let text = format!(
             "{{\"kind\":\"summary\",\"until_all_paid\":true,\"all_paid_reached\":false}}\n\
-             {pay_text}\n{end_text}\n"
+             {pay_text}\n{end_text}\n{cancel_text}\n"
         );
         let lines = parse(text.as_bytes()).unwrap();
         assert_eq!(
@@ -623,7 +670,7 @@ mod tests {
         );
         let (lines, payments) = parse_with_payments(text.as_bytes()).unwrap();
         assert_eq!(lines.len(), 1);
-        assert_eq!(payments, vec![pay, end]);
+        assert_eq!(payments, vec![pay, end, cancel]);
         // An unknown kind is still an error, named by the error a line of history gives.
         let err = parse("{\"kind\":\"refund\"}\n".as_bytes()).unwrap_err();
         assert!(format!("{err:#}").contains("line 1"), "{err:#}");

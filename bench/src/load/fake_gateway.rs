@@ -1,8 +1,9 @@
 //! A fake gateway for the load's tests: one product sold from an in-memory stock, whose first
 //! orders fail and hand their unit back later; its admin view; ticket polls; and a record of
 //! every request with its `Authorization` header. With a payment window, confirmed orders
-//! can be paid (`POST /v1/orders/{ticket}/pay`, decided `pay_delay` later) and are cancelled,
-//! their unit back on sale, when not paid in time. With `waiting_room`, buys need an admission
+//! can be paid (`POST /v1/orders/{ticket}/pay`, decided `pay_delay` later, one payment in
+//! progress at a time), cancelled by their buyer (`POST /v1/orders/{ticket}/cancel`, refused
+//! while pending), and are cancelled, their unit back on sale, when not paid in time. With `waiting_room`, buys need an admission
 //! from its waiting room: buyers (named by their HS256 token's `sub`, signed with
 //! [`ROOM_JWT_SECRET`]) join, poll, and are admitted in join order within ceil(1.5 × stock).
 
@@ -99,6 +100,10 @@ pub struct Sale {
     pub pays: Vec<(String, u16)>,
     /// Payments taken (answered 202 with a new payment).
     pub payments: u64,
+    /// Every request to cancel: its ticket and the status answered.
+    pub cancels: Vec<(String, u16)>,
+    /// Orders their buyer cancelled.
+    pub buyer_cancelled: u64,
     pub seen: Vec<Seen>,
     orders: HashMap<String, Order>,
     live_ticket: HashMap<u64, String>,
@@ -368,6 +373,11 @@ fn answer(
             s.pays.push((key.to_owned(), code));
             (code, body)
         }
+        ("POST", ["v1", "orders", ticket, "cancel"]) => {
+            let (code, body) = cancel(&mut s, ticket);
+            s.cancels.push(((*ticket).to_owned(), code));
+            (code, body)
+        }
         _ => (404, r#"{"error":"not_found"}"#.into()),
     }
 }
@@ -464,6 +474,44 @@ fn pay(s: &mut Sale, sale: &Shared, cfg: &Config, ticket: &str, key: &str) -> (u
         }
     });
     accepted(&id)
+}
+
+/// `POST /v1/orders/{ticket}/cancel`: a confirmed order with a payment window is cancelled,
+/// its unit back on sale; a cancelled one is answered again; anything else is refused with
+/// its state.
+fn cancel(s: &mut Sale, ticket: &str) -> (u16, String) {
+    let Some(o) = s.orders.get_mut(ticket) else {
+        return (404, r#"{"error":"unknown_ticket"}"#.into());
+    };
+    match (o.status, o.pay_by_ms) {
+        ("confirmed", Some(_)) => {
+            o.status = "cancelled";
+            o.reason = Some("buyer_cancelled");
+            o.cancelled_at_ms = Some(now_ms());
+            let user = o.user;
+            s.cancelled += 1;
+            s.buyer_cancelled += 1;
+            s.stock += 1;
+            s.stock_db += 1;
+            s.live_ticket.remove(&user);
+        }
+        ("cancelled", _) => {}
+        (state, _) => {
+            return (
+                409,
+                format!(r#"{{"error":"not_cancellable","state":"{state}"}}"#),
+            )
+        }
+    }
+    let o = &s.orders[ticket];
+    (
+        200,
+        serde_json::json!({
+            "ticket": ticket, "user_id": o.user, "status": o.status, "reason": o.reason,
+            "cancelled_at_ms": o.cancelled_at_ms,
+        })
+        .to_string(),
+    )
 }
 
 /// The user a ticket was issued to.

@@ -21,8 +21,9 @@
 //! gives every user a signed token ([`buyer_token`]), sent on its buys and ticket polls.
 //!
 //! `--pay-rate` makes buyers pay for their confirmed orders, or not ([`payment`]), while the
-//! load goes on; `--until-all-paid` brings fresh users until every unit is paid
-//! ([`all_paid`]). With neither, nothing of it runs.
+//! load goes on (`--double-pay`: each attempt twice at once); `--cancel-rate` makes some of
+//! them cancel from their `202` on instead ([`cancel`]); `--until-all-paid` brings fresh users
+//! until every unit is paid ([`all_paid`]). With none of them, nothing of it runs.
 //!
 //! `--waiting-room` is a load of its own ([`waiting_room`]): each buyer joins the product's
 //! waiting room, polls until admitted, and buys with its admission token.
@@ -35,6 +36,7 @@
 pub mod admin_samples;
 pub mod all_paid;
 pub mod buyer_token;
+pub mod cancel;
 pub mod engine;
 #[cfg(test)]
 mod fake_gateway;
@@ -101,7 +103,8 @@ struct Shared {
     /// Fresh users wait for `sale_end`'s gate (`--until-sold-out`; `--until-all-paid` ones go
     /// at `--rate` until the load stops).
     fresh_gated: bool,
-    /// `--pay-rate` above 0: every ticket is offered to the paying buyers.
+    /// `--pay-rate` or `--cancel-rate` above 0: every ticket is offered to the paying (and
+    /// cancelling) buyers.
     payers: Option<Arc<Payers>>,
     /// `--jwt-secret` or `--jwt-ed25519-key`: every user's `Authorization` header.
     tokens: Option<BuyerTokens>,
@@ -422,10 +425,21 @@ fn validate(args: &LoadArgs) -> anyhow::Result<()> {
              confirmation"
         );
     }
+    if args.cancel_rate > 0.0 {
+        anyhow::ensure!(
+            args.settle_timeout > 0.0,
+            "--cancel-rate needs --settle-timeout above 0: cancelling buyers try that long"
+        );
+    }
+    anyhow::ensure!(
+        !args.double_pay || args.pay_rate > 0.0,
+        "--double-pay needs --pay-rate above 0: nobody pays otherwise"
+    );
     if args.until_all_paid {
         anyhow::ensure!(
-            args.pay_rate > 0.0,
-            "--until-all-paid needs --pay-rate above 0: nobody pays otherwise"
+            args.pay_rate > 0.0 && args.cancel_rate < 1.0,
+            "--until-all-paid needs --pay-rate above 0 and --cancel-rate below 1: nobody pays \
+             otherwise"
         );
         anyhow::ensure!(
             args.admin_token.is_some(),
@@ -536,21 +550,24 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<Summary> {
     let history_path = (!args.no_history).then_some(args.history.as_path());
     let writer = HistoryWriter::create(history_path, gateway_names)?;
 
-    let payers = (mode == Mode::Buy && args.pay_rate > 0.0).then(|| {
-        Arc::new(Payers::new(
-            client.clone(),
-            gateways.clone(),
-            args.pay_rate,
-            args.seed.unwrap_or_else(rand::random),
-            PayPolicy {
-                retry_after_ms: args.pay_retry_after_ms.min(i64::MAX as u64) as i64,
-                grace_ms: (args.pay_grace_secs * 1000.0) as i64,
-            },
-            Duration::from_secs_f64(args.settle_timeout),
-            args.settle_concurrency,
-            writer.sink(),
-        ))
-    });
+    let payers =
+        (mode == Mode::Buy && (args.pay_rate > 0.0 || args.cancel_rate > 0.0)).then(|| {
+            Arc::new(Payers::new(
+                client.clone(),
+                gateways.clone(),
+                args.pay_rate,
+                args.cancel_rate,
+                args.seed.unwrap_or_else(rand::random),
+                PayPolicy {
+                    retry_after_ms: args.pay_retry_after_ms.min(i64::MAX as u64) as i64,
+                    grace_ms: (args.pay_grace_secs * 1000.0) as i64,
+                    double_pay: args.double_pay,
+                },
+                Duration::from_secs_f64(args.settle_timeout),
+                args.settle_concurrency,
+                writer.sink(),
+            ))
+        });
 
     let threads = tokio::runtime::Handle::current().metrics().num_workers();
     let started = Instant::now();
@@ -1390,6 +1407,7 @@ mod tests {
             match l {
                 crate::history::PaymentLine::Pay(p) => pays.push(p),
                 crate::history::PaymentLine::PayEnd(e) => ends.push(e),
+                crate::history::PaymentLine::Cancel(c) => panic!("nobody cancels: {c:?}"),
             }
         }
         assert_eq!(pays.len(), 7);
@@ -1484,6 +1502,174 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn cancelling_buyers_cancel_from_their_202_until_the_order_is_confirmed_and_cancelled() {
+        let seed = 11;
+        // Some of the first buyers cancel, some pay.
+        assert!((1..=6).any(|u| cancel::cancels(seed, u, 0.5)));
+        assert!((1..=6).any(|u| !cancel::cancels(seed, u, 0.5)));
+        let (addr, sale) = fake_gateway::start(fake_gateway::Config {
+            stock: 6,
+            // Cancels from the 202 on are refused as pending a few times first.
+            confirm_after: Duration::from_millis(100),
+            pay_window: Some(Duration::from_secs(5)),
+            ..Default::default()
+        })
+        .await;
+        let dir = std::env::temp_dir().join(format!("bench-cancel-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let history = dir.join("h.jsonl");
+        let url = format!("http://{addr}");
+        let seed_text = seed.to_string();
+        let argv = [
+            "b",
+            "load",
+            "--gateway",
+            &url,
+            "--product",
+            "7",
+            "--users",
+            "6",
+            "-c",
+            "4",
+            "--rate",
+            "100",
+            "--quiet",
+            "--json",
+            "--settle-timeout",
+            "5",
+            "--until-all-paid",
+            "--all-paid-wait-secs",
+            "20",
+            "--pay-rate",
+            "1",
+            "--cancel-rate",
+            "0.5",
+            "--seed",
+            &seed_text,
+            "--history",
+            history.to_str().unwrap(),
+        ];
+        let cli = <crate::cli::Cli as clap::Parser>::try_parse_from(argv).unwrap();
+        let crate::cli::Command::Load(mut args) = cli.command else {
+            panic!("not load")
+        };
+        (args.admin_token, args.jwt_secret) = (Some("admin".into()), None);
+        let s = run(args).await.unwrap();
+        assert_eq!(s.all_paid_reached, Some(true), "{s:?}");
+        let p = s.payments.as_ref().unwrap();
+        let c = p.cancels.as_ref().expect("a cancels summary");
+        let (buyer_cancelled, paid, cancels) = {
+            let f = sale.lock().unwrap();
+            (f.buyer_cancelled, f.paid, f.cancels.clone())
+        };
+        assert_eq!(paid, 6);
+        // Every cancelling buyer cancelled, each after a refusal as pending; none paid.
+        assert!(c.buyers_cancelling >= 1, "{c:?}");
+        assert_eq!(c.cancelled, c.buyers_cancelling, "{c:?}");
+        assert_eq!(c.ended.cancelled, c.buyers_cancelling, "{c:?}");
+        assert_eq!(c.ended.cancelled_after_pending, c.ended.cancelled, "{c:?}");
+        assert!(
+            c.refused.get("pending").is_some_and(|n| *n >= c.cancelled),
+            "{c:?}"
+        );
+        assert_eq!(c.cancelled, buyer_cancelled);
+        assert_eq!(c.requests, cancels.len() as u64);
+        assert_eq!(p.ended.paid, p.buyers_paying, "{p:?}");
+        assert!(
+            s.table().contains("cancels: cancel rate 0.5"),
+            "{}",
+            s.table()
+        );
+
+        // The history: one `cancel` line per request; each order cancelled by its buyer has
+        // the 200 that cancelled it, and each cancelling buyer tried until then.
+        let (_, lines) = crate::history::read_with_payments(&history).unwrap();
+        let cancel_lines: Vec<_> = lines
+            .into_iter()
+            .filter_map(|l| match l {
+                crate::history::PaymentLine::Cancel(c) => Some(c),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(cancel_lines.len(), cancels.len());
+        let ok: Vec<_> = cancel_lines
+            .iter()
+            .filter(|l| l.status == Some(200))
+            .collect();
+        assert_eq!(ok.len() as u64, buyer_cancelled);
+        for l in &ok {
+            assert_eq!(l.reason.as_deref(), Some("buyer_cancelled"), "{l:?}");
+            assert_eq!(l.state.as_deref(), Some("cancelled"), "{l:?}");
+            assert!(l.attempt >= 2, "{l:?}");
+            assert!(cancels.contains(&(l.ticket.clone(), 200)));
+        }
+        for l in cancel_lines.iter().filter(|l| l.status == Some(409)) {
+            assert_eq!(
+                (l.error.as_deref(), l.state.as_deref()),
+                (Some("not_cancellable"), Some("pending")),
+                "{l:?}"
+            );
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn double_paying_buyers_send_two_keys_at_once_and_one_is_refused_in_progress() {
+        let (addr, sale) = fake_gateway::start(fake_gateway::Config {
+            stock: 4,
+            pay_window: Some(Duration::from_secs(10)),
+            pay_delay: Duration::from_millis(200),
+            ..Default::default()
+        })
+        .await;
+        let s = buy_run(
+            addr,
+            &["--users", "4", "--pay-rate", "1", "--double-pay"],
+            None,
+            None,
+        )
+        .await;
+        let p = s.payments.as_ref().unwrap();
+        let d = p.double_pay.as_ref().expect("a double_pay summary");
+        assert_eq!(
+            (d.pairs, d.one_in_progress, d.both_accepted),
+            (4, 4, 0),
+            "{p:?}"
+        );
+        assert_eq!((p.attempts, p.requests, p.accepted), (8, 8, 4), "{p:?}");
+        assert_eq!(p.refused.get("payment_in_progress"), Some(&4), "{p:?}");
+        assert_eq!(p.ended.paid, 4, "{p:?}");
+        {
+            let f = sale.lock().unwrap();
+            assert_eq!((f.payments, f.paid), (4, 4));
+            let keys: HashSet<&str> = f.pays.iter().map(|(k, _)| k.as_str()).collect();
+            assert_eq!(keys.len(), 8);
+        }
+        assert!(s.table().contains("double pay: 4 pairs"), "{}", s.table());
+
+        // --double-pay alone pays nothing: refused up front.
+        let (addr, _) = fake_gateway::start(Default::default()).await;
+        let url = format!("http://{addr}");
+        let cli = <crate::cli::Cli as clap::Parser>::try_parse_from([
+            "b",
+            "load",
+            "--gateway",
+            &url,
+            "--product",
+            "7",
+            "--no-history",
+            "--quiet",
+            "--double-pay",
+        ])
+        .unwrap();
+        let crate::cli::Command::Load(args) = cli.command else {
+            panic!("not load")
+        };
+        let err = run(args).await.unwrap_err();
+        assert!(format!("{err:#}").contains("--double-pay"), "{err:#}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn without_a_pay_rate_nobody_pays_and_the_summary_is_as_before() {
         let (addr, sale) = fake_gateway::start(fake_gateway::Config {
             pay_window: Some(Duration::from_secs(10)),
@@ -1521,11 +1707,18 @@ mod tests {
             assert!(parse(&argv).is_err(), "{other:?}");
         }
         assert!(parse(&["--pay-rate", "1.5"]).is_err());
+        assert!(parse(&["--cancel-rate", "-0.1"]).is_err());
+        for flag in [&["--cancel-rate", "0.5"][..], &["--double-pay"]] {
+            let mut argv = vec!["--waiting-room"];
+            argv.extend_from_slice(flag);
+            assert!(parse(&argv).is_err(), "{flag:?}");
+        }
         let cli = parse(&[]).unwrap();
         let crate::cli::Command::Load(a) = cli.command else {
             panic!("not load")
         };
         assert_eq!((a.pay_rate, a.seed, a.until_all_paid), (0.0, None, false));
+        assert_eq!((a.cancel_rate, a.double_pay), (0.0, false));
         assert_eq!((a.pay_retry_after_ms, a.pay_grace_secs), (1000, 10.0));
         assert_eq!(a.all_paid_wait_secs, 120.0);
     }

@@ -18,12 +18,21 @@
 //!   `pay_by_ms`;
 //! - `confirmed` without `pay_by_ms` (no payment window), `failed`, `paid`, `cancelled`: stop.
 //!
-//! Each request to pay is a `pay` line of the history, and each paying buyer's last look a
-//! `pay_end` line ([`crate::history::PaymentLine`]). HTTP calls of all the buyers together are
-//! bounded by `--settle-concurrency`.
+//! With `--double-pay`, each payment attempt is two requests at once, each with its own key
+//! and on its own gateway, as a buyer paying from two tabs: the gateway must take one and
+//! answer the other `409 payment_in_progress` ([`PairOutcome`]).
+//!
+//! With `--cancel-rate`, a buyer picked by [`super::cancel::cancels`] cancels instead of paying,
+//! from its `202` on ([`super::cancel`]); the others pay at `--pay-rate`.
+//!
+//! Each request to pay is a `pay` line of the history, each paying buyer's last look a
+//! `pay_end` line, and each request to cancel a `cancel` line
+//! ([`crate::history::PaymentLine`]). HTTP calls of all the buyers together are bounded by
+//! `--settle-concurrency`.
 
+use super::cancel::{self, CancelAnswer, CancelEnd, CancelStep, CancelSummary};
 use super::settle::IssuedTicket;
-use crate::history::{HistorySink, PayEndLine, PayLine, PaymentLine};
+use crate::history::{CancelLine, HistorySink, PayEndLine, PayLine, PaymentLine};
 use hyper::header::HeaderValue;
 use seckill_shared::TicketStatus;
 use serde::{Deserialize, Serialize};
@@ -48,12 +57,41 @@ pub const KEY_RETRIES: u32 = 5;
 /// Whether `user` pays, at `rate` (0 to 1), for the run seeded with `seed`. The same seed and
 /// user always give the same answer; over many users, a `rate` share of them pay.
 pub fn pays(seed: u64, user: u64, rate: f64) -> bool {
+    picked(seed, user, 0, rate)
+}
+
+/// Whether `user` is picked at `rate` by the run's draw number `stream` (0: who pays; each
+/// other stream is a draw of its own).
+pub(super) fn picked(seed: u64, user: u64, stream: u64, rate: f64) -> bool {
     if rate <= 0.0 {
         return false;
     }
     // 53 random bits as a number in [0, 1).
-    let x = splitmix64(seed ^ splitmix64(user)) >> 11;
+    let x = splitmix64(seed ^ splitmix64(user) ^ stream) >> 11;
     (x as f64) / ((1u64 << 53) as f64) < rate
+}
+
+/// What a buyer is to do with its ticket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Cancel it as soon as the gateway lets it (`--cancel-rate`).
+    Cancels,
+    /// Pay for it (`--pay-rate`).
+    Pays,
+    /// Nothing: the payment window closes on it.
+    Idle,
+}
+
+/// The role of `user` in the run seeded with `seed`: cancelling first, then paying, each its
+/// own draw.
+pub fn role(seed: u64, user: u64, cancel_rate: f64, pay_rate: f64) -> Role {
+    if cancel::cancels(seed, user, cancel_rate) {
+        Role::Cancels
+    } else if pays(seed, user, pay_rate) {
+        Role::Pays
+    } else {
+        Role::Idle
+    }
 }
 
 /// A good 64-bit mix (Steele, Lea and Flood's SplitMix64 finaliser).
@@ -162,6 +200,39 @@ impl PayAnswer {
     }
 }
 
+/// How the two requests of one `--double-pay` attempt were answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PairOutcome {
+    /// Both `202`, with two payments: two charges in progress at once.
+    BothAccepted,
+    /// One `202`, the other `409 payment_in_progress`: what the API promises.
+    OneInProgress,
+    /// Anything else (both refused, one unavailable...).
+    Other,
+}
+
+impl PairOutcome {
+    pub fn of(a: &PayAnswer, b: &PayAnswer) -> Self {
+        use PayAnswer::{Accepted, Refused};
+        let in_progress = |x: &PayAnswer| {
+            matches!(
+                x,
+                Refused {
+                    why: Refusal::InProgress,
+                    ..
+                }
+            )
+        };
+        match (a, b) {
+            (Accepted { payment_id: x }, Accepted { payment_id: y }) if x.is_none() || x != y => {
+                Self::BothAccepted
+            }
+            (Accepted { .. }, o) | (o, Accepted { .. }) if in_progress(o) => Self::OneInProgress,
+            _ => Self::Other,
+        }
+    }
+}
+
 /// What one buyer has done so far.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PayState {
@@ -175,6 +246,25 @@ pub struct PayState {
     pub window_closed: bool,
 }
 
+impl PayState {
+    /// The last answers of the keys of one attempt (two with `--double-pay`), whose tries
+    /// ended at `now_ms`.
+    pub fn record<'a>(&mut self, answers: impl IntoIterator<Item = &'a PayAnswer>, now_ms: i64) {
+        for a in answers {
+            self.keys += 1;
+            match a {
+                PayAnswer::Accepted { .. } => self.accepted += 1,
+                PayAnswer::Refused {
+                    why: Refusal::WindowClosed,
+                    ..
+                } => self.window_closed = true,
+                _ => {}
+            }
+        }
+        self.last_attempt_ms = Some(now_ms);
+    }
+}
+
 /// The run's rules for paying buyers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PayPolicy {
@@ -182,6 +272,8 @@ pub struct PayPolicy {
     pub retry_after_ms: i64,
     /// `--pay-grace-secs`, in ms.
     pub grace_ms: i64,
+    /// `--double-pay`: each attempt is two requests at once, with two keys.
+    pub double_pay: bool,
 }
 
 /// What a buyer does next.
@@ -267,7 +359,7 @@ pub struct PaymentSummary {
     pub pay_rate: f64,
     /// The seed that picked the paying buyers (`--seed`, or drawn at random).
     pub seed: u64,
-    /// Distinct tickets whose buyer pays, and whose buyer does not.
+    /// Distinct tickets whose buyer pays, and whose buyer neither pays nor cancels.
     pub buyers_paying: u64,
     pub buyers_not_paying: u64,
     /// `Idempotency-Key`s used: payment attempts.
@@ -290,6 +382,23 @@ pub struct PaymentSummary {
     /// not among the summary's `tickets`.
     pub settled_paid: u64,
     pub settled_cancelled: u64,
+    /// `--double-pay`: how the pairs of requests were answered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub double_pay: Option<DoublePaySummary>,
+    /// `--cancel-rate`: the buyers who cancel.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cancels: Option<CancelSummary>,
+}
+
+/// The summary's `payments.double_pay`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct DoublePaySummary {
+    /// Attempts made as two requests at once.
+    pub pairs: u64,
+    /// Pairs both answered `202` with two payments ([`PairOutcome::BothAccepted`]).
+    pub both_accepted: u64,
+    /// Pairs answered `202` and `409 payment_in_progress`.
+    pub one_in_progress: u64,
 }
 
 #[derive(Default)]
@@ -303,6 +412,16 @@ struct Counts {
     refused: Mutex<BTreeMap<String, u64>>,
     /// Paying buyers who saw their ticket paid (for the progress line).
     paid: AtomicU64,
+    pairs: AtomicU64,
+    pairs_both_accepted: AtomicU64,
+    pairs_one_in_progress: AtomicU64,
+    cancel_requests: AtomicU64,
+    cancelled: AtomicU64,
+    /// `409` answers to a cancel, by the state named.
+    cancel_refused: Mutex<BTreeMap<String, u64>>,
+    cancel_unavailable: AtomicU64,
+    cancel_other_status: AtomicU64,
+    cancel_no_answer: AtomicU64,
 }
 
 #[derive(Default)]
@@ -310,6 +429,14 @@ struct Book {
     seen: HashSet<String>,
     not_paying: u64,
     buyers: JoinSet<PayEndLine>,
+    /// Each cancelling buyer's end, and whether a `409 pending` came before it.
+    cancellers: JoinSet<(CancelEnd, bool)>,
+}
+
+/// The last answer to one `Idempotency-Key`, after its retries.
+struct KeyEnd {
+    answer: PayAnswer,
+    retries: u32,
 }
 
 /// The run's paying buyers.
@@ -317,6 +444,8 @@ pub struct Payers {
     client: reqwest::Client,
     gateways: Vec<String>,
     rate: f64,
+    /// `--cancel-rate`.
+    cancel_rate: f64,
     seed: u64,
     policy: PayPolicy,
     /// How long after its buy a buyer waits for its ticket to be confirmed.
@@ -340,6 +469,7 @@ impl Payers {
         client: reqwest::Client,
         gateways: Vec<String>,
         rate: f64,
+        cancel_rate: f64,
         seed: u64,
         policy: PayPolicy,
         confirm_wait: Duration,
@@ -350,6 +480,7 @@ impl Payers {
             client,
             gateways,
             rate,
+            cancel_rate,
             seed,
             policy,
             confirm_wait,
@@ -365,18 +496,23 @@ impl Payers {
         self.book.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// A ticket the load was handed: its buyer starts paying if it is one who pays. A ticket
-    /// offered again (a `200` repeating it) is ignored. Call from within the runtime.
+    /// A ticket the load was handed: its buyer starts cancelling or paying if it is one who
+    /// does ([`role`]). A ticket offered again (a `200` repeating it) is ignored. Call from
+    /// within the runtime.
     pub fn offer(self: &Arc<Self>, t: &IssuedTicket) {
         let mut book = self.book();
         if !book.seen.insert(t.ticket.clone()) {
             return;
         }
-        if !pays(self.seed, t.user_id, self.rate) {
-            book.not_paying += 1;
-            return;
+        match role(self.seed, t.user_id, self.cancel_rate, self.rate) {
+            Role::Cancels => {
+                book.cancellers.spawn(self.clone().canceller(t.clone()));
+            }
+            Role::Pays => {
+                book.buyers.spawn(self.clone().buyer(t.clone()));
+            }
+            Role::Idle => book.not_paying += 1,
         }
-        book.buyers.spawn(self.clone().buyer(t.clone()));
     }
 
     /// Buyers paying or done paying, and those who saw their ticket paid.
@@ -385,13 +521,32 @@ impl Payers {
         (paying, self.counts.paid.load(Ordering::Relaxed))
     }
 
-    /// Waits for every paying buyer to stop, and sums up. Buyers offered after this are not
-    /// waited for.
+    /// Waits for every cancelling and paying buyer to stop, and sums up. Buyers offered after
+    /// this are not waited for.
     pub async fn finish(&self) -> PaymentSummary {
-        let (mut buyers, not_paying) = {
+        let (mut buyers, mut cancellers, not_paying) = {
             let mut book = self.book();
-            (std::mem::take(&mut book.buyers), book.not_paying)
+            (
+                std::mem::take(&mut book.buyers),
+                std::mem::take(&mut book.cancellers),
+                book.not_paying,
+            )
         };
+        let mut cancel_ends = cancel::CancelEnds::default();
+        let mut cancelling = 0;
+        while let Some(end) = cancellers.join_next().await {
+            cancelling += 1;
+            match end {
+                Ok((CancelEnd::Cancelled, after_pending)) => {
+                    cancel_ends.cancelled += 1;
+                    cancel_ends.cancelled_after_pending += u64::from(after_pending);
+                }
+                Ok((CancelEnd::Refused(state), _)) => {
+                    *cancel_ends.refused.entry(state).or_default() += 1
+                }
+                Ok((CancelEnd::GaveUp, _)) | Err(_) => cancel_ends.gave_up += 1,
+            }
+        }
         let mut ended = PayEnds::default();
         let mut paying = 0;
         while let Some(end) = buyers.join_next().await {
@@ -424,7 +579,95 @@ impl Payers {
             ended,
             settled_paid: 0,
             settled_cancelled: 0,
+            double_pay: self.policy.double_pay.then(|| DoublePaySummary {
+                pairs: n(&c.pairs),
+                both_accepted: n(&c.pairs_both_accepted),
+                one_in_progress: n(&c.pairs_one_in_progress),
+            }),
+            cancels: (self.cancel_rate > 0.0).then(|| CancelSummary {
+                cancel_rate: self.cancel_rate,
+                buyers_cancelling: cancelling,
+                requests: n(&c.cancel_requests),
+                cancelled: n(&c.cancelled),
+                refused: c
+                    .cancel_refused
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .clone(),
+                unavailable: n(&c.cancel_unavailable),
+                other_status: n(&c.cancel_other_status),
+                no_answer: n(&c.cancel_no_answer),
+                ended: cancel_ends,
+            }),
         }
+    }
+
+    /// One cancelling buyer, from its ticket's `202` to a final answer or `--settle-timeout`
+    /// later: its end, and whether a `409` as `pending` came first.
+    async fn canceller(self: Arc<Self>, t: IssuedTicket) -> (CancelEnd, bool) {
+        let give_up_at = now_ms().saturating_add(self.confirm_wait.as_millis() as i64);
+        let (mut tries, mut fails, mut saw_pending) = (0u32, 0usize, false);
+        loop {
+            tries += 1;
+            let base = &self.gateways[(t.gateway + fails) % self.gateways.len()];
+            let sent_at_ms = now_ms();
+            let (status, body, error) = {
+                let _call = self.calls.acquire().await;
+                let req = with_auth(
+                    self.client
+                        .post(format!("{base}/v1/orders/{}/cancel", t.ticket)),
+                    &t.auth,
+                );
+                send(req).await
+            };
+            let answer = CancelAnswer::classify(status, &body);
+            self.count_cancel(status, &answer);
+            let (state, reason, code) = match &answer {
+                CancelAnswer::Cancelled { state, reason } => (state.clone(), reason.clone(), None),
+                CancelAnswer::Refused { code, state } => (state.clone(), None, Some(code.clone())),
+                _ => (None, None, error.or_else(|| error_code(&body))),
+            };
+            self.history.line(&PaymentLine::Cancel(CancelLine {
+                ticket: t.ticket.clone(),
+                user_id: t.user_id,
+                attempt: tries,
+                status,
+                error: code,
+                state,
+                reason,
+                sent_at_ms,
+                at_ms: now_ms(),
+            }));
+            saw_pending |= answer.not_yet();
+            if answer == CancelAnswer::Retry {
+                fails += 1;
+            }
+            match cancel::next_try(&answer, now_ms(), give_up_at, rand::random()) {
+                CancelStep::Again(pause) => tokio::time::sleep(pause).await,
+                CancelStep::Done(end) => return (end, saw_pending),
+            }
+        }
+    }
+
+    fn count_cancel(&self, status: Option<u16>, answer: &CancelAnswer) {
+        let c = &self.counts;
+        c.cancel_requests.fetch_add(1, Ordering::Relaxed);
+        let counter = match answer {
+            CancelAnswer::Cancelled { .. } => &c.cancelled,
+            CancelAnswer::Refused { code, state } => {
+                let key = state.clone().unwrap_or_else(|| code.clone());
+                *c.cancel_refused
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .entry(key)
+                    .or_default() += 1;
+                return;
+            }
+            CancelAnswer::Retry if status.is_none() => &c.cancel_no_answer,
+            CancelAnswer::Retry => &c.cancel_unavailable,
+            CancelAnswer::Other => &c.cancel_other_status,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
     }
 
     /// One paying buyer, from its ticket's `202` to its last look.
@@ -444,7 +687,20 @@ impl Payers {
                 Step::Look(after) => tokio::time::sleep(after).await,
                 Step::Pay => {
                     let pay_by = seen.as_ref().and_then(|v| v.pay_by_ms).unwrap_or(i64::MAX);
-                    fails += self.pay(&t, &mut st, pay_by, t.gateway + fails).await;
+                    let (gw, first) = (t.gateway + fails, st.keys + 1);
+                    let ends = if self.policy.double_pay {
+                        // Two tabs: two keys at once, each on its own gateway.
+                        let (a, b) = tokio::join!(
+                            self.pay_key(&t, first, pay_by, gw),
+                            self.pay_key(&t, first + 1, pay_by, gw + 1)
+                        );
+                        self.count_pair(PairOutcome::of(&a.answer, &b.answer));
+                        vec![a, b]
+                    } else {
+                        vec![self.pay_key(&t, first, pay_by, gw).await]
+                    };
+                    fails += ends.iter().map(|e| e.retries as usize).sum::<usize>();
+                    st.record(ends.iter().map(|e| &e.answer), now_ms());
                     tokio::time::sleep(POLL_EVERY).await;
                 }
             }
@@ -488,12 +744,12 @@ impl Payers {
         serde_json::from_slice(&res.bytes().await.ok()?).ok()
     }
 
-    /// One payment attempt: a new key, tried again while answered `503` or not at all (and
-    /// before `pay_by_ms`). Returns the failed calls, for the choice of gateway.
-    async fn pay(&self, t: &IssuedTicket, st: &mut PayState, pay_by_ms: i64, gw: usize) -> usize {
-        st.keys += 1;
+    /// One payment attempt's key (`attempt`: the buyer's key number), tried again while
+    /// answered `503` or not at all (and before `pay_by_ms`). Returns its last answer, and the
+    /// failed calls, for the choice of gateway.
+    async fn pay_key(&self, t: &IssuedTicket, attempt: u32, pay_by_ms: i64, gw: usize) -> KeyEnd {
         self.counts.attempts.fetch_add(1, Ordering::Relaxed);
-        let key = format!("bench-{:016x}-{}-{}", self.nonce, t.ticket, st.keys);
+        let key = format!("bench-{:016x}-{}-{}", self.nonce, t.ticket, attempt);
         let mut retries = 0u32;
         loop {
             let base = &self.gateways[(gw + retries as usize) % self.gateways.len()];
@@ -506,16 +762,7 @@ impl Payers {
                     &t.auth,
                 )
                 .header("Idempotency-Key", &key);
-                match req.send().await {
-                    Ok(res) => {
-                        let status = res.status().as_u16();
-                        match res.bytes().await {
-                            Ok(b) => (Some(status), b, None),
-                            Err(e) => (None, Default::default(), Some(super::error_chain(&e))),
-                        }
-                    }
-                    Err(e) => (None, Default::default(), Some(super::error_chain(&e))),
-                }
+                send(req).await
             };
             let answer = PayAnswer::classify(status, &body);
             self.count(status, &answer);
@@ -529,7 +776,7 @@ impl Payers {
             self.history.line(&PaymentLine::Pay(PayLine {
                 ticket: t.ticket.clone(),
                 user_id: t.user_id,
-                attempt: st.keys,
+                attempt,
                 idempotency_key: key.clone(),
                 status,
                 payment_id,
@@ -538,27 +785,28 @@ impl Payers {
                 sent_at_ms,
                 at_ms: now_ms(),
             }));
-            match answer {
-                PayAnswer::Accepted { .. } => st.accepted += 1,
-                PayAnswer::Refused {
-                    why: Refusal::WindowClosed,
-                    ..
-                } => st.window_closed = true,
-                PayAnswer::Retry => {
-                    retries += 1;
-                    if let Some(wait) = retry_delay(retries) {
-                        if now_ms().saturating_add(wait.as_millis() as i64) < pay_by_ms {
-                            tokio::time::sleep(wait).await;
-                            continue;
-                        }
+            if answer == PayAnswer::Retry {
+                retries += 1;
+                if let Some(wait) = retry_delay(retries) {
+                    if now_ms().saturating_add(wait.as_millis() as i64) < pay_by_ms {
+                        tokio::time::sleep(wait).await;
+                        continue;
                     }
                 }
-                PayAnswer::Refused { .. } | PayAnswer::Other => {}
             }
-            break;
+            return KeyEnd { answer, retries };
         }
-        st.last_attempt_ms = Some(now_ms());
-        retries as usize
+    }
+
+    fn count_pair(&self, outcome: PairOutcome) {
+        let c = &self.counts;
+        c.pairs.fetch_add(1, Ordering::Relaxed);
+        match outcome {
+            PairOutcome::BothAccepted => &c.pairs_both_accepted,
+            PairOutcome::OneInProgress => &c.pairs_one_in_progress,
+            PairOutcome::Other => return,
+        }
+        .fetch_add(1, Ordering::Relaxed);
     }
 
     fn count(&self, status: Option<u16>, answer: &PayAnswer) {
@@ -582,6 +830,29 @@ impl Payers {
     }
 }
 
+/// Sends `req`: its status and body, or the transport error.
+async fn send(req: reqwest::RequestBuilder) -> (Option<u16>, bytes::Bytes, Option<String>) {
+    match req.send().await {
+        Ok(res) => {
+            let status = res.status().as_u16();
+            match res.bytes().await {
+                Ok(b) => (Some(status), b, None),
+                Err(e) => (None, Default::default(), Some(super::error_chain(&e))),
+            }
+        }
+        Err(e) => (None, Default::default(), Some(super::error_chain(&e))),
+    }
+}
+
+/// The `error` field of a JSON error body.
+fn error_code(body: &[u8]) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Body {
+        error: Option<String>,
+    }
+    serde_json::from_slice::<Body>(body).ok()?.error
+}
+
 fn with_auth(req: reqwest::RequestBuilder, auth: &Option<HeaderValue>) -> reqwest::RequestBuilder {
     match auth {
         Some(a) => req.header(reqwest::header::AUTHORIZATION, a.clone()),
@@ -596,6 +867,7 @@ mod tests {
     const POLICY: PayPolicy = PayPolicy {
         retry_after_ms: 1000,
         grace_ms: 5000,
+        double_pay: false,
     };
 
     fn view(status: TicketStatus, pay_by_ms: Option<i64>) -> TicketView {
@@ -624,6 +896,120 @@ mod tests {
         for u in 1..=1000 {
             assert!(!pays(3, u, 0.2) || pays(3, u, 0.6), "user {u}");
         }
+    }
+
+    #[test]
+    fn a_buyer_cancels_pays_or_idles_and_paying_buyers_stay_as_they_were_without_cancels() {
+        // Without cancels, the buyers who pay are those of `pays`, as before --cancel-rate.
+        for u in 1..=2_000 {
+            let expected = if pays(5, u, 0.7) {
+                Role::Pays
+            } else {
+                Role::Idle
+            };
+            assert_eq!(role(5, u, 0.0, 0.7), expected, "user {u}");
+        }
+        // Half cancel; the others all pay at --pay-rate 1.
+        let roles: Vec<Role> = (1..=10_000).map(|u| role(5, u, 0.5, 1.0)).collect();
+        let n = |r| roles.iter().filter(|x| **x == r).count();
+        assert!(
+            (4_800..5_200).contains(&n(Role::Cancels)),
+            "{}",
+            n(Role::Cancels)
+        );
+        assert_eq!(n(Role::Cancels) + n(Role::Pays), 10_000);
+        // Cancelling comes first: a buyer drawn to both cancels.
+        let both = (1..=10_000).find(|u| pays(5, *u, 0.5) && cancel::cancels(5, *u, 0.5));
+        let both = both.expect("some buyer is drawn to both");
+        assert_eq!(role(5, both, 0.5, 0.5), Role::Cancels);
+        assert_eq!(role(5, both, 0.0, 0.5), Role::Pays);
+    }
+
+    #[test]
+    fn the_two_answers_of_a_double_pay_are_told_apart() {
+        let ok = |id: &str| PayAnswer::Accepted {
+            payment_id: Some(id.into()),
+        };
+        let busy = PayAnswer::Refused {
+            why: Refusal::InProgress,
+            state: None,
+        };
+        assert_eq!(
+            PairOutcome::of(&ok("pay_1"), &busy),
+            PairOutcome::OneInProgress
+        );
+        assert_eq!(
+            PairOutcome::of(&busy, &ok("pay_1")),
+            PairOutcome::OneInProgress
+        );
+        assert_eq!(
+            PairOutcome::of(&ok("pay_1"), &ok("pay_2")),
+            PairOutcome::BothAccepted
+        );
+        let unnamed = PayAnswer::Accepted { payment_id: None };
+        assert_eq!(
+            PairOutcome::of(&unnamed, &unnamed),
+            PairOutcome::BothAccepted
+        );
+        // The same payment answered twice is one charge.
+        assert_eq!(
+            PairOutcome::of(&ok("pay_1"), &ok("pay_1")),
+            PairOutcome::Other
+        );
+        let closed = PayAnswer::Refused {
+            why: Refusal::WindowClosed,
+            state: None,
+        };
+        assert_eq!(PairOutcome::of(&ok("pay_1"), &closed), PairOutcome::Other);
+        assert_eq!(PairOutcome::of(&busy, &busy), PairOutcome::Other);
+        assert_eq!(
+            PairOutcome::of(&PayAnswer::Retry, &ok("pay_1")),
+            PairOutcome::Other
+        );
+    }
+
+    #[test]
+    fn both_keys_of_a_double_pay_count_towards_the_buyers_tries() {
+        let mut st = PayState::default();
+        let busy = PayAnswer::Refused {
+            why: Refusal::InProgress,
+            state: None,
+        };
+        let ok = PayAnswer::Accepted {
+            payment_id: Some("pay_1".into()),
+        };
+        st.record([&ok, &busy], 1_000);
+        assert_eq!(
+            st,
+            PayState {
+                keys: 2,
+                accepted: 1,
+                last_attempt_ms: Some(1_000),
+                window_closed: false
+            }
+        );
+        // Declined, paid again twice: four keys, and a pair in the window's last moment.
+        let closed = PayAnswer::Refused {
+            why: Refusal::WindowClosed,
+            state: None,
+        };
+        st.record([&ok, &closed], 2_000);
+        assert_eq!((st.keys, st.accepted, st.window_closed), (4, 2, true));
+        assert_eq!(st.last_attempt_ms, Some(2_000));
+        // Two more pairs use the buyer's keys up: it pays no more.
+        let confirmed = view(TicketStatus::Confirmed, Some(60_000));
+        st.window_closed = false;
+        st.record([&busy, &busy], 3_000);
+        st.record([&PayAnswer::Other, &busy], 4_000);
+        assert_eq!(st.keys, MAX_KEYS);
+        let policy = PayPolicy {
+            double_pay: true,
+            ..POLICY
+        };
+        assert_eq!(
+            next_step(Some(&confirmed), 10_000, 0, &st, &policy),
+            Step::Look(POLL_IDLE)
+        );
     }
 
     #[test]

@@ -594,6 +594,45 @@ impl Summary {
                      the polling saw {} tickets paid, {} cancelled",
                     e.paid, e.cancelled, e.confirmed, e.other, p.settled_paid, p.settled_cancelled
                 );
+                if let Some(d) = &p.double_pay {
+                    let _ = writeln!(
+                        s,
+                        "double pay: {} pairs of keys at once: {} x 202 + 409 \
+                         payment_in_progress, {} both 202",
+                        d.pairs, d.one_in_progress, d.both_accepted
+                    );
+                }
+                if let Some(c) = &p.cancels {
+                    let by_state = |m: &std::collections::BTreeMap<String, u64>| {
+                        if m.is_empty() {
+                            "none".to_owned()
+                        } else {
+                            m.iter()
+                                .map(|(state, n)| format!("{n} {state}"))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        }
+                    };
+                    let e = &c.ended;
+                    let _ = writeln!(
+                        s,
+                        "cancels: cancel rate {}: {} buyers cancel; {} requests: {} x 200, 409: \
+                         {}, {} unavailable, {} other, {} unanswered; ended: {} cancelled ({} \
+                         after a pending refusal), refused: {}, {} gave up",
+                        c.cancel_rate,
+                        c.buyers_cancelling,
+                        c.requests,
+                        c.cancelled,
+                        by_state(&c.refused),
+                        c.unavailable,
+                        c.other_status,
+                        c.no_answer,
+                        e.cancelled,
+                        e.cancelled_after_pending,
+                        by_state(&e.refused),
+                        e.gave_up
+                    );
+                }
             }
             if let Some(e) = self.e2e.as_ref().filter(|e| e.count > 0) {
                 let _ = writeln!(
