@@ -4,7 +4,7 @@
 # sells out, stops every gateway and worker, then audits Redis, the tickets and MySQL with
 # `seckill-bench audit`.
 #
-#   scripts/chaos.sh                     all 13 scenarios once, paced
+#   scripts/chaos.sh                     scenarios 1-13, 17 and 18 once, paced
 #   scripts/chaos.sh --runs 3            every scenario 3 times
 #   scripts/chaos.sh --scenarios "1 2"   a subset (CI runs 1 and 2)
 #   scripts/chaos.sh --rate 0            at herd speed: as fast as the gateways answer
@@ -56,6 +56,21 @@
 # Scenario 15 (--zk ensemble only) SIGKILLs the ensemble's leader mid-sale, with 10 % of orders
 # failing so that units come back and every gateway's marker must drop through the new
 # leader; each gateway must keep its one ZooKeeper session (it may reconnect to a follower).
+# Scenarios 17 and 18 sell the priced product of 10-12 through the same provider, every unit
+# to be paid, with buyers who stress the payment window's API instead of a fault. 17, a cancel
+# storm: $CANCEL_RATE (0.5) of the buyers cancel (`load --cancel-rate`): from their 202 on,
+# `POST /v1/orders/{ticket}/cancel` every 20-50 ms until 200 or a final refusal (refused as
+# pending until the order is confirmed), so cancels land between a worker's MySQL commit and
+# its Redis confirm; the others pay. It needs cancels answered 200 and refused as pending (else
+# ERROR), and each buyer_cancelled order in MySQL must have the load's 200 that cancelled it
+# (a `cancel` line of the history), and each such 200 its buyer_cancelled order (else FAIL).
+# 18, a double pay: every buyer pays, each attempt as two requests at once with two keys on
+# the two gateways (`load --double-pay`). It fails if MySQL's payments show one recorded while
+# another of its ticket was unsettled, or more than one success (succeeded or refund_due) for a
+# ticket; it needs 409 payment_in_progress answers (else ERROR). A payment's created_at_ms is
+# stamped before the gateway waits for the order's row lock, so it only bounds the recording
+# from below: a payment counts as recorded by its 202 (the load's clock) or by its settling less
+# the provider's delay, whichever is earlier.
 #
 # A run is PASS only if the audit passes (every promise kept: confirmed, paid, cancelled for
 # a payment timeout or by its buyer, or failed for an allowed reason), the sale sold out (10-12:
@@ -72,7 +87,7 @@ set -euo pipefail
 cd "$ROOT"
 [[ -f $HOME/.cargo/env ]] && . "$HOME/.cargo/env"
 
-RUNS=1 SCENARIOS="1 2 3 4 5 6 7 8 9 10 11 12 13" REPORT="" SPEEDS=paced
+RUNS=1 SCENARIOS="1 2 3 4 5 6 7 8 9 10 11 12 13 17 18" REPORT="" SPEEDS=paced
 while (($#)); do
     case $1 in
         --runs) RUNS=$2; shift 2 ;;
@@ -96,7 +111,7 @@ for speed in $SPEEDS; do [[ $speed == paced || $speed == herd ]] || die "unknown
 [[ ${BUCKETS:=1} =~ ^([1-9]|[1-5][0-9]|6[0-4])$ ]] || die "--buckets takes 1 to 64"
 export REDIS_MODE ZK_MODE
 for sc in $SCENARIOS; do
-    [[ $sc =~ ^([1-9]|1[0-5])$ ]] || die "unknown scenario $sc"
+    [[ $sc =~ ^([1-9]|1[0-5]|1[78])$ ]] || die "unknown scenario $sc"
     [[ $sc != 14 || $REDIS_MODE == cluster ]] || die "scenario 14 needs --redis cluster"
     [[ $sc != 15 || $ZK_MODE == ensemble ]] || die "scenario 15 needs --zk ensemble"
 done
@@ -104,6 +119,7 @@ done
 : "${HERD_STOCK:=5000}" "${HERD_USERS:=30000}" "${HERD_FAULT_AFTER:=500}" "${RESTART_AFTER:=5}"
 : "${PAY_STOCK:=200}" "${PAY_USERS:=300}" "${PAY_WINDOW:=3}" "${PAY_RATE:=0.7}" "${PAY_HERD_RATE:=400}"
 : "${PROVIDER_PORT:=18099}" "${SAMPLE_MS:=250}"
+: "${CANCEL_RATE:=0.5}"
 : "${WR_STOCK:=200}" "${WR_USERS:=600}" "${WR_ADMIT_PER_SEC:=100}" "${WR_FACTOR:=1.5}" "${WR_START_IN:=8}"
 GW_PORTS=(18081 18082) WK_PORTS=(19191 19192)
 declare -A NAME=([1]="no fault" [2]="fail rate 0.1" [3]="worker SIGKILL" [4]="gateway SIGKILL"
@@ -111,8 +127,9 @@ declare -A NAME=([1]="no fault" [2]="fail rate 0.1" [3]="worker SIGKILL" [4]="ga
     [9]="Redis restart in the first second" [10]="30 % never pay" [11]="worker SIGKILL while expiring"
     [12]="late, duplicated, reordered callbacks" [13]="gateway SIGKILL mid-admission"
     [14]="Redis primary SIGKILL" [15]="ZooKeeper leader SIGKILL")
-# Scenarios 10-12: a priced product with a payment window, a provider, buyers who pay.
-is_payment() { [[ $1 == 1[0-2] ]]; }
+NAME+=([17]="a cancel storm" [18]="a double pay")
+# Scenarios 10-12, 17 and 18: a priced product with a payment window, a provider, buyers who pay.
+is_payment() { [[ $1 == 1[0-2] || $1 == 1[78] ]]; }
 # Failure reasons each scenario allows; any other failed promise fails the run.
 # Scenario 7 is a stand-in limitation, not a property of the design: the local broker (tansu)
 # keeps messages in memory, so a restart loses messages it had acknowledged, which Kafka with
@@ -610,7 +627,7 @@ judge() {
 import json, os, sys
 d, sc, name, speed, rate, run, audit_rc, recovered, took, allowed, pay_herd_rate = sys.argv[1:]
 sc, allowed = int(sc), set(allowed.split())
-payment = sc in (10, 11, 12)
+payment = sc in (10, 11, 12, 17, 18)
 room = sc == 13
 at = lambda f: os.path.join(d, f)
 def lines(f):
@@ -712,6 +729,112 @@ elif sc == 12:
         errors.append(f"no callback was delivered twice ({stats.get('callbacks_sent')} delivered, {decided} charges decided)")
     if not refund_due:
         errors.append("no payment ended refund_due: no late success reached a gateway")
+elif sc == 17:
+    # The fault is the buyers' cancels: they went through (200), many first refused as pending
+    # (the order not confirmed yet, so the cancel raced its confirmation), and every order
+    # MySQL says its buyer cancelled is one the load cancelled, and the other way round.
+    c = ((load_json("load.json") or {}).get("payments") or {}).get("cancels") or {}
+    ok200 = {}  # ticket -> reason, of each 200
+    for line in open(at("history.jsonl")) if os.path.exists(at("history.jsonl")) else []:
+        o = json.loads(line)
+        if o.get("kind") == "cancel" and o.get("status") == 200:
+            ok200[o["ticket"]] = o.get("reason")
+    orders = {}
+    for l in lines("orders.tsv"):
+        if l.count("\t") == 2:
+            ticket, state, reason = l.split("\t")
+            orders[ticket] = (state, reason)
+    by_buyer = {t for t, v in orders.items() if v == ("cancelled", "buyer_cancelled")}
+    unexplained = sorted(by_buyer - ok200.keys())
+    not_in_db = sorted(t for t, r in ok200.items() if r == "buyer_cancelled" and t not in by_buyer)
+    other_200 = sorted(t for t, r in ok200.items() if r != "buyer_cancelled")
+    refused = c.get("refused") or {}
+    pending = refused.get("pending", 0)
+    others = ", ".join(f"{n} {k}" for k, n in sorted(refused.items()) if k != "pending")
+    ended = c.get("ended") or {}
+    overlap = (f"whole sale: {c.get('buyers_cancelling', '?')} buyers cancelling, "
+               f"{c.get('requests', '?')} cancels: {c.get('cancelled', '?')} × 200 "
+               f"({ended.get('cancelled_after_pending', '?')} after a pending refusal), "
+               f"{pending} × 409 pending" + (f", 409 {others}" if others else "") +
+               f", {ended.get('gave_up', '?')} gave up; {len(by_buyer)} buyer_cancelled orders, "
+               f"{len(by_buyer) - len(unexplained)} explained")
+    if not orders:
+        errors.append("no orders read from MySQL (orders.tsv): the cancels cannot be explained")
+    if not c.get("cancelled"):
+        errors.append("no cancel was answered 200: the storm did not happen")
+    if not pending:
+        errors.append("no cancel was refused as pending: none raced its order's confirmation")
+    if len(ok200) != c.get("cancelled"):
+        errors.append(f"{len(ok200)} tickets with a 200 cancel in the history, {c.get('cancelled')} in load.json")
+    if unexplained:
+        fails.append(f"{len(unexplained)} buyer_cancelled orders no cancel of the load explains, e.g. {unexplained[:3]}")
+    if not_in_db:
+        fails.append(f"{len(not_in_db)} cancels answered 200 whose order MySQL does not have cancelled by its buyer, e.g. {not_in_db[:3]}")
+    if other_200:
+        fails.append(f"{len(other_200)} cancels answered 200 without reason buyer_cancelled, e.g. {other_200[:3]}")
+elif sc == 18:
+    # The fault is the buyers' double pays: two keys at once, one of them refused while the
+    # other is in progress. MySQL's payments must show no two attempts of one ticket recorded
+    # and unsettled at once, and at most one success per ticket.
+    p = (load_json("load.json") or {}).get("payments") or {}
+    dp = p.get("double_pay") or {}
+    in_progress = (p.get("refused") or {}).get("payment_in_progress", 0)
+    stats = load_json("provider-stats.json") or {}
+    # created_at_ms is the gateway's clock when the request came, before it waited for the
+    # order's row lock, so it is a lower bound of when the row was recorded. An upper bound:
+    # the 202 that answered it (the load's clock, the same machine), and its decision, at
+    # least the provider's fixed delay before the callback settled it (no late callbacks).
+    evidence = (fault or {}).get("evidence") or []
+    delay = next((int(w.split()[1]) for e in evidence for w in e.split(" --")
+                  if w.startswith("delay-ms ")), None)
+    answered = {}
+    for line in open(at("history.jsonl")) if os.path.exists(at("history.jsonl")) else []:
+        if '"kind":"pay"' in line:
+            o = json.loads(line)
+            if o.get("status") == 202 and o.get("payment_id"):
+                answered[o["payment_id"]] = min(o["at_ms"], answered.get(o["payment_id"], o["at_ms"]))
+    inf = float("inf")
+    by = {}
+    for l in lines("payments.tsv"):
+        if l.count("\t") == 4:
+            ticket, pid, state, created, settled = l.split("\t")
+            settled = inf if settled == "-" else int(settled)
+            latest = min(answered.get(pid, inf), settled - delay if delay is not None else inf)
+            by.setdefault(ticket, []).append((int(created), settled, state, pid, latest))
+    n_payments = sum(map(len, by.values()))
+    unsent = sum(1 for ps in by.values() for x in ps if x[2] == "unsent")
+    overlapping, apparent, twice = [], 0, []
+    for ticket, ps in sorted(by.items()):
+        sent = sorted(x for x in ps if x[2] != "unsent")
+        for i, x in enumerate(sent):
+            for y in sent[i + 1:]:
+                if y[0] < x[1] and x[0] < y[1]:
+                    # [created_at_ms, settled_at_ms) overlap; recorded while the other was
+                    # unsettled for sure when its latest recording time says so.
+                    if y[4] < x[1] and x[4] < y[1]:
+                        overlapping.append(f"{ticket}: {x[3]} [{x[0]}, {x[1]}) and {y[3]} recorded by {y[4]}")
+                    else:
+                        apparent += 1
+        if sum(1 for x in ps if x[2] in ("succeeded", "refund_due")) > 1:
+            twice.append(ticket)
+    overlap = (f"whole sale: {dp.get('pairs', '?')} pairs of keys at once, {in_progress} × 409 "
+               f"payment_in_progress, {dp.get('both_accepted', '?')} pairs both 202; MySQL: {n_payments} "
+               f"payments of {len(by)} tickets ({unsent} unsent), {len(overlapping)} recorded while "
+               f"another was unsettled ({apparent} more overlap by created_at_ms alone, recorded maybe "
+               f"after the other settled), {len(twice)} tickets with two successes; provider: "
+               f"{stats.get('charges', '?')} charges")
+    if not by:
+        errors.append("no payments read from MySQL (payments.tsv)")
+    if delay is None:
+        errors.append("the provider's delay is not in fault.json: overlaps cannot be told")
+    if not dp.get("pairs"):
+        errors.append("the load paid no pair of keys at once")
+    if not in_progress:
+        errors.append("no 409 payment_in_progress: no pair met the first payment in progress, the run proves nothing")
+    if overlapping:
+        fails.append(f"{len(overlapping)} times a payment was recorded while another of its ticket was unsettled, e.g. {overlapping[:2]}")
+    if twice:
+        fails.append(f"{len(twice)} tickets with more than one succeeded or refund_due payment, e.g. {twice[:3]}")
 elif sc not in (1, 10):
     if not fault or not fault["verified"] or not fault["start_us"] or not fault["end_us"]:
         overlap = "**not injected**" if not fault else "**not verified**"
@@ -809,6 +932,33 @@ mysql_counts() { # db
         FROM \`$1\`.orders GROUP BY 2" >"$RUN_DIR/mysql-counts.tsv" ||
         run_error "counting payments and orders in MySQL failed"
 }
+# Scenarios 17 and 18, after the audit, for the judge: each order's ticket, status and cancel
+# reason ('-' for none) to orders.tsv (17); each payment's ticket, id, status, created_at_ms
+# and settled_at_ms ('-' while unsettled) to payments.tsv (18).
+mysql_rows() { # db scenario
+    local what=orders query="SELECT ticket, status, IFNULL(cancel_reason, '-') FROM \`$1\`.orders"
+    if [[ $2 == 18 ]]; then
+        what=payments
+        query="SELECT ticket, payment_id, status, created_at_ms, IFNULL(settled_at_ms, '-')
+            FROM \`$1\`.payments ORDER BY ticket, created_at_ms"
+    fi
+    mysql_root -N -B -e "$query" >"$RUN_DIR/$what.tsv" || run_error "reading the $what from MySQL failed"
+}
+# Scenarios 17 and 18, once the load is over: what the buyers did, from load.json, one line.
+buyers_evidence() { # scenario
+    python3 - "$RUN_DIR/load.json" "$1" <<'PY2'
+import json, sys
+p = json.load(open(sys.argv[1]))["payments"]
+if sys.argv[2] == "17":
+    c = p["cancels"]
+    print(f"{c['buyers_cancelling']} buyers cancelling from their 202 on: {c['cancelled']} cancels "
+          f"answered 200, {c['refused'].get('pending', 0)} refused as pending before")
+else:
+    d = p["double_pay"]
+    print(f"{d['pairs']} pairs of keys paid at once: {p['refused'].get('payment_in_progress', 0)} "
+          f"answered 409 payment_in_progress, {d['both_accepted']} pairs both 202")
+PY2
+}
 # Scenario 11, once the load is over: the expiries around the kill, to expiry.json.
 write_expiry_json() {
     local at_end after
@@ -870,7 +1020,12 @@ run_one() { # scenario speed run
         [[ $speed == herd ]] && rate_args=(--rate "$PAY_HERD_RATE")
         seed=$((RANDOM * 32768 + RANDOM))
         body="{\"name\": \"chaos $ns\", \"stock\": $RUN_STOCK, \"price\": 499900, \"currency\": \"CNY\", \"payment_window_secs\": $PAY_WINDOW, \"buckets\": $BUCKETS}"
-        sale_args=(--pay-rate "$PAY_RATE" --seed "$seed" --until-all-paid --all-paid-wait-secs 150)
+        # 17 and 18: every buyer who does not cancel pays.
+        local pay_rate=$PAY_RATE
+        [[ $sc == 17 || $sc == 18 ]] && pay_rate=1
+        sale_args=(--pay-rate "$pay_rate" --seed "$seed" --until-all-paid --all-paid-wait-secs 150)
+        [[ $sc == 17 ]] && sale_args+=(--cancel-rate "$CANCEL_RATE")
+        [[ $sc == 18 ]] && sale_args+=(--double-pay)
         audit_args=(--expect-all-paid)
         odds=(--decline-rate 0.1 --delay-ms 200 --late-rate 0 --duplicate-rate 0)
         [[ $sc == 12 ]] && odds=(--decline-rate 0.1 --delay-ms 200 --late-rate 0.2 --late-delay-ms 4000 --duplicate-rate 0.3)
@@ -928,7 +1083,7 @@ run_one() { # scenario speed run
         "${sale_args[@]}" --settle-timeout 60 --timeout 10 --sample-admin-ms "$SAMPLE_MS" \
         --history "$RUN_DIR/history.jsonl" >"$RUN_DIR/load.json" 2>"$RUN_DIR/load.log" &
     load_pid=$!
-    if [[ $sc == 2 || $sc == 12 ]]; then
+    if [[ $sc == 2 || $sc == 12 || $sc == 17 || $sc == 18 ]]; then
         FAULT_START=$(now_us) # the fault is the whole sale
     elif [[ $sc != 1 && $sc != 10 ]]; then
         if ! wait_ready_for_fault "$ready"; then
@@ -963,9 +1118,14 @@ run_one() { # scenario speed run
     # Revive crashed processes while the load finishes, so the sale can finish.
     while kill -0 "$load_pid" 2>/dev/null; do revive; sleep 0.5; done
     wait "$load_pid" || run_error "the load exited non-zero (see $RUN_DIR/load.log)"
-    if [[ $sc == 2 || $sc == 12 ]]; then
+    if [[ $sc == 2 || $sc == 12 || $sc == 17 || $sc == 18 ]]; then
         FAULT_END=$(now_us)
-        [[ $sc == 12 ]] && EVIDENCE+=("provider ${odds[*]}")
+        [[ $sc == 12 || $sc == 18 ]] && EVIDENCE+=("provider ${odds[*]}")
+        if [[ $sc == 17 || $sc == 18 ]]; then
+            local said
+            if said=$(buyers_evidence "$sc"); then EVIDENCE+=("$said")
+            else run_error "no payments summary in load.json"; fi
+        fi
         write_fault_json "$sc" 1
     fi
     [[ $sc == 11 && -n $EXPIRY_VICTIM && -n $CANCELLED_AT_RESTART ]] && write_expiry_json
@@ -980,6 +1140,7 @@ run_one() { # scenario speed run
         --namespace "$ns" --initial-stock "$RUN_STOCK" "${audit_args[@]}" "${allow_args[@]}" \
         >"$RUN_DIR/audit.json" 2>"$RUN_DIR/audit.log" || audit_rc=$?
     is_payment "$sc" && mysql_counts "$db"
+    [[ $sc == 17 || $sc == 18 ]] && mysql_rows "$db" "$sc"
     ROWS+=("$(judge "$sc" "$speed" "$run" "$audit_rc" "$recovered" "$((SECONDS - started)) s")")
     echo "${ROWS[-1]}"
     local verdict
@@ -999,13 +1160,13 @@ for ((run = 1; run <= RUNS; run++)); do
     done
 done
 
-HEADER="| scenario | speed | run | verdict | promises made | kept | failures by reason (10-12: and payments) | sold out (10-12: all paid) | fault hit the sale | crashes | settle p99 / max | checks | order rows | recovery | run took |
+HEADER="| scenario | speed | run | verdict | promises made | kept | failures by reason (10-12, 17, 18: and payments) | sold out (10-12, 17, 18: all paid) | fault hit the sale | crashes | settle p99 / max | checks | order rows | recovery | run took |
 |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 TABLE=$(printf '%s\n' "$HEADER" "${ROWS[@]}")
 echo
 echo "$TABLE"
 if [[ -n $REPORT ]]; then
-    SETTINGS="Paced: stock $STOCK, $USERS users then fresh ones until sold out, $RATE req/s, fault once $FAULT_AFTER units are sold. Herd: stock $HERD_STOCK, $HERD_USERS users, unpaced, fault once $HERD_FAULT_AFTER units are sold. Concurrency $CONCURRENCY. Every fault waits for a reservation in flight, with the workers frozen (SIGSTOP) until 1 more unit is reserved (scenario 3: its victim alone, until 10 more) and thawed as it starts, so that orders are in flight when it lands; a killed process is restarted $RESTART_AFTER s later. Allowed failures: scenario 2 \`chaos\`; scenario 7 \`expired\` and \`lost\`, a stand-in limitation (tansu keeps messages in memory, so a restart loses messages it acknowledged; Kafka with acks=all would not). \"Fault hit the sale\": reservations in flight when the fault started, and buys answered while it lasted. A crash fails the run; ERROR means the fault did not happen as designed. Scenarios 10-12: stock $PAY_STOCK at a price, a $PAY_WINDOW s payment window, $PAY_USERS users then fresh ones until every unit is paid (\`--until-all-paid\`; herd is $PAY_HERD_RATE req/s), $PAY_RATE of the buyers pay; a simulated provider declines 10 % of charges and decides 200 ms after each; in 12 also 20 % late (4 s, after the deadline) and 30 % of callbacks twice. Paid and cancelled (\`payment_timeout\`, \`buyer_cancelled\`) count as kept promises; the run passes only when every unit ends paid (the load saw it, and audit check 12 with \`--expect-all-paid\`). Scenario 11 kills the first worker seen cancelling unpaid orders; its \"fault hit the sale\" counts the cancellations before and after. Scenario 12 must show late and twice-sent callbacks and at least one \`refund_due\` payment. Scenario 13: a waiting room (stock $WR_STOCK, $WR_USERS buyers joining before the start through both gateways, $WR_ADMIT_PER_SEC admissions/s, factor $WR_FACTOR; \`load --waiting-room --until-sold-out\`); gateway 0 SIGKILLed once buyers are admitted, restarted $RESTART_AFTER s later; it passes when every unit is sold and audit checks 13-15 pass (every buyer held a valid admission, the cap held in every admin-view sample, no place admitted twice). Stock buckets: $BUCKETS$( ((BUCKETS > 1)) && echo " (scenario 13 keeps 1)" || true). Redis: $REDIS_MODE$([[ $REDIS_MODE == cluster ]] && echo " (3 primaries, each with a replica; scenarios 8-9 restart every node; 14 SIGKILLs the product's primary, its replica takes over, the node rejoins $RESTART_AFTER s later)"). ZooKeeper: $ZK_MODE$([[ $ZK_MODE == ensemble ]] && echo " (three servers; 15 SIGKILLs the leader with 10 % of orders failing, and fails if a gateway loses its session)")."
+    SETTINGS="Paced: stock $STOCK, $USERS users then fresh ones until sold out, $RATE req/s, fault once $FAULT_AFTER units are sold. Herd: stock $HERD_STOCK, $HERD_USERS users, unpaced, fault once $HERD_FAULT_AFTER units are sold. Concurrency $CONCURRENCY. Every fault waits for a reservation in flight, with the workers frozen (SIGSTOP) until 1 more unit is reserved (scenario 3: its victim alone, until 10 more) and thawed as it starts, so that orders are in flight when it lands; a killed process is restarted $RESTART_AFTER s later. Allowed failures: scenario 2 \`chaos\`; scenario 7 \`expired\` and \`lost\`, a stand-in limitation (tansu keeps messages in memory, so a restart loses messages it acknowledged; Kafka with acks=all would not). \"Fault hit the sale\": reservations in flight when the fault started, and buys answered while it lasted. A crash fails the run; ERROR means the fault did not happen as designed. Scenarios 10-12: stock $PAY_STOCK at a price, a $PAY_WINDOW s payment window, $PAY_USERS users then fresh ones until every unit is paid (\`--until-all-paid\`; herd is $PAY_HERD_RATE req/s), $PAY_RATE of the buyers pay; a simulated provider declines 10 % of charges and decides 200 ms after each; in 12 also 20 % late (4 s, after the deadline) and 30 % of callbacks twice. Paid and cancelled (\`payment_timeout\`, \`buyer_cancelled\`) count as kept promises; the run passes only when every unit ends paid (the load saw it, and audit check 12 with \`--expect-all-paid\`). Scenario 11 kills the first worker seen cancelling unpaid orders; its \"fault hit the sale\" counts the cancellations before and after. Scenario 12 must show late and twice-sent callbacks and at least one \`refund_due\` payment. Scenario 13: a waiting room (stock $WR_STOCK, $WR_USERS buyers joining before the start through both gateways, $WR_ADMIT_PER_SEC admissions/s, factor $WR_FACTOR; \`load --waiting-room --until-sold-out\`); gateway 0 SIGKILLed once buyers are admitted, restarted $RESTART_AFTER s later; it passes when every unit is sold and audit checks 13-15 pass (every buyer held a valid admission, the cap held in every admin-view sample, no place admitted twice). Scenarios 17 and 18: the product, provider and end of 10 (every unit paid), with every buyer paying but these: 17, a cancel storm: $CANCEL_RATE of the buyers cancel from their \`202\` on (\`load --cancel-rate\`: \`POST /v1/orders/{ticket}/cancel\` every 20-50 ms while refused as pending, until 200 or a final refusal), so cancels land as their orders are confirmed; it needs cancels answered 200 and refused as pending first (else ERROR), and fails unless every \`buyer_cancelled\` order in MySQL has the load's 200 cancel in the history and the other way round. 18, a double pay: each payment attempt is two requests at once with two \`Idempotency-Key\`s, one per gateway (\`load --double-pay\`); it fails if MySQL's payments show one recorded while another of its ticket was unsettled (recorded by its \`202\` or by its settling less the provider's 200 ms delay: \`created_at_ms\` is stamped before the row lock) or a ticket has more than one \`succeeded\` or \`refund_due\` payment, and needs \`409 payment_in_progress\` answers (else ERROR). Stock buckets: $BUCKETS$( ((BUCKETS > 1)) && echo " (scenario 13 keeps 1)" || true). Redis: $REDIS_MODE$([[ $REDIS_MODE == cluster ]] && echo " (3 primaries, each with a replica; scenarios 8-9 restart every node; 14 SIGKILLs the product's primary, its replica takes over, the node rejoins $RESTART_AFTER s later)"). ZooKeeper: $ZK_MODE$([[ $ZK_MODE == ensemble ]] && echo " (three servers; 15 SIGKILLs the leader with 10 % of orders failing, and fails if a gateway loses its session)")."
     # The timelines next to the report, under img/chaos/ (the previous run's are removed).
     IMG_DIR=$(dirname "$REPORT")/img/chaos
     mkdir -p "$IMG_DIR"
