@@ -4,7 +4,7 @@
 # sells out, stops every gateway and worker, then audits Redis, the tickets and MySQL with
 # `seckill-bench audit`.
 #
-#   scripts/chaos.sh                     scenarios 1-13, 17 and 18 once, paced
+#   scripts/chaos.sh                     scenarios 1-13 and 16-18 once, paced
 #   scripts/chaos.sh --runs 3            every scenario 3 times
 #   scripts/chaos.sh --scenarios "1 2"   a subset (CI runs 1 and 2)
 #   scripts/chaos.sh --rate 0            at herd speed: as fast as the gateways answer
@@ -56,6 +56,13 @@
 # Scenario 15 (--zk ensemble only) SIGKILLs the ensemble's leader mid-sale, with 10 % of orders
 # failing so that units come back and every gateway's marker must drop through the new
 # leader; each gateway must keep its one ZooKeeper session (it may reconnect to a follower).
+# Scenario 16: Redis comes back old. On one server: a snapshot (SAVE) once FAULT_AFTER units
+# are sold, and at three times that Redis is stopped and started again from it, as a restart
+# with RDB snapshots or AOF everysec gives. On a cluster: the replica of the product's primary
+# is cut off (a wrong masterauth, its link dropped) at FAULT_AFTER, and at three times that it
+# takes over (CLUSTER FAILOVER TAKEOVER), a failover to a replica that lagged. Either way the
+# product's state comes back from the first point while orders of the second are in flight;
+# nothing is allowed to fail.
 # Scenarios 17 and 18 sell the priced product of 10-12 through the same provider, every unit
 # to be paid, with buyers who stress the payment window's API instead of a fault. 17, a cancel
 # storm: $CANCEL_RATE (0.5) of the buyers cancel (`load --cancel-rate`): from their 202 on,
@@ -87,7 +94,7 @@ set -euo pipefail
 cd "$ROOT"
 [[ -f $HOME/.cargo/env ]] && . "$HOME/.cargo/env"
 
-RUNS=1 SCENARIOS="1 2 3 4 5 6 7 8 9 10 11 12 13 17 18" REPORT="" SPEEDS=paced
+RUNS=1 SCENARIOS="1 2 3 4 5 6 7 8 9 10 11 12 13 16 17 18" REPORT="" SPEEDS=paced
 while (($#)); do
     case $1 in
         --runs) RUNS=$2; shift 2 ;;
@@ -111,7 +118,7 @@ for speed in $SPEEDS; do [[ $speed == paced || $speed == herd ]] || die "unknown
 [[ ${BUCKETS:=1} =~ ^([1-9]|[1-5][0-9]|6[0-4])$ ]] || die "--buckets takes 1 to 64"
 export REDIS_MODE ZK_MODE
 for sc in $SCENARIOS; do
-    [[ $sc =~ ^([1-9]|1[0-5]|1[78])$ ]] || die "unknown scenario $sc"
+    [[ $sc =~ ^([1-9]|1[0-8])$ ]] || die "unknown scenario $sc"
     [[ $sc != 14 || $REDIS_MODE == cluster ]] || die "scenario 14 needs --redis cluster"
     [[ $sc != 15 || $ZK_MODE == ensemble ]] || die "scenario 15 needs --zk ensemble"
 done
@@ -126,7 +133,7 @@ declare -A NAME=([1]="no fault" [2]="fail rate 0.1" [3]="worker SIGKILL" [4]="ga
     [5]="MySQL down 10 s" [6]="ZooKeeper down 10 s" [7]="broker restart" [8]="Redis restart"
     [9]="Redis restart in the first second" [10]="30 % never pay" [11]="worker SIGKILL while expiring"
     [12]="late, duplicated, reordered callbacks" [13]="gateway SIGKILL mid-admission"
-    [14]="Redis primary SIGKILL" [15]="ZooKeeper leader SIGKILL")
+    [14]="Redis primary SIGKILL" [15]="ZooKeeper leader SIGKILL" [16]="Redis comes back old")
 NAME+=([17]="a cancel storm" [18]="a double pay")
 # Scenarios 10-12, 17 and 18: a priced product with a payment window, a provider, buyers who pay.
 is_payment() { [[ $1 == 1[0-2] || $1 == 1[78] ]]; }
@@ -532,6 +539,8 @@ inject() { # scenario
                    { run_error "reconcile failed"; return 1; }
            fi ;;
         14) kill_redis_primary || return 1 ;;
+        16) if [[ $REDIS_MODE == cluster ]]; then lag_redis_replica || return 1
+            else rollback_redis || return 1; fi ;;
         15) kill_zk_leader || return 1
             check_sessions_kept ;;
     esac
@@ -574,6 +583,73 @@ kill_redis_primary() {
     # It may still say master (its old nodes.conf) until the cluster's update reaches it.
     wait_for -t 10 node_is_replica "$port" || { run_error "node $port did not rejoin as a replica"; return 1; }
     EVIDENCE+=("127.0.0.1:$port back as a replica of $new")
+}
+# Scenario 16, one server: a snapshot now; at three times as many units sold, a restart from it.
+rollback_redis() {
+    local old new dump=$REDIS_DIR/dump.rdb key="sk:{$SECKILL_NAMESPACE:$PRODUCT}:stock" before after
+    rm -f "$dump"
+    [[ $(redis-cli -p "$REDIS_PORT" SAVE) == OK ]] || { run_error "SAVE failed"; return 1; }
+    units_sold || { run_error "no admin view at the snapshot"; return 1; }
+    EVIDENCE+=("snapshot (SAVE) with $SOLD units sold")
+    wait_for -t 120 -m "$((3 * RUN_FAULT_AFTER)) units sold" sold_past $((3 * RUN_FAULT_AFTER)) ||
+        { rm -f "$dump"; run_error "the sale did not reach $((3 * RUN_FAULT_AFTER)) units"; return 1; }
+    freeze_until_sold 1 w0 w1 || { rm -f "$dump"; return 1; }
+    before=$(redis-cli -p "$REDIS_PORT" GET "$key")
+    old=$(redis_run_id) || { rm -f "$dump"; run_error "no Redis run_id before the fault"; return 1; }
+    fault_starts
+    stop_redis || { rm -f "$dump"; run_error "stop_redis failed"; return 1; }
+    service_down redis || { rm -f "$dump"; return 1; }
+    start_redis || { rm -f "$dump"; run_error "start_redis failed"; return 1; }
+    # Later restarts (scenarios 8, 9) start empty again.
+    rm -f "$dump"
+    new=$(redis_run_id) || { run_error "no Redis run_id after the restart"; return 1; }
+    [[ $new != "$old" ]] || { run_error "Redis run_id did not change ($old)"; return 1; }
+    after=$(redis-cli -p "$REDIS_PORT" GET "$key")
+    # Old, not empty: the stock key is back, higher than it was (unless a buy already found it
+    # old and dropped it).
+    [[ -n $after || -n $(redis-cli -p "$REDIS_PORT" --scan --pattern "sk:{$SECKILL_NAMESPACE:$PRODUCT}:*" | head -n 1) ]] ||
+        { run_error "Redis came back empty, not old"; return 1; }
+    EVIDENCE+=("Redis run_id ${old:0:8} -> ${new:0:8}, restarted from the snapshot: stock ${before:-none} -> ${after:-dropped}")
+}
+# The replica of the primary on port $1, if one is attached.
+replica_of() {
+    local port
+    for port in $(redis_cluster_ports); do
+        [[ $port == "$1" ]] && continue
+        redis-cli -p "$port" ROLE 2>/dev/null | tr -d '\r' | sed -n '1p;3p' | paste -sd' ' |
+            grep -qx "slave $1" && { echo "$port"; return 0; }
+    done
+    return 1
+}
+# Scenario 16, cluster: the product's replica is cut off now (it cannot authenticate to its
+# primary, and its link is dropped); at three times as many units sold, it takes over with
+# what it had, and the old primary becomes its replica.
+lag_redis_replica() {
+    local key="sk:{$SECKILL_NAMESPACE:$PRODUCT}:stock" primary replica old new lag
+    primary=$(redis_cluster_primary_of "$key") && [[ -n $primary ]] || { run_error "no primary holds $key"; return 1; }
+    replica=$(replica_of "$primary") || { run_error "primary $primary has no replica"; return 1; }
+    redis-cli -p "$replica" CONFIG SET masterauth "chaos-wrong-password" >/dev/null
+    redis-cli -p "$primary" CLIENT KILL TYPE replica >/dev/null
+    units_sold || { run_error "no admin view at the cut"; return 1; }
+    EVIDENCE+=("replica 127.0.0.1:$replica of $primary cut off with $SOLD units sold")
+    if ! wait_for -t 120 -m "$((3 * RUN_FAULT_AFTER)) units sold" sold_past $((3 * RUN_FAULT_AFTER)); then
+        redis-cli -p "$replica" CONFIG SET masterauth "" >/dev/null
+        run_error "the sale did not reach $((3 * RUN_FAULT_AFTER)) units"
+        return 1
+    fi
+    freeze_until_sold 1 w0 w1 || { redis-cli -p "$replica" CONFIG SET masterauth "" >/dev/null; return 1; }
+    lag=$(( $(redis-cli -p "$primary" INFO replication | sed -n 's/^master_repl_offset:\([0-9]*\).*/\1/p') -
+            $(redis-cli -p "$replica" INFO replication | sed -n 's/^slave_repl_offset:\([0-9]*\).*/\1/p') ))
+    old=$(node_run_id "$primary")
+    fault_starts
+    redis-cli -p "$replica" CONFIG SET masterauth "" >/dev/null
+    [[ $(redis-cli -p "$replica" CLUSTER FAILOVER TAKEOVER) == OK ]] || { run_error "CLUSTER FAILOVER TAKEOVER refused"; return 1; }
+    wait_for -t 30 primary_moved "$key" "$primary" || { run_error "the replica did not take over within 30 s"; return 1; }
+    new=$(node_run_id "$replica")
+    ((lag > 0)) || { run_error "the replica was not behind (lag $lag bytes)"; return 1; }
+    EVIDENCE+=("replica 127.0.0.1:$replica ($lag bytes behind) took over from $primary (run ${old:0:8} -> ${new:0:8})")
+    wait_for -t 60 redis_cluster_ok || { run_error "the cluster was not ok again within 60 s"; return 1; }
+    wait_for -t 30 node_is_replica "$primary" || { run_error "node $primary did not become a replica"; return 1; }
 }
 new_zk_leader() { local l; l=$(zke_leader) && [[ $l != "$1" ]]; }
 # Scenario 15: SIGKILL the ensemble's leader; the others elect a new one; the killed server
@@ -1166,7 +1242,7 @@ TABLE=$(printf '%s\n' "$HEADER" "${ROWS[@]}")
 echo
 echo "$TABLE"
 if [[ -n $REPORT ]]; then
-    SETTINGS="Paced: stock $STOCK, $USERS users then fresh ones until sold out, $RATE req/s, fault once $FAULT_AFTER units are sold. Herd: stock $HERD_STOCK, $HERD_USERS users, unpaced, fault once $HERD_FAULT_AFTER units are sold. Concurrency $CONCURRENCY. Every fault waits for a reservation in flight, with the workers frozen (SIGSTOP) until 1 more unit is reserved (scenario 3: its victim alone, until 10 more) and thawed as it starts, so that orders are in flight when it lands; a killed process is restarted $RESTART_AFTER s later. Allowed failures: scenario 2 \`chaos\`; scenario 7 \`expired\` and \`lost\`, a stand-in limitation (tansu keeps messages in memory, so a restart loses messages it acknowledged; Kafka with acks=all would not). \"Fault hit the sale\": reservations in flight when the fault started, and buys answered while it lasted. A crash fails the run; ERROR means the fault did not happen as designed. Scenarios 10-12: stock $PAY_STOCK at a price, a $PAY_WINDOW s payment window, $PAY_USERS users then fresh ones until every unit is paid (\`--until-all-paid\`; herd is $PAY_HERD_RATE req/s), $PAY_RATE of the buyers pay; a simulated provider declines 10 % of charges and decides 200 ms after each; in 12 also 20 % late (4 s, after the deadline) and 30 % of callbacks twice. Paid and cancelled (\`payment_timeout\`, \`buyer_cancelled\`) count as kept promises; the run passes only when every unit ends paid (the load saw it, and audit check 12 with \`--expect-all-paid\`). Scenario 11 kills the first worker seen cancelling unpaid orders; its \"fault hit the sale\" counts the cancellations before and after. Scenario 12 must show late and twice-sent callbacks and at least one \`refund_due\` payment. Scenario 13: a waiting room (stock $WR_STOCK, $WR_USERS buyers joining before the start through both gateways, $WR_ADMIT_PER_SEC admissions/s, factor $WR_FACTOR; \`load --waiting-room --until-sold-out\`); gateway 0 SIGKILLed once buyers are admitted, restarted $RESTART_AFTER s later; it passes when every unit is sold and audit checks 13-15 pass (every buyer held a valid admission, the cap held in every admin-view sample, no place admitted twice). Scenarios 17 and 18: the product, provider and end of 10 (every unit paid), with every buyer paying but these: 17, a cancel storm: $CANCEL_RATE of the buyers cancel from their \`202\` on (\`load --cancel-rate\`: \`POST /v1/orders/{ticket}/cancel\` every 20-50 ms while refused as pending, until 200 or a final refusal), so cancels land as their orders are confirmed; it needs cancels answered 200 and refused as pending first (else ERROR), and fails unless every \`buyer_cancelled\` order in MySQL has the load's 200 cancel in the history and the other way round. 18, a double pay: each payment attempt is two requests at once with two \`Idempotency-Key\`s, one per gateway (\`load --double-pay\`); it fails if MySQL's payments show one recorded while another of its ticket was unsettled (recorded by its \`202\` or by its settling less the provider's 200 ms delay: \`created_at_ms\` is stamped before the row lock) or a ticket has more than one \`succeeded\` or \`refund_due\` payment, and needs \`409 payment_in_progress\` answers (else ERROR). Stock buckets: $BUCKETS$( ((BUCKETS > 1)) && echo " (scenario 13 keeps 1)" || true). Redis: $REDIS_MODE$([[ $REDIS_MODE == cluster ]] && echo " (3 primaries, each with a replica; scenarios 8-9 restart every node; 14 SIGKILLs the product's primary, its replica takes over, the node rejoins $RESTART_AFTER s later)"). ZooKeeper: $ZK_MODE$([[ $ZK_MODE == ensemble ]] && echo " (three servers; 15 SIGKILLs the leader with 10 % of orders failing, and fails if a gateway loses its session)")."
+    SETTINGS="Paced: stock $STOCK, $USERS users then fresh ones until sold out, $RATE req/s, fault once $FAULT_AFTER units are sold. Herd: stock $HERD_STOCK, $HERD_USERS users, unpaced, fault once $HERD_FAULT_AFTER units are sold. Concurrency $CONCURRENCY. Every fault waits for a reservation in flight, with the workers frozen (SIGSTOP) until 1 more unit is reserved (scenario 3: its victim alone, until 10 more) and thawed as it starts, so that orders are in flight when it lands; a killed process is restarted $RESTART_AFTER s later. Allowed failures: scenario 2 \`chaos\`; scenario 7 \`expired\` and \`lost\`, a stand-in limitation (tansu keeps messages in memory, so a restart loses messages it acknowledged; Kafka with acks=all would not). \"Fault hit the sale\": reservations in flight when the fault started, and buys answered while it lasted. A crash fails the run; ERROR means the fault did not happen as designed. Scenarios 10-12: stock $PAY_STOCK at a price, a $PAY_WINDOW s payment window, $PAY_USERS users then fresh ones until every unit is paid (\`--until-all-paid\`; herd is $PAY_HERD_RATE req/s), $PAY_RATE of the buyers pay; a simulated provider declines 10 % of charges and decides 200 ms after each; in 12 also 20 % late (4 s, after the deadline) and 30 % of callbacks twice. Paid and cancelled (\`payment_timeout\`, \`buyer_cancelled\`) count as kept promises; the run passes only when every unit ends paid (the load saw it, and audit check 12 with \`--expect-all-paid\`). Scenario 11 kills the first worker seen cancelling unpaid orders; its \"fault hit the sale\" counts the cancellations before and after. Scenario 12 must show late and twice-sent callbacks and at least one \`refund_due\` payment. Scenario 13: a waiting room (stock $WR_STOCK, $WR_USERS buyers joining before the start through both gateways, $WR_ADMIT_PER_SEC admissions/s, factor $WR_FACTOR; \`load --waiting-room --until-sold-out\`); gateway 0 SIGKILLed once buyers are admitted, restarted $RESTART_AFTER s later; it passes when every unit is sold and audit checks 13-15 pass (every buyer held a valid admission, the cap held in every admin-view sample, no place admitted twice). Scenario 16, Redis comes back old: on one server a snapshot once the fault is due and a restart from it at three times as many units; on a cluster the product's replica cut off then, and failed over to (\`CLUSTER FAILOVER TAKEOVER\`) at three times as many; nothing may fail. Scenarios 17 and 18: the product, provider and end of 10 (every unit paid), with every buyer paying but these: 17, a cancel storm: $CANCEL_RATE of the buyers cancel from their \`202\` on (\`load --cancel-rate\`: \`POST /v1/orders/{ticket}/cancel\` every 20-50 ms while refused as pending, until 200 or a final refusal), so cancels land as their orders are confirmed; it needs cancels answered 200 and refused as pending first (else ERROR), and fails unless every \`buyer_cancelled\` order in MySQL has the load's 200 cancel in the history and the other way round. 18, a double pay: each payment attempt is two requests at once with two \`Idempotency-Key\`s, one per gateway (\`load --double-pay\`); it fails if MySQL's payments show one recorded while another of its ticket was unsettled (recorded by its \`202\` or by its settling less the provider's 200 ms delay: \`created_at_ms\` is stamped before the row lock) or a ticket has more than one \`succeeded\` or \`refund_due\` payment, and needs \`409 payment_in_progress\` answers (else ERROR). Stock buckets: $BUCKETS$( ((BUCKETS > 1)) && echo " (scenario 13 keeps 1)" || true). Redis: $REDIS_MODE$([[ $REDIS_MODE == cluster ]] && echo " (3 primaries, each with a replica; scenarios 8-9 restart every node; 14 SIGKILLs the product's primary, its replica takes over, the node rejoins $RESTART_AFTER s later)"). ZooKeeper: $ZK_MODE$([[ $ZK_MODE == ensemble ]] && echo " (three servers; 15 SIGKILLs the leader with 10 % of orders failing, and fails if a gateway loses its session)")."
     # The timelines next to the report, under img/chaos/ (the previous run's are removed).
     IMG_DIR=$(dirname "$REPORT")/img/chaos
     mkdir -p "$IMG_DIR"

@@ -43,6 +43,8 @@ pub struct Settled {
     pub payment: Payment,
     /// This callback changed it (a repeat changes nothing).
     pub changed: bool,
+    /// The order this callback paid, if it did.
+    pub paid_order: Option<u64>,
 }
 
 impl Payments {
@@ -170,7 +172,6 @@ pub async fn record(
     db: &MySqlPool,
     p: &Payment,
     key: &str,
-    now_ms: i64,
     sending_since_ms: i64,
 ) -> anyhow::Result<Recorded> {
     let mut tx = db.begin().await.context("starting a transaction")?;
@@ -183,6 +184,8 @@ pub async fn record(
     if status.as_deref() != Some("confirmed") {
         return Ok(Recorded::NotPayable(status));
     }
+    // Stamped under the lock: attempts of one order are recorded in this order.
+    let now_ms = seckill_shared::now_ms();
     if let Some(repeat) = by_key(&mut *tx, &p.ticket, key).await? {
         return Ok(Recorded::Repeat(repeat));
     }
@@ -254,6 +257,7 @@ pub async fn settle(
         return Ok(None);
     };
     let mut payment = from_row(&row)?;
+    let mut paid_order = None;
     if !matches!(
         payment.status,
         PaymentStatus::Unsent | PaymentStatus::Processing
@@ -262,6 +266,7 @@ pub async fn settle(
         return Ok(Some(Settled {
             payment,
             changed: false,
+            paid_order: None,
         }));
     }
     payment.status = match outcome {
@@ -278,6 +283,12 @@ pub async fn settle(
             .await
             .context("paying the order")?;
             if paid.rows_affected() == 1 {
+                let id: i64 = sqlx::query_scalar("SELECT id FROM orders WHERE ticket = ?")
+                    .bind(&payment.ticket)
+                    .fetch_one(&mut *tx)
+                    .await
+                    .context("reading the paid order")?;
+                paid_order = Some(id as u64);
                 PaymentStatus::Succeeded
             } else {
                 PaymentStatus::RefundDue
@@ -295,5 +306,6 @@ pub async fn settle(
     Ok(Some(Settled {
         payment,
         changed: true,
+        paid_order,
     }))
 }

@@ -219,7 +219,7 @@ pub async fn give_back(
         let given = futures::future::join_all(
             chunk
                 .iter()
-                .map(|c| store.cancel(&c.ticket, c.reason, now_ms)),
+                .map(|c| store.cancel(&c.ticket, c.id as u64, c.reason, now_ms)),
         )
         .await;
         for (c, given) in chunk.iter().zip(given) {

@@ -293,13 +293,19 @@ impl Settler {
         // Orders MySQL paid or cancelled before this claim: Redis follows MySQL.
         for (m, outcome) in claimed.iter().zip(decided) {
             match outcome {
-                Outcome::Confirmed { paid: true, .. } => {
-                    self.store.paid(&m.ticket, crate::now_ms()).await?;
+                Outcome::Confirmed {
+                    paid: true,
+                    order_id,
+                    ..
+                } => {
+                    self.store
+                        .paid(&m.ticket, *order_id, crate::now_ms())
+                        .await?;
                 }
-                Outcome::Cancelled { reason, .. }
+                Outcome::Cancelled { order_id, reason }
                     if self
                         .store
-                        .cancel(&m.ticket, *reason, crate::now_ms())
+                        .cancel(&m.ticket, *order_id, *reason, crate::now_ms())
                         .await? =>
                 {
                     *report.given_back.entry(m.product_id).or_default() += 1;

@@ -164,7 +164,7 @@ pub async fn pay(
                 currency: product.currency,
             };
             let sending_since = state.payments.sending_since(now);
-            match payments::record(&state.db, &p, &key, now, sending_since)
+            match payments::record(&state.db, &p, &key, sending_since)
                 .await
                 .map_err(|e| ApiError::unavailable("MySQL", e))?
             {
@@ -322,8 +322,8 @@ pub async fn callback(
             .inc();
         match p.status {
             PaymentStatus::Succeeded => {
-                if let Ok(t) = Ticket::parse(&p.ticket) {
-                    if let Err(e) = state.store.paid(&t, now).await {
+                if let (Ok(t), Some(order_id)) = (Ticket::parse(&p.ticket), settled.paid_order) {
+                    if let Err(e) = state.store.paid(&t, order_id, now).await {
                         tracing::warn!(error = format!("{e:#}"), ticket = %t, "Redis did not follow a payment; MySQL decides");
                     }
                 }

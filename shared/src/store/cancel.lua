@@ -12,7 +12,8 @@
 -- The unit goes back only while the product is loaded: after Redis lost it, the rebuild
 -- sets the stock from MySQL, which already counts it.
 -- KEYS: 1 stock, 2 meta, 3 buyers, 4 ticket record, 5 pending
--- ARGV: 1 ticket, 2 reason, 3 now (ms), 4 record ttl (s) for a ticket that had none
+-- ARGV: 1 ticket, 2 reason, 3 now (ms), 4 record ttl (s) for a ticket that had none,
+--       5 the order's id (a ticket cancelled before its confirm has none on its record yet)
 -- Returns 1 when the unit went back, 2 when cancelled without a unit (product not loaded),
 -- 0 when there was nothing to cancel (already settled, or the record is gone).
 local status = redis.call('HGET', KEYS[4], 'status')
@@ -26,7 +27,8 @@ else
 end
 local user = redis.call('HGET', KEYS[4], 'user_id')
 if user and redis.call('HGET', KEYS[3], user) == ARGV[1] then redis.call('HDEL', KEYS[3], user) end
-redis.call('HSET', KEYS[4], 'status', 'cancelled', 'reason', ARGV[2], 'cancelled_at', ARGV[3])
+redis.call('HSET', KEYS[4], 'status', 'cancelled', 'reason', ARGV[2], 'cancelled_at', ARGV[3],
+  'order_id', ARGV[5])
 redis.call('HINCRBY', KEYS[2], 'cancelled', 1)
 if redis.call('EXISTS', KEYS[1]) == 0 then return 2 end
 redis.call('INCR', KEYS[1])

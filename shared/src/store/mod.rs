@@ -1001,6 +1001,7 @@ impl TicketStore {
     pub async fn cancel(
         &self,
         ticket: &Ticket,
+        order_id: u64,
         reason: crate::CancelReason,
         now_ms: i64,
     ) -> anyhow::Result<bool> {
@@ -1016,20 +1017,26 @@ impl TicketStore {
             .arg(reason.as_str())
             .arg(now_ms)
             .arg(self.ticket_ttl_secs)
+            .arg(order_id)
             .invoke_async(&mut c)
             .await
             .context("running the cancel script")?;
         Ok(n == 1)
     }
 
-    /// Makes Redis follow an order MySQL marked paid. `true` when the record changed.
-    pub async fn paid(&self, ticket: &Ticket, now_ms: i64) -> anyhow::Result<bool> {
+    /// Makes Redis follow an order MySQL marked paid (from `confirmed`, or still `processing`
+    /// or `pending`: see `paid.lua`). `true` when the record changed.
+    pub async fn paid(&self, ticket: &Ticket, order_id: u64, now_ms: i64) -> anyhow::Result<bool> {
         let k = self.ticket_keys(ticket);
         let mut c = self.conn.clone();
         let n: i64 = PAID
             .key(k.meta())
             .key(k.ticket(ticket))
+            .key(k.pending())
             .arg(now_ms)
+            .arg(ticket.as_str())
+            .arg(order_id)
+            .arg(self.ticket_ttl_secs)
             .invoke_async(&mut c)
             .await
             .context("running the paid script")?;

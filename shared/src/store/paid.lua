@@ -1,8 +1,20 @@
--- An order was paid in MySQL: confirmed -> paid in Redis (the unit stays sold).
--- KEYS: 1 meta, 2 ticket record
--- ARGV: 1 now (ms)
+-- An order was paid in MySQL: Redis follows, the ticket becomes `paid` (the unit stays sold).
+-- MySQL has the last word, so a ticket still `processing` (a payment can commit between a
+-- worker's MySQL commit and its `confirm.lua`) or `pending` (a Redis that came back old) is
+-- paid too, and leaves the pending set; the worker's later `confirm.lua` only takes
+-- `processing`, so it leaves a paid ticket alone.
+-- KEYS: 1 meta, 2 ticket record, 3 pending
+-- ARGV: 1 now (ms), 2 ticket, 3 the order's id, 4 record ttl (s) for a ticket that had none
 -- Returns 1 when the record changed.
-if redis.call('HGET', KEYS[2], 'status') ~= 'confirmed' then return 0 end
+local status = redis.call('HGET', KEYS[2], 'status')
+if status == 'processing' or status == 'pending' then
+  redis.call('ZREM', KEYS[3], ARGV[2])
+  redis.call('HINCRBY', KEYS[1], 'confirmed', 1)
+  redis.call('HSET', KEYS[2], 'order_id', ARGV[3])
+  redis.call('EXPIRE', KEYS[2], ARGV[4])
+elseif status ~= 'confirmed' then
+  return 0
+end
 redis.call('HSET', KEYS[2], 'status', 'paid', 'paid_at', ARGV[1])
 redis.call('HINCRBY', KEYS[1], 'paid', 1)
 return 1
