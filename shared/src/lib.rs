@@ -21,6 +21,7 @@ pub mod config;
 pub mod db;
 pub mod domain;
 pub mod kafka;
+pub mod lifecycle;
 pub mod live;
 pub mod payment;
 pub mod recovery;
