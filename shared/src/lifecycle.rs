@@ -163,40 +163,8 @@ impl OrderStatus {
     }
 }
 
-/// The status of one MySQL `payments` row (one charge attempt of an order).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum PaymentStatus {
-    /// Recorded, not yet sent to the provider.
-    Unsent,
-    /// Sent; the provider may charge the buyer.
-    Processing,
-    Succeeded,
-    Declined,
-    /// The provider charged, but the order could not be paid any more: refund it.
-    RefundDue,
-}
-
-impl PaymentStatus {
-    /// Whether the buyer is (or may be about to be) charged by this attempt.
-    pub fn charges(self) -> bool {
-        matches!(self, PaymentStatus::Processing | PaymentStatus::Succeeded)
-    }
-
-    /// Whether the attempt is still waiting for the provider.
-    pub fn in_progress(self) -> bool {
-        matches!(self, PaymentStatus::Unsent | PaymentStatus::Processing)
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            PaymentStatus::Unsent => "unsent",
-            PaymentStatus::Processing => "processing",
-            PaymentStatus::Succeeded => "succeeded",
-            PaymentStatus::Declined => "declined",
-            PaymentStatus::RefundDue => "refund_due",
-        }
-    }
-}
+/// The status of one MySQL `payments` row (one charge attempt of an order): the code's own.
+pub use crate::payment::PaymentStatus;
 
 /// What a settle's MySQL transaction decided for a ticket; Redis follows with the script of
 /// [`Outcome::redis_script`].

@@ -18,7 +18,7 @@ pub const MAX_SKEW_SECS: i64 = 300;
 type HmacSha256 = hmac::Hmac<sha2::Sha256>;
 
 /// The state of a payment attempt (`payments.status`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PaymentStatus {
     /// Recorded, but the provider could not be reached; a retry with the same key sends it.
@@ -54,6 +54,16 @@ impl PaymentStatus {
 
     pub fn parse(s: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|x| x.as_str() == s)
+    }
+
+    /// Whether the buyer is (or may be about to be) charged by this attempt.
+    pub fn charges(self) -> bool {
+        matches!(self, Self::Processing | Self::Succeeded)
+    }
+
+    /// Whether the attempt is still waiting for the provider.
+    pub fn in_progress(self) -> bool {
+        matches!(self, Self::Unsent | Self::Processing)
     }
 }
 

@@ -950,7 +950,7 @@ impl Seckill {
                 "payment #{} t{} {}",
                 p + 1,
                 payment.ticket + 1,
-                payment.status.name()
+                payment.status.as_str()
             ));
         }
         let answers: Vec<String> = (0..s.answers.len())
@@ -1041,13 +1041,13 @@ fn changes(a: &State, b: &State) -> Vec<String> {
                 "payment #{} of {} {}",
                 p + 1,
                 t_(y.ticket as usize),
-                y.status.name()
+                y.status.as_str()
             )),
             Some(x) if x.status != y.status => out.push(format!(
                 "payment #{} {} -> {}",
                 p + 1,
-                x.status.name(),
-                y.status.name()
+                x.status.as_str(),
+                y.status.as_str()
             )),
             _ => {}
         }
