@@ -102,6 +102,66 @@ impl Payments {
     }
 }
 
+/// What the provider says of a charge it was sent (`GET {url}/charges/{payment_id}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChargeState {
+    Decided(ChargeOutcome),
+    /// Taken, not decided yet.
+    Undecided,
+    /// The provider never took it (`404`): no money moved.
+    Unknown,
+}
+
+impl Payments {
+    /// Asks the provider about a charge whose callback never came.
+    pub async fn charge_state(&self, payment_id: &str) -> anyhow::Result<ChargeState> {
+        #[derive(serde::Deserialize)]
+        struct View {
+            decision: Option<ChargeOutcome>,
+        }
+        anyhow::ensure!(
+            !self.provider_url.is_empty(),
+            "no payment provider is configured (SECKILL_PAYMENT_PROVIDER_URL)"
+        );
+        let res = self
+            .client
+            .get(format!("{}/charges/{payment_id}", self.provider_url))
+            .send()
+            .await
+            .context("asking the payment provider")?;
+        if res.status() == reqwest::StatusCode::NOT_FOUND {
+            return Ok(ChargeState::Unknown);
+        }
+        anyhow::ensure!(
+            res.status().is_success(),
+            "the payment provider answered {}",
+            res.status()
+        );
+        let view: View = res.json().await.context("reading the provider's answer")?;
+        Ok(view
+            .decision
+            .map_or(ChargeState::Undecided, ChargeState::Decided))
+    }
+}
+
+/// Payments sent to the provider (`processing`) at or before `sent_before_ms` whose callback
+/// has not come, oldest first.
+pub async fn waiting_for_callback(
+    db: &MySqlPool,
+    sent_before_ms: i64,
+    limit: usize,
+) -> anyhow::Result<Vec<String>> {
+    sqlx::query_scalar(
+        "SELECT payment_id FROM payments WHERE status = 'processing' AND created_at_ms <= ? \
+         ORDER BY created_at_ms LIMIT ?",
+    )
+    .bind(sent_before_ms)
+    .bind(limit as i64)
+    .fetch_all(db)
+    .await
+    .context("reading payments waiting for the provider")
+}
+
 /// `pay_` and 32 hex digits from a CSPRNG.
 pub fn new_payment_id() -> String {
     let mut b = [0u8; 16];

@@ -6,7 +6,7 @@ use crate::auth::{self, Authenticator};
 use crate::counting::count_requests;
 use crate::error::{json_error, path_error, query_error};
 use crate::metrics::Metrics;
-use crate::payments::Payments;
+use crate::payments::{self, Payments};
 use crate::publish::OrderPublisher;
 use crate::recovery::Recovery;
 use crate::routes;
@@ -18,6 +18,7 @@ use actix_web::middleware::from_fn;
 use actix_web::{web, App, HttpServer};
 use anyhow::Context;
 use seckill_shared::live::LivePublisher;
+use seckill_shared::payment::ChargeOutcome;
 use seckill_shared::settle::{Chaos, Settler};
 use seckill_shared::store::TicketStore;
 use seckill_shared::{db, GatewayMode, Settings};
@@ -103,6 +104,13 @@ impl Application {
             health: Default::default(),
         });
         tokio::spawn(forget_idle_addresses(state.clone(), shutdown.clone()));
+        if settings.payment_reconcile_after_ms > 0 && !settings.payment_provider_url.is_empty() {
+            tokio::spawn(reconcile_payments(
+                state.clone(),
+                Duration::from_millis(settings.payment_reconcile_after_ms),
+                shutdown.clone(),
+            ));
+        }
         tokio::spawn(crate::live::run(
             state.clone(),
             LivePublisher::new(store_conn, &settings.namespace),
@@ -185,6 +193,63 @@ impl Application {
 }
 
 /// Keeps the per-address limiters' maps (buyers', and wrong admin tokens') to recent clients.
+/// A callback the provider never sends (lost, or the provider crashed before it) would leave
+/// its payment `processing` and its order unpaid until the window closes. Each gateway asks
+/// the provider about payments sent longer than `after` ago, and settles each as its
+/// callback would have: decided, as decided; unknown to the provider, declined (no money
+/// moved, and the buyer may pay again). Settling is idempotent, so gateways and a late
+/// callback may meet on one payment.
+async fn reconcile_payments(state: web::Data<AppState>, after: Duration, stop: CancellationToken) {
+    let mut tick = tokio::time::interval(
+        (after / 4).clamp(Duration::from_millis(100), Duration::from_secs(5)),
+    );
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let now = seckill_shared::now_ms();
+        let waiting =
+            match payments::waiting_for_callback(&state.db, now - after.as_millis() as i64, 100)
+                .await
+            {
+                Ok(w) => w,
+                Err(e) => {
+                    tracing::warn!(
+                        error = format!("{e:#}"),
+                        "could not read the payments waiting for the provider"
+                    );
+                    continue;
+                }
+            };
+        for payment_id in waiting {
+            let outcome = match state.payments.charge_state(&payment_id).await {
+                Ok(payments::ChargeState::Decided(o)) => o,
+                Ok(payments::ChargeState::Unknown) => ChargeOutcome::Declined,
+                Ok(payments::ChargeState::Undecided) => continue,
+                Err(e) => {
+                    tracing::warn!(error = format!("{e:#}"), %payment_id, "could not ask the provider about a payment");
+                    continue;
+                }
+            };
+            let now = seckill_shared::now_ms();
+            match payments::settle(&state.db, &payment_id, outcome, now).await {
+                Ok(Some(settled)) => {
+                    if settled.changed {
+                        tracing::warn!(%payment_id, status = settled.payment.status.as_str(), "settled a payment whose callback never came, from the provider's answer");
+                    }
+                    crate::routes::payments::follow(&state, &settled, now).await;
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(error = format!("{e:#}"), %payment_id, "could not settle a payment")
+                }
+            }
+        }
+    }
+}
+
 async fn forget_idle_addresses(state: web::Data<AppState>, stop: CancellationToken) {
     let mut tick = tokio::time::interval(auth::address::FORGET_EVERY);
     loop {

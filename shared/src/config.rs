@@ -251,6 +251,10 @@ pub struct Settings {
     pub payment_provider_url: String,
     /// Gateway: how long the provider may take to accept a charge.
     pub payment_provider_timeout_ms: u64,
+    /// Gateway: a payment still waiting for the provider's callback this long after it was
+    /// sent is asked about (`GET {url}/charges/{payment_id}`), and settled as the callback
+    /// would have. 0 turns it off.
+    pub payment_reconcile_after_ms: u64,
     /// Gateway: the public address of `POST /v1/payments/callback`, sent to the provider with
     /// each charge.
     pub payment_callback_url: String,
@@ -326,6 +330,7 @@ impl Default for Settings {
             payment_window_secs: 900,
             payment_provider_url: String::new(),
             payment_provider_timeout_ms: 3000,
+            payment_reconcile_after_ms: 60_000,
             payment_callback_url: String::new(),
             payment_webhook_secret: SecretString::default(),
             admission_secret: SecretString::default(),
@@ -563,6 +568,12 @@ impl Settings {
             "must be at least 32 bytes",
         )?;
         self.check_admission_secret_is_its_own()?;
+        check(
+            self.payment_reconcile_after_ms == 0
+                || (100..=86_400_000).contains(&self.payment_reconcile_after_ms),
+            "payment_reconcile_after_ms",
+            "must be 0 (off) or 100..=86400000",
+        )?;
         check(
             (100..=60_000).contains(&self.payment_provider_timeout_ms),
             "payment_provider_timeout_ms",

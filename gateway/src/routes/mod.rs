@@ -8,7 +8,7 @@ mod dashboard;
 pub(crate) mod health;
 pub mod openapi;
 mod orders;
-mod payments;
+pub(crate) mod payments;
 mod queue;
 
 use crate::error::ApiError;

@@ -313,30 +313,37 @@ pub async fn callback(
         .await
         .map_err(|e| ApiError::unavailable("MySQL", e))?
         .ok_or(ApiError::UnknownPayment)?;
+    follow(&state, &settled, now).await;
+    Ok(HttpResponse::Ok().json(PaymentBody::of(&settled.payment)))
+}
+
+/// After a payment settled in MySQL (by its callback, or by asking the provider): count it,
+/// and make Redis follow a paid order.
+pub(crate) async fn follow(state: &AppState, settled: &payments::Settled, now: i64) {
     let p = &settled.payment;
-    if settled.changed {
-        state
-            .metrics
-            .payments
-            .with_label_values(&[p.status.as_str()])
-            .inc();
-        match p.status {
-            PaymentStatus::Succeeded => {
-                if let (Ok(t), Some(order_id)) = (Ticket::parse(&p.ticket), settled.paid_order) {
-                    if let Err(e) = state.store.paid(&t, order_id, now).await {
-                        tracing::warn!(error = format!("{e:#}"), ticket = %t, "Redis did not follow a payment; MySQL decides");
-                    }
+    if !settled.changed {
+        return;
+    }
+    state
+        .metrics
+        .payments
+        .with_label_values(&[p.status.as_str()])
+        .inc();
+    match p.status {
+        PaymentStatus::Succeeded => {
+            if let (Ok(t), Some(order_id)) = (Ticket::parse(&p.ticket), settled.paid_order) {
+                if let Err(e) = state.store.paid(&t, order_id, now).await {
+                    tracing::warn!(error = format!("{e:#}"), ticket = %t, "Redis did not follow a payment; MySQL decides");
                 }
             }
-            PaymentStatus::RefundDue => tracing::warn!(
-                payment_id = %p.payment_id,
-                ticket = %p.ticket,
-                amount = p.amount,
-                currency = %p.currency,
-                "a payment succeeded for an order no longer payable: refund due"
-            ),
-            _ => {}
         }
+        PaymentStatus::RefundDue => tracing::warn!(
+            payment_id = %p.payment_id,
+            ticket = %p.ticket,
+            amount = p.amount,
+            currency = %p.currency,
+            "a payment succeeded for an order no longer payable: refund due"
+        ),
+        _ => {}
     }
-    Ok(HttpResponse::Ok().json(PaymentBody::of(p)))
 }

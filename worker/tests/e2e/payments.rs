@@ -22,6 +22,11 @@ struct Sale {
 
 impl Sale {
     async fn new() -> Self {
+        Self::new_with(|_| {}).await
+    }
+
+    /// [`Sale::new`], with the gateway's settings changed by `tweak` too.
+    async fn new_with(tweak: impl FnOnce(&mut seckill_shared::Settings)) -> Self {
         let env = TestEnv::new().await;
         let (provider, url) = Provider::start().await;
         let gw = env
@@ -29,6 +34,7 @@ impl Sale {
                 s.payment_provider_url = url.clone();
                 s.payment_callback_url = "http://gateway.invalid/v1/payments/callback".into();
                 s.payment_webhook_secret = WEBHOOK_SECRET.into();
+                tweak(s);
             })
             .await;
         let worker = env.worker().await;
@@ -788,4 +794,59 @@ async fn a_pay_after_an_unsent_attempt_sends_that_attempt_again() {
         (StatusCode::ACCEPTED, &body["payment_id"])
     );
     assert_eq!(sale.provider.charges().len(), 1);
+}
+
+/// A callback the provider never sends: the gateway asks the provider about a payment still
+/// waiting after `SECKILL_PAYMENT_RECONCILE_AFTER_MS`, and settles it as the callback would
+/// have. One the provider decided pays the order; one the provider never took (it forgot
+/// it) is declined, and the buyer pays again. Before, both stayed `processing` until the
+/// window closed, and the second blocked every new key.
+#[tokio::test]
+async fn a_callback_that_never_comes_is_asked_for() {
+    let sale = Sale::new_with(|s| s.payment_reconcile_after_ms = 300).await;
+    let product = sale.product(2, 600).await;
+
+    // Decided by the provider, and its callback lost.
+    let ticket = sale.confirmed_ticket(product, 61).await;
+    let (status, paid) = sale.pay(&ticket, 61, "k").await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{paid}");
+    let payment_id = paid["payment_id"].as_str().unwrap().to_owned();
+    sale.provider
+        .decisions
+        .lock()
+        .unwrap()
+        .insert(payment_id, "succeeded".into());
+    eventually(
+        "the order paid without its callback",
+        Duration::from_secs(20),
+        || async { (sale.ticket(&ticket, 61).await["status"] == "paid").then_some(()) },
+    )
+    .await;
+
+    // Taken and then forgotten by the provider: declined, and paid again with a new key.
+    let other = sale.confirmed_ticket(product, 62).await;
+    let (status, first) = sale.pay(&other, 62, "first").await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{first}");
+    sale.provider
+        .charges
+        .lock()
+        .unwrap()
+        .retain(|c| c.ticket != other);
+    let declined: String = eventually(
+        "the forgotten payment declined",
+        Duration::from_secs(20),
+        || async {
+            sqlx::query_scalar::<_, String>("SELECT status FROM payments WHERE payment_id = ?")
+                .bind(first["payment_id"].as_str().unwrap())
+                .fetch_one(&sale.env.db)
+                .await
+                .ok()
+                .filter(|s| s == "declined")
+        },
+    )
+    .await;
+    assert_eq!(declined, "declined");
+    let (status, again) = sale.pay(&other, 62, "second").await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{again}");
+    assert_ne!(again["payment_id"], first["payment_id"]);
 }
