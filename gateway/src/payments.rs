@@ -219,6 +219,8 @@ pub enum Recorded {
     Unsent(Payment),
     /// The order is no longer payable (paid, or cancelled meanwhile), or unknown.
     NotPayable(Option<String>),
+    /// The order's payment window closed while the request waited for the lock.
+    WindowClosed,
 }
 
 /// Records a new attempt (`unsent`) with this key, unless another attempt of the order is in
@@ -235,17 +237,22 @@ pub async fn record(
     sending_since_ms: i64,
 ) -> anyhow::Result<Recorded> {
     let mut tx = db.begin().await.context("starting a transaction")?;
-    let status: Option<String> =
-        sqlx::query_scalar("SELECT status FROM orders WHERE ticket = ? FOR UPDATE")
+    let order: Option<(String, Option<i64>)> =
+        sqlx::query_as("SELECT status, pay_by_ms FROM orders WHERE ticket = ? FOR UPDATE")
             .bind(&p.ticket)
             .fetch_optional(&mut *tx)
             .await
             .context("locking the order")?;
+    let (status, pay_by_ms) = order.unzip();
     if status.as_deref() != Some("confirmed") {
         return Ok(Recorded::NotPayable(status));
     }
-    // Stamped under the lock: attempts of one order are recorded in this order.
+    // Stamped under the lock: attempts of one order are recorded in this order, and none is
+    // sent once the window has closed (the request may have waited for the lock past it).
     let now_ms = seckill_shared::now_ms();
+    if pay_by_ms.flatten().is_some_and(|by| now_ms >= by) {
+        return Ok(Recorded::WindowClosed);
+    }
     if let Some(repeat) = by_key(&mut *tx, &p.ticket, key).await? {
         return Ok(Recorded::Repeat(repeat));
     }

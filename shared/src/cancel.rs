@@ -131,6 +131,13 @@ pub async fn cancel_by_buyer(
     now_ms: i64,
 ) -> anyhow::Result<BuyerCancel> {
     let mut tx = db.begin().await.context("starting a transaction")?;
+    // The product's row first, as a batch takes it before it inserts orders: locking the order
+    // first and the product second met a batch the other way round (a deadlock, `503`).
+    sqlx::query("SELECT id FROM products WHERE id = ? FOR UPDATE")
+        .bind(ticket.product().as_i64())
+        .fetch_optional(&mut *tx)
+        .await
+        .context("locking the product")?;
     let res = sqlx::query(
         "UPDATE orders SET status = 'cancelled', cancel_reason = 'buyer_cancelled', restore_due = 1, \
          cancelled_at_ms = ? WHERE ticket = ? AND user_id = ? AND status = 'confirmed' AND pay_by_ms IS NOT NULL",

@@ -522,6 +522,14 @@ async fn run_reconcile(
             )
             .await?
     };
+    // The product is loaded for sale now, however it was opened: a product opened by a
+    // reconcile alone (no preload) must count as lost if Redis loses it later.
+    sqlx::query("UPDATE products SET loaded_at_ms = COALESCE(loaded_at_ms, ?) WHERE id = ?")
+        .bind(crate::now_ms())
+        .bind(product.as_i64())
+        .execute(&mut *tx)
+        .await
+        .context("recording that the product is loaded")?;
     tx.commit()
         .await
         .context("releasing the product's row lock")?;

@@ -175,6 +175,7 @@ pub async fn pay(
                 }
                 Recorded::Repeat(p) | Recorded::Unsent(p) => p,
                 Recorded::InProgress => return Err(ApiError::PaymentInProgress),
+                Recorded::WindowClosed => return Err(ApiError::PaymentWindowClosed),
                 Recorded::NotPayable(status) => {
                     return Err(ApiError::NotPayable {
                         state: match status.as_deref() {

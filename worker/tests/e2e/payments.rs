@@ -850,3 +850,38 @@ async fn a_callback_that_never_comes_is_asked_for() {
     assert_eq!(status, StatusCode::ACCEPTED, "{again}");
     assert_ne!(again["payment_id"], first["payment_id"]);
 }
+
+/// A pay that gets the order's lock after the payment deadline is refused there, not sent:
+/// under load, a pair of pays once waited for the lock past the deadline and each reached the
+/// provider, each charged and refunded (chaos scenario 18, herd, on the cluster). The route
+/// checks the deadline when the request arrives; the record checks it again under the lock.
+#[tokio::test]
+async fn a_payment_is_not_recorded_once_the_window_has_closed() {
+    let sale = Sale::new().await;
+    let product = sale.product(1, 600).await;
+    let ticket = sale.confirmed_ticket(product, 71).await;
+    sqlx::query("UPDATE orders SET pay_by_ms = ? WHERE ticket = ?")
+        .bind(now_ms() - 1)
+        .bind(&ticket)
+        .execute(&sale.env.db)
+        .await
+        .unwrap();
+    let p = seckill_gateway::payments::Payment {
+        payment_id: seckill_gateway::payments::new_payment_id(),
+        ticket: ticket.clone(),
+        user_id: 71,
+        status: payment::PaymentStatus::Unsent,
+        amount: 1999,
+        currency: "EUR".into(),
+    };
+    let recorded = seckill_gateway::payments::record(&sale.env.db, &p, "late", 0)
+        .await
+        .unwrap();
+    assert_eq!(recorded, seckill_gateway::payments::Recorded::WindowClosed);
+    let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM payments WHERE ticket = ?")
+        .bind(&ticket)
+        .fetch_one(&sale.env.db)
+        .await
+        .unwrap();
+    assert_eq!(n, 0);
+}

@@ -652,3 +652,50 @@ async fn a_sync_settle_that_fails_after_the_commit_keeps_the_order_and_the_unit_
     assert_eq!((c.stock, c.pending, c.confirmed), (Some(2), 0, 1), "{c:?}");
     assert_eq!(env.mysql_stock(product).await, 2);
 }
+
+/// A product opened by a reconcile alone (no preload) counts as loaded: when Redis then loses
+/// it, buys get `503` and it is rebuilt, instead of `404 unknown_product` for good.
+#[tokio::test]
+async fn a_product_opened_by_reconcile_is_rebuilt_after_a_redis_loss() {
+    let env = TestEnv::new().await;
+    let gw = env.gateway().await;
+    let (status, body) = gw
+        .admin_post(
+            "/admin/products",
+            serde_json::json!({"name": "reconciled item", "stock": 5}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let product = seckill_shared::ProductId::new(body["id"].as_u64().unwrap()).unwrap();
+    let (status, body) = gw
+        .admin_post(
+            &format!("/admin/products/{product}/reconcile"),
+            serde_json::Value::Null,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let _worker = env.worker().await;
+    let (status, body) = gw.buy(product, 1).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    gw.settled(body["ticket"].as_str().unwrap(), Duration::from_secs(30))
+        .await;
+    env.lose_redis_keys(&format!("{product}}}*")).await;
+    let body = eventually("the product rebuilt", Duration::from_secs(90), || async {
+        let (status, body) = gw.buy(product, 2).await;
+        // 503 while it is rebuilt, and 429 for the buyer's own retries meanwhile.
+        assert!(
+            [
+                StatusCode::ACCEPTED,
+                StatusCode::SERVICE_UNAVAILABLE,
+                StatusCode::TOO_MANY_REQUESTS
+            ]
+            .contains(&status),
+            "{status}: {body}"
+        );
+        (status == StatusCode::ACCEPTED).then_some(body)
+    })
+    .await;
+    gw.settled(body["ticket"].as_str().unwrap(), Duration::from_secs(30))
+        .await;
+    assert_eq!(env.mysql_stock(product).await, 3);
+}
