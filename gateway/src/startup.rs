@@ -102,6 +102,9 @@ impl Application {
             )?,
             admin_guard: AdminGuard::new(settings.admin_auth_failures_per_min),
             health: Default::default(),
+            republish_after_ms: settings.kafka_delivery_timeout_ms as i64
+                + 1000
+                + seckill_shared::store::HOLD_LOCATED_MS as i64,
         });
         tokio::spawn(forget_idle_addresses(state.clone(), shutdown.clone()));
         if settings.payment_reconcile_after_ms > 0 && !settings.payment_provider_url.is_empty() {

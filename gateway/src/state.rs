@@ -44,6 +44,10 @@ pub struct AppState {
     pub admin_guard: AdminGuard,
     /// The last dependency check, which `/healthz` answers from.
     pub health: crate::routes::health::HealthCache,
+    /// A held `pending` ticket with no Kafka location older than this (ms) lost its order
+    /// with its gateway: any publish of it is over (the delivery timeout, its report's grace,
+    /// the location's hold).
+    pub republish_after_ms: i64,
 }
 
 impl AppState {

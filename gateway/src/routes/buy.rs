@@ -305,6 +305,9 @@ async fn reserve_and_hand_off(
             answer
         }
         Reservation::AlreadyHolds(held) => {
+            if !state.sync_mode {
+                Box::pin(ensure_in_kafka(&state, &held, user)).await?;
+            }
             let body = Box::pin(current_ticket(&state, &held, user)).await?;
             Ok(HttpResponse::Ok()
                 .insert_header((header::LOCATION, order_location(&held)))
@@ -489,6 +492,49 @@ pub async fn with_order(state: &AppState, ticket: &Ticket, rec: TicketRecord) ->
         }
     }
     TicketBody::from_record(ticket, rec)
+}
+
+/// A buyer who buys again is answered with the ticket they hold, a promise. A ticket still
+/// `pending`, with no Kafka location, and older than any publish of it can take was reserved
+/// by a gateway that died before Kafka took its order (or before it recorded where): the
+/// sweeper would fail it for good. So its order is published again, and where it landed is
+/// recorded, before the answer: a worker then settles it (a second message of one order
+/// changes nothing). If Kafka cannot take it now, the answer is `503`, as for a new buy.
+async fn ensure_in_kafka(state: &AppState, held: &Ticket, user: UserId) -> Result<(), ApiError> {
+    let record = match state.store.ticket(held).await {
+        Ok(Some(r)) => r,
+        Ok(None) => return Ok(()),
+        Err(e) => return Err(ApiError::unavailable("Redis", e)),
+    };
+    if record.state != RecordStatus::Pending
+        || now_ms() - record.created_at_ms < state.republish_after_ms
+        || record.location.is_some()
+    {
+        return Ok(());
+    }
+    match state.store.location(held).await {
+        Ok(Some(_)) => return Ok(()),
+        Ok(None) => {}
+        Err(e) => return Err(ApiError::unavailable("Redis", e)),
+    }
+    let order = OrderMessage::new(held.clone(), user, record.created_at_ms);
+    let (partition, offset) = state.publisher.publish(&order).await.map_err(|e| {
+        tracing::warn!(error = format!("{e:#}"), ticket = %held, "could not publish a held ticket's order again");
+        ApiError::retry_later("Kafka")
+    })?;
+    let located = Located {
+        ticket: held.clone(),
+        reserved_at_ms: record.created_at_ms,
+        partition,
+        offset,
+    };
+    state
+        .store
+        .locate(held.product(), std::slice::from_ref(&located))
+        .await
+        .map_err(|e| ApiError::unavailable("Redis", e))?;
+    tracing::warn!(ticket = %held, partition, offset, "a held ticket had no order in Kafka (its gateway died); published it again");
+    Ok(())
 }
 
 pub async fn current_ticket(

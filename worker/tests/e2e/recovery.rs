@@ -699,3 +699,32 @@ async fn a_product_opened_by_reconcile_is_rebuilt_after_a_redis_loss() {
         .await;
     assert_eq!(env.mysql_stock(product).await, 3);
 }
+
+/// A gateway reserved a unit and died before Kafka took the order; its buyer buys again on
+/// another gateway and is answered `200` with the ticket they hold. That answer is a promise:
+/// the order is published again (and located) before it, so a worker confirms it. It used to
+/// stay without a message, and the sweeper failed it (`expired`) after that `200`.
+#[tokio::test]
+async fn a_buyer_who_buys_again_after_their_gateway_died_keeps_the_ticket() {
+    let env = TestEnv::new().await;
+    let gw = env.gateway().await;
+    let product = env.product(&gw, 3).await;
+    let user = UserId::new(81).unwrap();
+    // Reserved long enough ago that any publish of it is over: no message, no location.
+    let (ticket, r) = env
+        .store
+        .reserve(product, user, now_ms() - 10_000, false)
+        .await
+        .unwrap();
+    assert_eq!(r, seckill_shared::store::Reservation::Reserved);
+    let (status, body) = gw.buy(product, user.get()).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["ticket"], ticket.as_str());
+    assert!(
+        env.store.location(&ticket).await.unwrap().is_some(),
+        "located"
+    );
+    let _worker = env.worker_with(fast_sweeper).await;
+    let body = gw.settled(ticket.as_str(), Duration::from_secs(30)).await;
+    assert_eq!(body["status"], "confirmed", "{body}");
+}
