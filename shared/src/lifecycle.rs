@@ -272,8 +272,10 @@ pub const TRANSITIONS: &[Transition] = &[
                          A state another Redis run wrote (epoch.lua) sells nothing: its stock \
                          is dropped, the buy gets 503 and the product is rebuilt",
                 crash_leaves: "pending, no message, no location, no answer: the sweeper \
-                               expires it (expire pending)",
-                before: None,
+                               expires it (expire pending), unless the buyer buys again \
+                               first: that buy publishes and locates the order before its \
+                               200",
+                before: Some("the buy again answered 200 and left it to the sweeper to expire"),
             },
             Step {
                 store: Store::Kafka,
