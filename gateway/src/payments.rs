@@ -340,7 +340,7 @@ pub async fn settle(
         ChargeOutcome::Declined => PaymentStatus::Declined,
         ChargeOutcome::Succeeded => {
             let paid = sqlx::query(
-                "UPDATE orders SET status = 'paid', paid_at_ms = ? \
+                "UPDATE orders SET status = 'paid', paid_at_ms = ?, restore_due = 1 \
                  WHERE ticket = ? AND status = 'confirmed' AND pay_by_ms > ?",
             )
             .bind(now_ms)

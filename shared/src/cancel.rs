@@ -187,7 +187,7 @@ pub async fn restore_due(
 ) -> anyhow::Result<Vec<Cancelled>> {
     sqlx::query(
         "SELECT id, ticket, cancel_reason, pay_by_ms FROM orders \
-         WHERE restore_due = 1 AND cancelled_at_ms <= ? LIMIT ?",
+         WHERE restore_due = 1 AND status = 'cancelled' AND cancelled_at_ms <= ? LIMIT ?",
     )
     .bind(before_ms)
     .bind(limit as i64)
@@ -247,4 +247,57 @@ pub async fn give_back(
             .context("clearing restore_due")?;
     }
     Ok(back)
+}
+
+/// Paid orders whose `paid.lua` may not have run (the gateway that applied the payment
+/// stopped between its commit and Redis), paid at or before `before_ms`: (order id, ticket).
+/// The payment's commit sets `restore_due` with `paid`, and [`follow_paid`] clears it.
+pub async fn paid_due(
+    db: &MySqlPool,
+    before_ms: i64,
+    limit: usize,
+) -> anyhow::Result<Vec<(u64, Ticket)>> {
+    sqlx::query(
+        "SELECT id, ticket FROM orders \
+         WHERE restore_due = 1 AND status = 'paid' AND paid_at_ms <= ? LIMIT ?",
+    )
+    .bind(before_ms)
+    .bind(limit as i64)
+    .fetch_all(db)
+    .await
+    .context("reading payments to follow in Redis")?
+    .into_iter()
+    .map(|r| {
+        Ok((
+            r.get::<i64, _>("id") as u64,
+            Ticket::parse(r.get::<&str, _>("ticket"))
+                .map_err(|e| anyhow::anyhow!("a stored ticket: {e}"))?,
+        ))
+    })
+    .collect()
+}
+
+/// Makes Redis follow orders MySQL paid (`paid.lua`, at most once each), then clears their
+/// `restore_due`. Run by the gateway that applied the payment, and for any it left behind by
+/// every worker's expiry round ([`paid_due`]).
+pub async fn follow_paid(
+    store: &TicketStore,
+    db: &MySqlPool,
+    paid: &[(u64, Ticket)],
+    now_ms: i64,
+) -> anyhow::Result<()> {
+    for (id, ticket) in paid {
+        store.paid(ticket, *id, now_ms).await?;
+    }
+    let ids: Vec<i64> = paid.iter().map(|(id, _)| *id as i64).collect();
+    if !ids.is_empty() {
+        let mut q = QueryBuilder::<MySql>::new("UPDATE orders SET restore_due = 0 WHERE id IN (");
+        push_padded(&mut q, &ids);
+        q.push(")");
+        q.build()
+            .execute(db)
+            .await
+            .context("clearing restore_due")?;
+    }
+    Ok(())
 }

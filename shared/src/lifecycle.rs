@@ -510,8 +510,10 @@ pub const TRANSITIONS: &[Transition] = &[
                 effect: "declined: payment declined. Succeeded: the order confirmed (and \
                          within its deadline) -> paid and the payment succeeded; else the \
                          payment refund_due",
-                crash_leaves: "paid in MySQL, confirmed in Redis (not modelled: the \
-                               provider's callback does not crash in the model)",
+                crash_leaves: "paid in MySQL with restore_due = 1, not yet in Redis: \
+                               a worker's expiry round runs paid.lua and clears it (not \
+                               modelled: the callback does not crash in the model; the step \
+                               harness tries it)",
                 before: None,
             },
             Step {

@@ -67,6 +67,15 @@ impl Expirer {
         let due = cancel::cancel_overdue(&self.db, now, BATCH).await?;
         let mut all = due.clone();
         all.extend(cancel::restore_due(&self.db, now - RESTORE_AFTER_MS, BATCH).await?);
+        // Payments whose gateway stopped before Redis followed them.
+        let paid = cancel::paid_due(&self.db, now - RESTORE_AFTER_MS, BATCH).await?;
+        if !paid.is_empty() {
+            tracing::warn!(
+                orders = paid.len(),
+                "paid orders Redis had not followed; following them"
+            );
+            cancel::follow_paid(&self.store, &self.db, &paid, now).await?;
+        }
         if all.is_empty() {
             return Ok(false);
         }

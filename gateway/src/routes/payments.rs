@@ -333,8 +333,9 @@ pub(crate) async fn follow(state: &AppState, settled: &payments::Settled, now: i
     match p.status {
         PaymentStatus::Succeeded => {
             if let (Ok(t), Some(order_id)) = (Ticket::parse(&p.ticket), settled.paid_order) {
-                if let Err(e) = state.store.paid(&t, order_id, now).await {
-                    tracing::warn!(error = format!("{e:#}"), ticket = %t, "Redis did not follow a payment; MySQL decides");
+                let paid = [(order_id, t)];
+                if let Err(e) = cancel::follow_paid(&state.store, &state.db, &paid, now).await {
+                    tracing::warn!(error = format!("{e:#}"), ticket = %paid[0].1, "Redis did not follow a payment yet; a worker's next round does it");
                 }
             }
         }

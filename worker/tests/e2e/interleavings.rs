@@ -58,6 +58,8 @@ enum Pick {
     Nth(u8, bool),
     /// This actor takes its next step.
     Actor(usize),
+    /// This actor crashes.
+    Crash(usize),
 }
 
 /// Where one actor is.
@@ -240,8 +242,8 @@ impl Actor {
                 }
             }
             (Role::Payer, Step::Paid(order)) => {
-                let changed = env.store.paid(t, order, now).await?;
-                (Step::Done, format!("paid.lua: {changed}"))
+                cancel::follow_paid(&env.store, &env.db, &[(order, t.clone())], now).await?;
+                (Step::Done, "paid.lua, restore_due cleared".to_owned())
             }
             (Role::Buyer | Role::Expiry, Step::Cancelled(due)) => {
                 let back = cancel::give_back(&env.store, &env.db, &due, now).await?;
@@ -530,6 +532,7 @@ impl Stage {
                     return Err(self.failed(format!("the schedule runs {name} after its end")));
                 }
                 Some(Pick::Actor(i)) => (i, false),
+                Some(Pick::Crash(i)) => (i, true),
                 None => (first, false),
             };
             let line = if crash {
@@ -555,6 +558,8 @@ impl Stage {
             // On the expiry's clock: the cancels it stamped ahead are due too.
             let due = cancel::restore_due(&env.db, now + EXPIRY_AHEAD_MS, 100).await?;
             cancel::give_back(&env.store, &env.db, &due, now).await?;
+            let paid = cancel::paid_due(&env.db, now, 100).await?;
+            cancel::follow_paid(&env.store, &env.db, &paid, now).await?;
             let committed: HashMap<i32, i64> = HashMap::from([(0, i64::MAX)]);
             recovery::sweep(&env.store, &env.db, DUE_NOW, Some(&committed), None).await
         };
@@ -617,6 +622,29 @@ async fn a_payment_between_the_commit_and_the_confirm_is_followed_by_redis() {
     let actors = [(Role::Worker, 0), (Role::Payer, 0)];
     // worker: claim, commit; payer: record, callback, paid.lua; worker: confirm.
     exact(&bench, &[true], &actors, &[0, 0, 1, 1, 1, 0]).await;
+}
+
+/// Found by the step harness: the gateway that applied a payment stops between its MySQL
+/// commit and `paid.lua`, and the worker's confirm then leaves Redis `confirmed` for a paid
+/// order. The commit now sets `restore_due` with `paid`, and a worker's round makes Redis
+/// follow.
+#[tokio::test]
+async fn a_payment_whose_gateway_stops_before_redis_is_followed_later() {
+    let bench = Bench::new().await;
+    let sale = bench.sale(2, &[true]).await;
+    let actors = [(Role::Worker, 0), (Role::Payer, 0)];
+    // worker: claim, commit; payer: record, callback, then it stops; worker: confirm.
+    let order = [
+        Pick::Actor(0),
+        Pick::Actor(0),
+        Pick::Actor(1),
+        Pick::Actor(1),
+        Pick::Crash(1),
+        Pick::Actor(0),
+    ];
+    if let Err(e) = stage(sale, &actors).run(&bench.env, &order).await {
+        panic!("{e}");
+    }
 }
 
 /// Bug 2 of issue 32: two sweepers. One completes an acknowledged order whose message Kafka
