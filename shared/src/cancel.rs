@@ -236,16 +236,7 @@ pub async fn give_back(
         }
     }
     let ids: BTreeSet<i64> = cancelled.iter().map(|c| c.id).collect();
-    if !ids.is_empty() {
-        let ids: Vec<i64> = ids.into_iter().collect();
-        let mut q = QueryBuilder::<MySql>::new("UPDATE orders SET restore_due = 0 WHERE id IN (");
-        push_padded(&mut q, &ids);
-        q.push(")");
-        q.build()
-            .execute(db)
-            .await
-            .context("clearing restore_due")?;
-    }
+    clear_restore_due(db, &ids.into_iter().collect::<Vec<_>>()).await?;
     Ok(back)
 }
 
@@ -290,14 +281,20 @@ pub async fn follow_paid(
         store.paid(ticket, *id, now_ms).await?;
     }
     let ids: Vec<i64> = paid.iter().map(|(id, _)| *id as i64).collect();
-    if !ids.is_empty() {
-        let mut q = QueryBuilder::<MySql>::new("UPDATE orders SET restore_due = 0 WHERE id IN (");
-        push_padded(&mut q, &ids);
-        q.push(")");
-        q.build()
-            .execute(db)
-            .await
-            .context("clearing restore_due")?;
+    clear_restore_due(db, &ids).await
+}
+
+/// Redis has followed these orders: nothing is left for a recovery round.
+async fn clear_restore_due(db: &MySqlPool, ids: &[i64]) -> anyhow::Result<()> {
+    if ids.is_empty() {
+        return Ok(());
     }
+    let mut q = QueryBuilder::<MySql>::new("UPDATE orders SET restore_due = 0 WHERE id IN (");
+    push_padded(&mut q, ids);
+    q.push(")");
+    q.build()
+        .execute(db)
+        .await
+        .context("clearing restore_due")?;
     Ok(())
 }

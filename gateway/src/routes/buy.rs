@@ -305,10 +305,7 @@ async fn reserve_and_hand_off(
             answer
         }
         Reservation::AlreadyHolds(held) => {
-            if !state.sync_mode {
-                Box::pin(ensure_in_kafka(&state, &held, user)).await?;
-            }
-            let body = Box::pin(current_ticket(&state, &held, user)).await?;
+            let body = Box::pin(held_ticket(&state, &held, user)).await?;
             Ok(HttpResponse::Ok()
                 .insert_header((header::LOCATION, order_location(&held)))
                 .json(body))
@@ -500,13 +497,14 @@ pub async fn with_order(state: &AppState, ticket: &Ticket, rec: TicketRecord) ->
 /// sweeper would fail it for good. So its order is published again, and where it landed is
 /// recorded, before the answer: a worker then settles it (a second message of one order
 /// changes nothing). If Kafka cannot take it now, the answer is `503`, as for a new buy.
-async fn ensure_in_kafka(state: &AppState, held: &Ticket, user: UserId) -> Result<(), ApiError> {
-    let record = match state.store.ticket(held).await {
-        Ok(Some(r)) => r,
-        Ok(None) => return Ok(()),
-        Err(e) => return Err(ApiError::unavailable("Redis", e)),
-    };
-    if record.state != RecordStatus::Pending
+async fn ensure_in_kafka(
+    state: &AppState,
+    held: &Ticket,
+    user: UserId,
+    record: &TicketRecord,
+) -> Result<(), ApiError> {
+    if state.sync_mode
+        || record.state != RecordStatus::Pending
         || now_ms() - record.created_at_ms < state.republish_after_ms
         || record.location.is_some()
     {
@@ -535,6 +533,23 @@ async fn ensure_in_kafka(state: &AppState, held: &Ticket, user: UserId) -> Resul
         .map_err(|e| ApiError::unavailable("Redis", e))?;
     tracing::warn!(ticket = %held, partition, offset, "a held ticket had no order in Kafka (its gateway died); published it again");
     Ok(())
+}
+
+/// The answer to a buyer who buys again: the ticket they hold, its record read once, and its
+/// order in Kafka first ([`ensure_in_kafka`]).
+async fn held_ticket(
+    state: &AppState,
+    held: &Ticket,
+    user: UserId,
+) -> Result<TicketBody, ApiError> {
+    match state.store.ticket(held).await {
+        Ok(Some(rec)) => {
+            ensure_in_kafka(state, held, user, &rec).await?;
+            Ok(with_order(state, held, rec).await)
+        }
+        Ok(None) => current_ticket(state, held, user).await,
+        Err(e) => Err(ApiError::unavailable("Redis", e)),
+    }
 }
 
 pub async fn current_ticket(
