@@ -240,16 +240,24 @@ pub async fn give_back(
     Ok(back)
 }
 
+/// An order MySQL paid, for Redis to follow ([`follow_paid`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PaidOrder {
+    pub id: u64,
+    pub ticket: Ticket,
+    pub user_id: u64,
+}
+
 /// Paid orders whose `paid.lua` may not have run (the gateway that applied the payment
-/// stopped between its commit and Redis), paid at or before `before_ms`: (order id, ticket).
+/// stopped between its commit and Redis), paid at or before `before_ms`.
 /// The payment's commit sets `restore_due` with `paid`, and [`follow_paid`] clears it.
 pub async fn paid_due(
     db: &MySqlPool,
     before_ms: i64,
     limit: usize,
-) -> anyhow::Result<Vec<(u64, Ticket)>> {
+) -> anyhow::Result<Vec<PaidOrder>> {
     sqlx::query(
-        "SELECT id, ticket FROM orders \
+        "SELECT id, ticket, user_id FROM orders \
          WHERE restore_due = 1 AND status = 'paid' AND paid_at_ms <= ? LIMIT ?",
     )
     .bind(before_ms)
@@ -259,11 +267,12 @@ pub async fn paid_due(
     .context("reading payments to follow in Redis")?
     .into_iter()
     .map(|r| {
-        Ok((
-            r.get::<i64, _>("id") as u64,
-            Ticket::parse(r.get::<&str, _>("ticket"))
+        Ok(PaidOrder {
+            id: r.get::<i64, _>("id") as u64,
+            ticket: Ticket::parse(r.get::<&str, _>("ticket"))
                 .map_err(|e| anyhow::anyhow!("a stored ticket: {e}"))?,
-        ))
+            user_id: r.get::<i64, _>("user_id") as u64,
+        })
     })
     .collect()
 }
@@ -274,13 +283,15 @@ pub async fn paid_due(
 pub async fn follow_paid(
     store: &TicketStore,
     db: &MySqlPool,
-    paid: &[(u64, Ticket)],
+    paid: &[PaidOrder],
     now_ms: i64,
 ) -> anyhow::Result<()> {
-    for (id, ticket) in paid {
-        store.paid(ticket, *id, now_ms).await?;
+    for order in paid {
+        store
+            .paid(&order.ticket, order.id, order.user_id, now_ms)
+            .await?;
     }
-    let ids: Vec<i64> = paid.iter().map(|(id, _)| *id as i64).collect();
+    let ids: Vec<i64> = paid.iter().map(|order| order.id as i64).collect();
     clear_restore_due(db, &ids).await
 }
 

@@ -38,6 +38,9 @@ pub enum Actor {
     Recovery,
     /// The payment provider's callback (success or decline of one charge).
     Provider,
+    /// Whoever rebuilds a product's Redis state from MySQL: a gateway, worker or sweeper
+    /// that found it lost, the admin's reconcile, or a preload of a product already on sale.
+    Reconcile,
 }
 
 impl Actor {
@@ -50,6 +53,7 @@ impl Actor {
             Actor::Buyer => "buyer",
             Actor::Recovery => "recovery",
             Actor::Provider => "provider",
+            Actor::Reconcile => "reconcile",
         }
     }
 }
@@ -243,6 +247,8 @@ pub enum TransitionId {
     RestoreDue,
     Pay,
     PaymentCallback,
+    DropOld,
+    Rebuild,
 }
 
 /// One row group of the table: a transition, who may take it, and its steps in order.
@@ -299,10 +305,11 @@ pub const TRANSITIONS: &[Transition] = &[
             Step {
                 store: Store::Redis,
                 op: "release.lua + 503",
-                effect: "(publish failed) only if still pending: record = \
+                effect: "(publish failed) only if still pending and the state is this \
+                         Redis run's (else the stock key is dropped: rebuilt): record = \
                          failed(kafka_unavailable), buyer freed, stock += 1; answer 503",
                 crash_leaves: "(a crash before it: as after publish)",
-                before: None,
+                before: Some("it also acted on another run's (maybe old) state"),
             },
         ],
     },
@@ -347,9 +354,13 @@ pub const TRANSITIONS: &[Transition] = &[
                          paid.lua (processing or confirmed -> paid); Cancelled: cancel.lua; \
                          Failed: compensate.lua (only \
                          pending/processing -> failed(reason), buyer freed, stock += 1; for \
-                         out_of_stock 'heal': no unit back)",
+                         out_of_stock 'heal': no unit back, unless the stock is below zero \
+                         after a rebuild)",
                 crash_leaves: "nothing left to do",
-                before: None,
+                before: Some(
+                    "'heal' never gave a unit back: a stock a rebuild set below zero \
+                     stayed there",
+                ),
             },
         ],
     },
@@ -363,20 +374,23 @@ pub const TRANSITIONS: &[Transition] = &[
             Step {
                 store: Store::Redis,
                 op: "compensate.lua 'pending_only'",
-                effect: "only if still pending: record = failed(expired), buyer freed, \
-                         stock += 1",
+                effect: "only if still pending and the state is this Redis run's (else \
+                         the stock key is dropped: rebuilt): record = failed(expired), buyer \
+                         freed, stock += 1",
                 crash_leaves: "failed(expired) in Redis only: a late message's claim skips \
                                it, MySQL never hears of the ticket",
-                before: None,
+                before: Some("it also acted on another run's (maybe old) state"),
             },
             Step {
                 store: Store::MySql,
                 op: "insert failed_tickets(expired)",
-                effect: "only when compensate.lua changed the record",
+                effect: "only when compensate.lua changed the record; under the product's \
+                         row lock, and only where the ticket has no order row",
                 crash_leaves: "nothing left to do",
                 before: Some(
                     "inserted unconditionally, even when a worker had claimed the ticket \
-                     meanwhile (compensate.lua changed nothing)",
+                     meanwhile (compensate.lua changed nothing), or had confirmed it after \
+                     a Redis loss",
                 ),
             },
         ],
@@ -520,13 +534,83 @@ pub const TRANSITIONS: &[Transition] = &[
                 store: Store::Redis,
                 op: "paid.lua",
                 effect: "processing or confirmed -> paid (a worker's later confirm.lua \
-                         then leaves it alone)",
+                         then leaves it alone); no record (Redis lost it) -> a paid one, \
+                         which a rebuild that read MySQL before the payment leaves alone",
                 crash_leaves: "nothing left to do",
                 before: Some(
                     "only confirmed -> paid: a payment that succeeds while a worker is \
                      between its MySQL commit and confirm.lua leaves the record processing, \
-                     and the worker's confirm.lua then makes it confirmed for good",
+                     and the worker's confirm.lua then makes it confirmed for good; a lost \
+                     record stayed lost, and the rebuild wrote the confirmed it read",
                 ),
+            },
+        ],
+    },
+    Transition {
+        id: TransitionId::DropOld,
+        name: "drop an old state",
+        actors: &[Actor::Gateway, Actor::Worker, Actor::Sweeper],
+        when: "Redis came back old: restarted from a snapshot or an AOF that missed the last \
+               writes, or failed over to a replica that lagged",
+        steps: &[Step {
+            store: Store::Redis,
+            op: "reserve.lua / epoch.lua / claim.lua",
+            effect: "reserve.lua (each buy) and epoch.lua (each sweep): the meta's run_id is \
+                     another Redis run's; claim.lua: the record of an order reserved since \
+                     the last rebuild, younger than the record TTL, is gone. Either way: \
+                     DEL the stock key, so the product counts as lost (buys get 503) and \
+                     is rebuilt",
+            crash_leaves: "nothing: the script is atomic",
+            before: Some("not detected: an old state went on selling"),
+        }],
+    },
+    Transition {
+        id: TransitionId::Rebuild,
+        name: "rebuild",
+        actors: &[Actor::Reconcile],
+        when: "the product is lost (no stock key: Redis lost its data, or an old state was \
+               dropped); also the admin's reconcile, and a preload of a product on sale",
+        steps: &[
+            Step {
+                store: Store::Kafka,
+                op: "fence",
+                effect: "wait out the delivery timeout (publishes under way land), write a \
+                         fence message per partition and wait until the workers' committed \
+                         offsets pass it: every order published before is settled, or \
+                         adopted by claim.lua (a lost record comes back processing, with its \
+                         buyer and pending entry) and counted in flight",
+                crash_leaves: "still no stock key: the next buy, claim or sweep starts \
+                               again",
+                before: None,
+            },
+            Step {
+                store: Store::MySql,
+                op: "read (row lock)",
+                effect: "lock the product row (no settle or cancel commits until the \
+                         end); stop if another process rebuilt it meanwhile; read the \
+                         stock, the orders and failed_tickets",
+                crash_leaves: "the lock goes with the connection: as after the fence",
+                before: None,
+            },
+            Step {
+                store: Store::Redis,
+                op: "restore.lua + prune",
+                effect: "per settled ticket, its record as MySQL has it, unless Redis has it \
+                         settled already (a confirmed order's record may be paid or \
+                         cancelled since); buyers set for confirmed and paid orders; pending \
+                         entries whose record is gone pruned",
+                crash_leaves: "records restored, still no stock key: the next rebuild does \
+                               it again",
+                before: None,
+            },
+            Step {
+                store: Store::Redis,
+                op: "rebuild.lua + commit",
+                effect: "stock = MySQL stock less the tickets in flight; meta: counters, \
+                         loaded_at = now, run_id = this Redis run; the commit releases the \
+                         row lock",
+                crash_leaves: "nothing left to do",
+                before: None,
             },
         ],
     },

@@ -299,7 +299,7 @@ impl Settler {
                     ..
                 } => {
                     self.store
-                        .paid(&m.ticket, *order_id, crate::now_ms())
+                        .paid(&m.ticket, *order_id, m.user_id.get(), crate::now_ms())
                         .await?;
                 }
                 Outcome::Cancelled { order_id, reason }

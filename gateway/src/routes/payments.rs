@@ -333,9 +333,13 @@ pub(crate) async fn follow(state: &AppState, settled: &payments::Settled, now: i
     match p.status {
         PaymentStatus::Succeeded => {
             if let (Ok(t), Some(order_id)) = (Ticket::parse(&p.ticket), settled.paid_order) {
-                let paid = [(order_id, t)];
+                let paid = [cancel::PaidOrder {
+                    id: order_id,
+                    ticket: t,
+                    user_id: p.user_id,
+                }];
                 if let Err(e) = cancel::follow_paid(&state.store, &state.db, &paid, now).await {
-                    tracing::warn!(error = format!("{e:#}"), ticket = %paid[0].1, "Redis did not follow a payment yet; a worker's next round does it");
+                    tracing::warn!(error = format!("{e:#}"), ticket = %paid[0].ticket, "Redis did not follow a payment yet; a worker's next round does it");
                 }
             }
         }

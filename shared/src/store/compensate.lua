@@ -7,8 +7,16 @@
 --   and so is one reserved after ARGV[4] (ms).
 -- * 'heal': MySQL had no unit for this reservation, so Redis over-counted: the unit is not
 --   given back (it never existed).
+-- * 'heal' on a stock below zero gives the unit back all the same: a rebuild sets the stock to
+--   MySQL's less the orders in flight, which is below zero when more are in flight than MySQL
+--   has units (orders adopted after the loss); each that fails `out_of_stock` frees a place.
 -- The unit goes back only while the product is loaded: after Redis lost its data, the
 -- rebuild sets the stock from MySQL, and a unit added before it would be sold twice.
+-- 'pending_only' decides from Redis alone, so it acts only on this server run's state, as
+-- reserve.lua does: a state another run wrote may be old (a restart from a snapshot, a
+-- failover to a lagging replica: see epoch.lua), and its `pending` may be an order MySQL has
+-- since confirmed. Then the stock key is dropped (the product is rebuilt), nothing changes,
+-- and 0 is returned.
 -- The failed record expires ARGV[5] seconds later (a pending record has no expiry of its own).
 -- KEYS: 1 stock, 2 meta, 3 buyers, 4 pending, 5 ticket record
 -- ARGV: 1 ticket, 2 reason, 3 mode, 4 reserved-before cutoff (ms), 5 record ttl (s)
@@ -17,6 +25,12 @@
 local status = redis.call('HGET', KEYS[5], 'status')
 if ARGV[3] == 'pending_only' then
   if status ~= 'pending' then return 0 end
+  local run = redis.call('HGET', KEYS[2], 'run_id')
+  if run and run ~= string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') then
+    redis.log(redis.LOG_WARNING, 'seckill: ' .. KEYS[2] .. ' was written by another run; dropping ' .. KEYS[1] .. ' so that it is rebuilt')
+    redis.call('DEL', KEYS[1])
+    return 0
+  end
   local created = tonumber(redis.call('HGET', KEYS[5], 'created_at') or '0')
   if created > tonumber(ARGV[4]) then return 0 end
 elseif status ~= 'pending' and status ~= 'processing' then
@@ -28,6 +42,7 @@ redis.call('ZREM', KEYS[4], ARGV[1])
 redis.call('HSET', KEYS[5], 'status', 'failed', 'reason', ARGV[2])
 redis.call('EXPIRE', KEYS[5], ARGV[5])
 redis.call('HINCRBY', KEYS[2], 'failed', 1)
-if ARGV[3] == 'heal' or redis.call('EXISTS', KEYS[1]) == 0 then return 2 end
+local left = tonumber(redis.call('GET', KEYS[1]))
+if not left or (ARGV[3] == 'heal' and left >= 0) then return 2 end
 redis.call('INCR', KEYS[1])
 return 1

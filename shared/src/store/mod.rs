@@ -1026,7 +1026,14 @@ impl TicketStore {
 
     /// Makes Redis follow an order MySQL marked paid (from `confirmed`, or still `processing`
     /// or `pending`: see `paid.lua`). `true` when the record changed.
-    pub async fn paid(&self, ticket: &Ticket, order_id: u64, now_ms: i64) -> anyhow::Result<bool> {
+    /// A ticket whose record Redis lost gets a `paid` one, owned by `user_id`.
+    pub async fn paid(
+        &self,
+        ticket: &Ticket,
+        order_id: u64,
+        user_id: u64,
+        now_ms: i64,
+    ) -> anyhow::Result<bool> {
         let k = self.ticket_keys(ticket);
         let mut c = self.conn.clone();
         let n: i64 = PAID
@@ -1037,6 +1044,7 @@ impl TicketStore {
             .arg(ticket.as_str())
             .arg(order_id)
             .arg(self.ticket_ttl_secs)
+            .arg(user_id)
             .invoke_async(&mut c)
             .await
             .context("running the paid script")?;

@@ -3,11 +3,18 @@
 -- worker's MySQL commit and its `confirm.lua`) or `pending` (a Redis that came back old) is
 -- paid too, and leaves the pending set; the worker's later `confirm.lua` only takes
 -- `processing`, so it leaves a paid ticket alone.
+-- A ticket with no record (Redis lost it) gets a `paid` one: the payment does not take the
+-- product's row lock, so it can commit between a rebuild's read of MySQL and its restore.lua,
+-- which writes the `confirmed` it read only where Redis has no settled record.
 -- KEYS: 1 meta, 2 ticket record, 3 pending
--- ARGV: 1 now (ms), 2 ticket, 3 the order's id, 4 record ttl (s) for a ticket that had none
+-- ARGV: 1 now (ms), 2 ticket, 3 the order's id, 4 record ttl (s) for a ticket that had none,
+--       5 the buyer's user id
 -- Returns 1 when the record changed.
 local status = redis.call('HGET', KEYS[2], 'status')
-if status == 'processing' or status == 'pending' then
+if not status then
+  redis.call('HSET', KEYS[2], 'user_id', ARGV[5], 'order_id', ARGV[3])
+  redis.call('EXPIRE', KEYS[2], ARGV[4])
+elseif status == 'processing' or status == 'pending' then
   redis.call('ZREM', KEYS[3], ARGV[2])
   redis.call('HINCRBY', KEYS[1], 'confirmed', 1)
   redis.call('HSET', KEYS[2], 'order_id', ARGV[3])

@@ -10,11 +10,21 @@
 -- stock key that Redis lost, or that a bucket reconcile froze, is rebuilt from MySQL, which
 -- already counts the unit; recreating it would put the product back on sale mid-rebuild, or
 -- hide the loss from the gateways and sweepers that look for it.
+-- It decides from Redis alone, so it acts only on this server run's state, as reserve.lua
+-- does (see compensate.lua 'pending_only'): a state another run wrote may be old, and its
+-- `pending` an order a worker has since confirmed. Then the stock key is dropped (the product
+-- is rebuilt) and nothing changes.
 -- KEYS: 1 stock, 2 meta, 3 buyers, 4 pending, 5 ticket record, 6 admitted, 7 done (waiting room)
 -- ARGV: 1 user id, 2 ticket, 3 reason, 4 record ttl (s), 5 now (ms), 6 admission ttl (ms)
 -- Returns 1 when released with its unit, 2 when released without it (product not loaded),
 -- 0 when the ticket had already moved on.
 if redis.call('HGET', KEYS[5], 'status') ~= 'pending' then return 0 end
+local run = redis.call('HGET', KEYS[2], 'run_id')
+if run and run ~= string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') then
+  redis.log(redis.LOG_WARNING, 'seckill: ' .. KEYS[2] .. ' was written by another run; dropping ' .. KEYS[1] .. ' so that it is rebuilt')
+  redis.call('DEL', KEYS[1])
+  return 0
+end
 if redis.call('HGET', KEYS[3], ARGV[1]) == ARGV[2] then
   redis.call('HDEL', KEYS[3], ARGV[1])
   if redis.call('HGET', KEYS[7], ARGV[1]) == 'bought' then

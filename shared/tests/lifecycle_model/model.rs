@@ -13,9 +13,16 @@
 //! payment's callback counts as within the deadline exactly when the order is still
 //! confirmed.
 //!
+//! Redis may lose its data (a restart with none), or come back old (a restart from an earlier
+//! snapshot, as an AOF `everysec` or RDB restart or a failover to a lagging replica gives).
+//! Either way its server run changes. The state then heals as the code heals it: a buy
+//! (`reserve.lua`) or the sweeper (`epoch.lua`) finds the product lost or written by another
+//! run, drops its stock key, and a reconcile rebuilds it from MySQL once the workers have read
+//! what Kafka held (the fence). `claim.lua` adopts an order whose record Redis lost.
+//!
 //! [`Fixes`] switches each fix on or off: [`Fixes::TODAY`] is today's code, [`Fixes::ALL`] the
-//! fixed one. Redis losing its data is not modelled, nor are crashes of a pay request or of
-//! the provider's callback.
+//! fixed one. Crashes of a pay request or of the provider's callback are not modelled (the
+//! step harness tries the callback's).
 
 use std::fmt::Write as _;
 
@@ -49,6 +56,27 @@ pub struct Fixes {
     /// request reads MySQL): today's paid.lua then leaves the record processing and the
     /// worker's confirm.lua makes it confirmed, for good.
     pub paid_takes_processing: bool,
+    /// Found by this checker with Redis faults in: `compensate.lua 'pending_only'` (the
+    /// sweeper's expire) and `release.lua` act only on this run's state, as `reserve.lua`
+    /// does. Today a sweeper that read its product's state as current, then met a Redis
+    /// restored from an older snapshot, expires a ticket whose order MySQL has confirmed.
+    pub expire_checks_run: bool,
+    /// Found by this checker: the expire's `failed_tickets(expired)` insert takes the
+    /// product's row lock and is skipped when the ticket has an order row. Today a Redis loss
+    /// between the expire's compensate.lua and its insert lets a redelivered message's claim
+    /// adopt and confirm the ticket, which then has both rows.
+    pub expired_row_needs_no_order: bool,
+    /// Found by this checker: `paid.lua` writes a `paid` record when Redis has none. The
+    /// payment callback does not take the product's row lock, so it can commit between a
+    /// rebuild's read and its `restore.lua`: the restore then writes the `confirmed` it read,
+    /// and Redis stays `confirmed` for a paid order. (The restore never overwrites `paid`.)
+    pub paid_writes_lost_record: bool,
+    /// Found by this checker: `compensate.lua 'heal'` gives the unit back to a stock below
+    /// zero. A rebuild sets the stock to MySQL's less the orders in flight, which is below
+    /// zero when more are in flight than MySQL has units (an order adopted after the loss);
+    /// each of them that fails `out_of_stock` then frees a place. Today the stock stays
+    /// below zero for good, and Redis sells one unit fewer than MySQL has.
+    pub heal_lifts_negative: bool,
 }
 
 impl Fixes {
@@ -59,6 +87,10 @@ impl Fixes {
         expired_row_only_if_expired: false,
         pay_locks_order: false,
         paid_takes_processing: false,
+        expire_checks_run: false,
+        expired_row_needs_no_order: false,
+        paid_writes_lost_record: false,
+        heal_lifts_negative: false,
     };
     pub const ALL: Fixes = Fixes {
         cancel_takes_in_flight: true,
@@ -67,6 +99,10 @@ impl Fixes {
         expired_row_only_if_expired: true,
         pay_locks_order: true,
         paid_takes_processing: true,
+        expire_checks_run: true,
+        expired_row_needs_no_order: true,
+        paid_writes_lost_record: true,
+        heal_lifts_negative: true,
     };
 }
 
@@ -95,6 +131,38 @@ pub struct Bounds {
     pub buyer_cancels: u8,
     /// How many pay requests buyers send.
     pub pay_requests: u8,
+    /// How many times Redis restarts with no data.
+    pub redis_losses: u8,
+    /// How many times Redis restarts from its snapshot (the model takes one snapshot, at any
+    /// moment before).
+    pub redis_rollbacks: u8,
+}
+
+/// A product's `meta` hash, as far as the healing reads it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Meta {
+    /// The Redis server run that wrote the state (preload.lua, rebuild.lua).
+    pub run: u8,
+    /// `loaded_at`: the clock when the state was last rebuilt (0: preloaded).
+    pub loaded_at: u8,
+}
+
+/// What a Redis snapshot holds of the product.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct RedisImage {
+    pub stock: i8,
+    pub loaded: bool,
+    pub meta: Option<Meta>,
+    pub buyers: Vec<Option<u8>>,
+    pub records: Vec<Option<Record>>,
+}
+
+/// What a reconcile read from MySQL under the product's row lock.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct MySqlRead {
+    pub stock: u8,
+    pub orders: Vec<Option<OrderStatus>>,
+    pub failed: Vec<Option<FailReason>>,
 }
 
 /// A ticket's Redis record.
@@ -167,6 +235,13 @@ pub enum Op {
     Send(u8),
     // payment callback
     PaidLua,
+    // rebuild (a reconcile of a product Redis lost)
+    /// Read MySQL's stock, orders and failed rows, taking the product's row lock.
+    RebuildRead,
+    /// `restore.lua` per settled ticket, then the pending entries whose record is gone pruned.
+    Restore,
+    /// `rebuild.lua`: stock = MySQL stock less what is in flight, meta; the lock is released.
+    RebuildLua,
 }
 
 /// A transition under way: which, for which ticket, and its next step.
@@ -203,6 +278,9 @@ impl Job {
             (T::Pay, Op::InsertPayment) => 0,
             (T::Pay, Op::Send(_)) => 1,
             (T::PaymentCallback, Op::PaidLua) => 1,
+            (T::Rebuild, Op::RebuildRead) => 1,
+            (T::Rebuild, Op::Restore) => 2,
+            (T::Rebuild, Op::RebuildLua) => 3,
             (t, op) => unreachable!("{op:?} is no step of {t:?}"),
         };
         &lifecycle::transition(self.transition).steps[index]
@@ -240,6 +318,8 @@ pub enum Who {
     /// A buyer's pay request (by index).
     Payer(u8),
     Provider,
+    /// Whoever rebuilds a product Redis lost (a gateway, a worker or the sweeper).
+    Reconcile,
 }
 
 impl Who {
@@ -252,6 +332,7 @@ impl Who {
             Who::Canceller(_) | Who::Payer(_) => Actor::Buyer,
             Who::Recovery => Actor::Recovery,
             Who::Provider => Actor::Provider,
+            Who::Reconcile => Actor::Reconcile,
         }
     }
 }
@@ -261,7 +342,15 @@ impl Who {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct State {
     // Redis
-    pub redis_stock: u8,
+    /// The stock counter; a DECR by `claim.lua` adopting an order may take it below zero.
+    pub redis_stock: i8,
+    /// Whether the stock key exists (else the product is lost: buys get 503).
+    pub loaded: bool,
+    pub meta: Option<Meta>,
+    /// The Redis server's run (its `run_id`); a restart changes it.
+    pub run: u8,
+    /// One snapshot of the Redis state, taken at some moment (the rollback's source).
+    pub snapshot: Option<RedisImage>,
     /// The `buyers` hash: per buyer, its live ticket.
     pub buyers: Vec<Option<u8>>,
     /// Per ticket.
@@ -277,6 +366,10 @@ pub struct State {
     pub kafka: Vec<Message>,
     /// Per ticket: what its buyer was answered.
     pub answers: Vec<Option<Answer>>,
+    /// Per ticket: the clock when it was reserved (its `created_at`, in its message too).
+    pub created: Vec<u8>,
+    /// Ticks at each rebuild (`loaded_at` is the clock of the latest).
+    pub clock: u8,
     // Actors
     /// Per ticket.
     pub gateways: Vec<Slot>,
@@ -287,12 +380,19 @@ pub struct State {
     pub recovery: Option<Job>,
     pub payers: Vec<Slot>,
     pub provider: Option<Job>,
+    pub reconcile: Option<Job>,
+    /// Per ticket: the reconcile's fence waits for its order (see [`Seckill::in_kafka`]).
+    pub fenced: Vec<bool>,
+    /// What the reconcile read (it holds the product's row lock until `rebuild.lua`).
+    pub rebuild_read: Option<MySqlRead>,
     // Faults left
     /// The kinds of actor that crashed already (a set of `Actor as u8` bits).
     pub crashed: u8,
     pub redeliveries_left: u8,
     pub losses_left: u8,
     pub kafka_failures_left: u8,
+    pub redis_losses_left: u8,
+    pub redis_rollbacks_left: u8,
 }
 
 /// One step of the model.
@@ -342,6 +442,18 @@ pub enum Action {
         payment: u8,
         success: bool,
     },
+    /// Redis restarts with no data.
+    RedisLoses,
+    /// Redis writes its snapshot (an RDB save, or what a lagging replica holds).
+    Snapshot,
+    /// Redis restarts from its snapshot (or fails over to that replica).
+    RollBack,
+    /// A buy (`reserve.lua`) or the sweeper (`epoch.lua`) finds the state written by another
+    /// run of Redis: the stock key is dropped, so the product counts as lost.
+    FindOld,
+    /// A gateway, worker or sweeper finds the product lost and starts rebuilding it: the
+    /// fence (the messages queued now must be read by the workers before the rebuild reads).
+    Rebuild,
 }
 
 /// The model: which fixes are in, and how far to explore.
@@ -353,11 +465,12 @@ pub struct Seckill {
 
 // The properties, by name. "Quiet" is [`Seckill::quiet`]: nothing is left to do.
 
-/// Always: Redis's stock plus the records holding a unit never exceed the units on sale;
-/// MySQL's stock plus the confirmed and paid orders always equal them.
+/// Always: Redis's stock plus the records holding a unit never exceed the units on sale (while
+/// its state is this run's: a lost or old one sells nothing); MySQL's stock plus the confirmed
+/// and paid orders always equal them.
 pub const UNIT_IN_ONE_PLACE: &str = "a unit is never in two places";
 /// Always: a buyer has at most one confirmed or paid order in MySQL, and at most one record
-/// holding a unit in Redis.
+/// holding a unit in Redis (while its state is this run's).
 pub const ONE_LIVE_ORDER_PER_BUYER: &str = "at most one live order per buyer";
 /// Always: at most one payment of an order is processing or succeeded.
 pub const ONE_CHARGE_PER_ORDER: &str = "at most one charge per order";
@@ -383,6 +496,9 @@ pub const CANCEL_HAPPENS: &str = "a cancel happens";
 pub const PAYMENT_SUCCEEDS: &str = "a payment succeeds";
 /// Sometimes: a ticket answered 202 whose message Kafka lost has its order, quiet.
 pub const LOST_MESSAGE_COMPLETED: &str = "a sweeper completes an order whose message was lost";
+
+/// Sometimes: Redis lost its data or came back old, and the product is rebuilt, quiet.
+pub const REDIS_HEALS: &str = "a Redis that was lost or came back old is rebuilt";
 
 /// How `compensate.lua` is called.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -422,6 +538,7 @@ impl Seckill {
     /// `reserve.lua`.
     fn reserve(&self, s: &mut State, t: u8) {
         s.redis_stock -= 1;
+        s.created[t as usize] = s.clock;
         s.buyers[self.owner(t) as usize] = Some(t);
         s.records[t as usize] = Some(Record {
             status: RecordStatus::Pending,
@@ -432,6 +549,14 @@ impl Seckill {
     /// `compensate.lua` (and `release.lua`, which is its 'pending_only' mode with the reason
     /// kafka_unavailable). Returns whether it changed the record.
     fn compensate(&self, s: &mut State, t: u8, reason: FailReason, mode: Compensate) -> bool {
+        // The scripts that decide in Redis alone check its run first.
+        // Another run's meta: the state may be old. (A Redis that lost everything has no
+        // meta; a dropped stock key of this run's meta is a loss the rebuild counts.)
+        let old_run = s.meta.is_some_and(|m| m.run != s.run);
+        if mode == Compensate::PendingOnly && self.fixes.expire_checks_run && old_run {
+            s.loaded = false;
+            return false;
+        }
         let Some(record) = &mut s.records[t as usize] else {
             return false;
         };
@@ -444,7 +569,9 @@ impl Seckill {
         }
         record.status = RecordStatus::Failed(reason);
         self.free_buyer(s, t);
-        if mode != Compensate::Heal {
+        // No unit goes back to a stock key that is gone (the rebuild counts it).
+        let lifts = self.fixes.heal_lifts_negative && s.redis_stock < 0;
+        if (mode != Compensate::Heal || lifts) && s.loaded {
             s.redis_stock += 1;
         }
         true
@@ -452,7 +579,30 @@ impl Seckill {
 
     /// `claim.lua`: returns whether the ticket is claimed (else the caller skips it).
     fn claim(&self, s: &mut State, t: u8) -> bool {
-        let Some(record) = &mut s.records[t as usize] else {
+        let i = t as usize;
+        if s.records[i].is_none() {
+            // The record is gone: records live a TTL after they settle, so Redis lost it
+            // (no stock key, or a rebuild since the reservation) or came back old (the
+            // reservation is younger than the TTL, always so in the model).
+            let loaded_at = s.meta.map_or(0, |m| m.loaded_at);
+            let before_rebuild = s.created[i] < loaded_at;
+            if s.loaded && !before_rebuild {
+                s.loaded = false;
+            }
+            s.records[i] = Some(Record {
+                status: RecordStatus::Processing,
+                located: false,
+            });
+            let slot = &mut s.buyers[self.owner(t) as usize];
+            if slot.is_none() {
+                *slot = Some(t);
+            }
+            if s.loaded {
+                s.redis_stock -= 1;
+            }
+            return true;
+        }
+        let Some(record) = &mut s.records[i] else {
             return false;
         };
         match record.status {
@@ -538,17 +688,30 @@ impl Seckill {
         };
         if Self::move_record(s, t, from, RecordStatus::Cancelled) {
             self.free_buyer(s, t);
-            s.redis_stock += 1;
+            if s.loaded {
+                s.redis_stock += 1;
+            }
         }
     }
 
     /// `paid.lua`.
     fn paid_lua(&self, s: &mut State, t: u8) {
         let from: &[RecordStatus] = if self.fixes.paid_takes_processing {
-            &[RecordStatus::Processing, RecordStatus::Confirmed]
+            &[
+                RecordStatus::Pending,
+                RecordStatus::Processing,
+                RecordStatus::Confirmed,
+            ]
         } else {
             &[RecordStatus::Confirmed]
         };
+        if s.records[t as usize].is_none() && self.fixes.paid_writes_lost_record {
+            s.records[t as usize] = Some(Record {
+                status: RecordStatus::Paid,
+                located: false,
+            });
+            return;
+        }
         Self::move_record(s, t, from, RecordStatus::Paid);
     }
 
@@ -569,6 +732,61 @@ impl Seckill {
                 self.compensate(s, t, reason, mode);
             }
         }
+    }
+
+    /// `restore.lua` for every ticket MySQL settled, as the reconcile read them.
+    fn restore(&self, s: &mut State, read: &MySqlRead) {
+        for t in self.tickets() {
+            let i = t as usize;
+            let settled = match (read.orders[i], read.failed[i]) {
+                (Some(order), _) => order.record(),
+                (None, Some(reason)) => RecordStatus::Failed(reason),
+                (None, None) => continue,
+            };
+            let status = s.records[i].map(|r| r.status);
+            let write = match settled {
+                RecordStatus::Confirmed | RecordStatus::Failed(_) => !matches!(
+                    status,
+                    Some(
+                        RecordStatus::Confirmed
+                            | RecordStatus::Failed(_)
+                            | RecordStatus::Paid
+                            | RecordStatus::Cancelled
+                    )
+                ),
+                _ => status != Some(settled),
+            };
+            if write {
+                let located = s.records[i].is_some_and(|r| r.located);
+                s.records[i] = Some(Record {
+                    status: settled,
+                    located,
+                });
+            }
+            let owner = self.owner(t) as usize;
+            if settled.holds_unit() {
+                s.buyers[owner] = Some(t);
+            } else if s.buyers[owner] == Some(t) {
+                s.buyers[owner] = None;
+            }
+        }
+    }
+
+    /// `rebuild.lua`: the stock from what the reconcile read, less what is in flight now.
+    fn rebuild_lua(&self, s: &mut State, read: &MySqlRead) {
+        let in_flight = s
+            .records
+            .iter()
+            .flatten()
+            .filter(|r| r.status.in_flight())
+            .count() as i8;
+        s.redis_stock = read.stock as i8 - in_flight;
+        s.clock += 1;
+        s.meta = Some(Meta {
+            run: s.run,
+            loaded_at: s.clock,
+        });
+        s.loaded = true;
     }
 
     /// Runs a job's next step; returns the job's next step, or `None` once it is over.
@@ -614,7 +832,9 @@ impl Seckill {
                 }
             }
             Op::InsertExpired => {
-                s.failed[i].get_or_insert(FailReason::Expired);
+                if s.orders[i].is_none() || !self.fixes.expired_row_needs_no_order {
+                    s.failed[i].get_or_insert(FailReason::Expired);
+                }
                 None
             }
             Op::CancelLua => {
@@ -642,6 +862,70 @@ impl Seckill {
                 self.paid_lua(s, t);
                 None
             }
+            Op::RebuildRead => {
+                // Checked again under the lock: another process rebuilt it meanwhile.
+                if s.loaded {
+                    return None;
+                }
+                s.rebuild_read = Some(MySqlRead {
+                    stock: s.mysql_stock,
+                    orders: s.orders.iter().map(|o| o.map(|o| o.status)).collect(),
+                    failed: s.failed.clone(),
+                });
+                job.then(Op::Restore)
+            }
+            Op::Restore => {
+                let read = s.rebuild_read.clone().expect("read before restore");
+                self.restore(s, &read);
+                job.then(Op::RebuildLua)
+            }
+            Op::RebuildLua => {
+                let read = s.rebuild_read.take().expect("read before rebuild.lua");
+                self.rebuild_lua(s, &read);
+                None
+            }
+        }
+    }
+
+    /// Whether the fence still waits for this ticket's order: its publish is under way (the
+    /// fence first waits out the delivery timeout), or its message is queued, or a worker
+    /// has it and has not committed its offset (it does once the ticket is settled).
+    fn in_kafka(s: &State, t: u8) -> bool {
+        let publishing = matches!(
+            s.gateways[t as usize],
+            Slot::Busy(Job {
+                op: Op::Publish,
+                ..
+            })
+        );
+        publishing
+            || s.kafka[t as usize] == Message::Queued
+            || s.workers.iter().flatten().any(|job| job.ticket == t)
+    }
+
+    /// The reconcile holds the product's row lock: no settle or cancel commits meanwhile.
+    fn product_locked(s: &State) -> bool {
+        s.reconcile
+            .is_some_and(|j| matches!(j.op, Op::Restore | Op::RebuildLua))
+    }
+
+    /// The product's Redis state is this run's: buys sell from it.
+    pub fn trusted(s: &State) -> bool {
+        s.loaded && s.meta.is_some_and(|m| m.run == s.run)
+    }
+
+    /// Whether an actor's next step may run now (a lock or the fence holds it back).
+    fn may_step(&self, s: &State, who: Who) -> bool {
+        let Some(job) = Self::job(s, who) else {
+            return false;
+        };
+        match job.op {
+            Op::Write | Op::WriteStuck => !Self::product_locked(s),
+            Op::InsertExpired if self.fixes.expired_row_needs_no_order => !Self::product_locked(s),
+            Op::RebuildRead => {
+                !(0..s.kafka.len() as u8).any(|t| s.fenced[t as usize] && Self::in_kafka(s, t))
+            }
+            _ => true,
         }
     }
 
@@ -661,6 +945,7 @@ impl Seckill {
             Who::Recovery => s.recovery,
             Who::Payer(p) => slot(s.payers[p as usize]),
             Who::Provider => s.provider,
+            Who::Reconcile => s.reconcile,
         }
     }
 
@@ -676,6 +961,7 @@ impl Seckill {
             Who::Recovery => s.recovery = job,
             Who::Payer(p) => s.payers[p as usize] = slot(job),
             Who::Provider => s.provider = job,
+            Who::Reconcile => s.reconcile = job,
         }
     }
 
@@ -689,6 +975,7 @@ impl Seckill {
         all.push(Who::Recovery);
         all.extend((0..s.payers.len() as u8).map(Who::Payer));
         all.push(Who::Provider);
+        all.push(Who::Reconcile);
         all.retain(|&who| Self::job(s, who).is_some());
         all
     }
@@ -736,7 +1023,8 @@ impl Seckill {
     /// waits for the provider and no cancel waits for its cancel.lua. Only the sweeper may
     /// still have work: in-flight records.
     pub fn calm(&self, s: &State) -> bool {
-        self.busy(s).is_empty()
+        Self::trusted(s)
+            && self.busy(s).is_empty()
             && !s.kafka.contains(&Message::Queued)
             && !s.orders.iter().flatten().any(|o| o.restore_due)
             && !s.payments.iter().any(|p| p.status.in_progress())
@@ -781,6 +1069,7 @@ impl Seckill {
                 p + 1
             ),
             Who::Provider => "provider".to_string(),
+            Who::Reconcile => "reconcile".to_string(),
         }
     }
 
@@ -887,6 +1176,23 @@ impl Seckill {
                 ),
                 before.payments[payment as usize].ticket,
             ),
+            Action::RedisLoses => ("Redis".to_string(), "restarts with no data".to_string(), 0),
+            Action::Snapshot => ("Redis".to_string(), "writes a snapshot".to_string(), 0),
+            Action::RollBack => (
+                "Redis".to_string(),
+                "restarts from its snapshot".to_string(),
+                0,
+            ),
+            Action::FindOld => (
+                "gateway or sweeper".to_string(),
+                "reserve.lua / epoch.lua: the state is another run's".to_string(),
+                0,
+            ),
+            Action::Rebuild => (
+                "reconcile".to_string(),
+                "finds the product lost: fence (waits for the queued messages)".to_string(),
+                0,
+            ),
         };
         let changes = changes(before, after);
         if changes.is_empty() {
@@ -926,7 +1232,13 @@ impl Seckill {
 
     /// The stores of a state, in one line.
     pub fn summary(&self, s: &State) -> String {
-        let mut redis = vec![format!("stock {}", s.redis_stock)];
+        let mut redis = vec![if !s.loaded {
+            "no stock key".to_string()
+        } else if !Self::trusted(s) {
+            format!("stock {} (another run's)", s.redis_stock)
+        } else {
+            format!("stock {}", s.redis_stock)
+        }];
         for (u, t) in s.buyers.iter().enumerate() {
             if let Some(t) = t {
                 redis.push(format!("buyers[u{}]=t{}", u + 1, t + 1));
@@ -973,6 +1285,18 @@ impl Seckill {
 fn changes(a: &State, b: &State) -> Vec<String> {
     let mut out = Vec::new();
     let t_ = |i: usize| format!("t{}", i + 1);
+    if a.run != b.run {
+        out.push(format!("Redis run {} -> {}", a.run + 1, b.run + 1));
+    }
+    if a.loaded && !b.loaded {
+        out.push("stock key dropped".to_string());
+    }
+    if !a.loaded && b.loaded {
+        out.push("product loaded".to_string());
+    }
+    if a.snapshot.is_none() && b.snapshot.is_some() {
+        out.push("snapshot taken".to_string());
+    }
     if a.redis_stock != b.redis_stock {
         out.push(format!(
             "Redis stock {} -> {}",
@@ -998,6 +1322,7 @@ fn changes(a: &State, b: &State) -> Vec<String> {
             (Some(x), Some(y)) if x.located != y.located => {
                 out.push(format!("record {} located", t_(i)))
             }
+            (Some(_), None) => out.push(format!("record {} gone", t_(i))),
             _ => {}
         }
     }
@@ -1079,7 +1404,14 @@ impl Model for Seckill {
         let tickets = b.owners.len();
         let buyers = b.owners.iter().max().map_or(0, |&u| u as usize + 1);
         vec![State {
-            redis_stock: b.units,
+            redis_stock: b.units as i8,
+            loaded: true,
+            meta: Some(Meta {
+                run: 0,
+                loaded_at: 0,
+            }),
+            run: 0,
+            snapshot: None,
             buyers: vec![None; buyers],
             records: vec![None; tickets],
             mysql_stock: b.units,
@@ -1088,6 +1420,8 @@ impl Model for Seckill {
             payments: Vec::new(),
             kafka: vec![Message::Unpublished; tickets],
             answers: vec![None; tickets],
+            created: vec![0; tickets],
+            clock: 0,
             gateways: vec![Slot::Free; tickets],
             workers: vec![None; b.workers as usize],
             sweepers: vec![None; b.sweepers as usize],
@@ -1096,10 +1430,15 @@ impl Model for Seckill {
             recovery: None,
             payers: vec![Slot::Free; b.pay_requests as usize],
             provider: None,
+            reconcile: None,
+            fenced: vec![false; tickets],
+            rebuild_read: None,
             crashed: 0,
             redeliveries_left: b.redeliveries,
             losses_left: b.lost_messages,
             kafka_failures_left: b.kafka_failures,
+            redis_losses_left: b.redis_losses,
+            redis_rollbacks_left: b.redis_rollbacks,
         }]
     }
 
@@ -1107,6 +1446,7 @@ impl Model for Seckill {
         // Buyers buy (a refused reserve changes nothing, so it is left out).
         for t in self.tickets() {
             if s.gateways[t as usize] == Slot::Free
+                && Self::trusted(s)
                 && s.redis_stock > 0
                 && s.buyers[self.owner(t) as usize].is_none()
             {
@@ -1115,7 +1455,9 @@ impl Model for Seckill {
         }
         // Actors in the middle of a transition take their next step, or crash.
         for who in self.busy(s) {
-            actions.push(Action::Step(who));
+            if self.may_step(s, who) {
+                actions.push(Action::Step(who));
+            }
             // A publish may fail, the message reaching Kafka or not.
             if let Who::Gateway(ticket) = who {
                 let publishing = Self::job(s, who).is_some_and(|job| job.op == Op::Publish);
@@ -1161,9 +1503,10 @@ impl Model for Seckill {
             }
         }
         // Cancels: the expiry, and the buyers' cancel requests (each of its own order).
+        // (Their MySQL transaction takes the product's row lock.)
         let confirmed: Vec<u8> = self
             .tickets()
-            .filter(|&t| Self::order_confirmed(s, t))
+            .filter(|&t| Self::order_confirmed(s, t) && !Self::product_locked(s))
             .collect();
         if self.bounds.expiry && s.expiry.is_none() {
             for &ticket in &confirmed {
@@ -1202,6 +1545,22 @@ impl Model for Seckill {
                     });
                 }
             }
+        }
+        // Redis's faults, and the healing.
+        if s.redis_losses_left > 0 {
+            actions.push(Action::RedisLoses);
+        }
+        if s.redis_rollbacks_left > 0 {
+            actions.push(match s.snapshot {
+                None => Action::Snapshot,
+                Some(_) => Action::RollBack,
+            });
+        }
+        if s.loaded && !Self::trusted(s) {
+            actions.push(Action::FindOld);
+        }
+        if !s.loaded && s.reconcile.is_none() {
+            actions.push(Action::Rebuild);
         }
         if s.provider.is_none() {
             for (p, payment) in s.payments.iter().enumerate() {
@@ -1248,6 +1607,9 @@ impl Model for Seckill {
                     && s.kafka[job.ticket as usize] == Message::Delivered
                 {
                     s.kafka[job.ticket as usize] = Message::Queued;
+                }
+                if who == Who::Reconcile {
+                    s.rebuild_read = None;
                 }
                 s.crashed |= 1 << who.actor() as u8;
                 Self::set_job(&mut s, who, None);
@@ -1323,6 +1685,43 @@ impl Model for Seckill {
                     s.payments[payment as usize].status = PaymentStatus::RefundDue;
                 }
             }
+            Action::RedisLoses => {
+                s.redis_losses_left -= 1;
+                s.run += 1;
+                s.redis_stock = 0;
+                s.loaded = false;
+                s.meta = None;
+                s.buyers.iter_mut().for_each(|b| *b = None);
+                s.records.iter_mut().for_each(|r| *r = None);
+            }
+            Action::Snapshot => {
+                s.snapshot = Some(RedisImage {
+                    stock: s.redis_stock,
+                    loaded: s.loaded,
+                    meta: s.meta,
+                    buyers: s.buyers.clone(),
+                    records: s.records.clone(),
+                });
+            }
+            Action::RollBack => {
+                s.redis_rollbacks_left -= 1;
+                s.run += 1;
+                let image = s.snapshot.clone().expect("a snapshot to restart from");
+                s.redis_stock = image.stock;
+                s.loaded = image.loaded;
+                s.meta = image.meta;
+                s.buyers = image.buyers;
+                s.records = image.records;
+            }
+            Action::FindOld => s.loaded = false,
+            Action::Rebuild => {
+                s.fenced = self.tickets().map(|t| Self::in_kafka(&s, t)).collect();
+                s.reconcile = Some(Job {
+                    transition: TransitionId::Rebuild,
+                    ticket: 0,
+                    op: Op::RebuildRead,
+                });
+            }
         }
         Some(s)
     }
@@ -1343,7 +1742,9 @@ impl Model for Seckill {
                     .flatten()
                     .filter(|o| o.status.holds_unit())
                     .count();
-                s.redis_stock as usize + held_in_redis <= units
+                // Redis's side only while its state is this run's: an old or lost one sells
+                // nothing until it is rebuilt.
+                (!Self::trusted(s) || s.redis_stock as i32 + held_in_redis as i32 <= units as i32)
                     && s.mysql_stock as usize + held_in_mysql == units
             }),
             Property::always(ONE_LIVE_ORDER_PER_BUYER, |m: &Seckill, s: &State| {
@@ -1355,7 +1756,7 @@ impl Model for Seckill {
                     let records = own()
                         .filter(|&t| s.records[t as usize].is_some_and(|r| r.status.holds_unit()))
                         .count();
-                    orders <= 1 && records <= 1
+                    orders <= 1 && (records <= 1 || !Self::trusted(s))
                 })
             }),
             Property::always(ONE_CHARGE_PER_ORDER, |m: &Seckill, s: &State| {
@@ -1407,9 +1808,9 @@ impl Model for Seckill {
                     });
                     s.buyers[u as usize] == live
                 });
-                s.redis_stock as usize + held_in_redis == units
+                s.redis_stock as i32 + held_in_redis as i32 == units as i32
                     && s.mysql_stock as usize + held_in_mysql == units
-                    && s.redis_stock == s.mysql_stock
+                    && s.redis_stock as i32 == s.mysql_stock as i32
                     && buyers_right
             }),
             Property::always(STORES_AGREE, |m: &Seckill, s: &State| {
@@ -1417,8 +1818,10 @@ impl Model for Seckill {
                     || m.tickets().all(|t| {
                         let i = t as usize;
                         match (s.records[i].map(|r| r.status), s.orders[i], s.failed[i]) {
-                            // Never bought: nothing anywhere.
-                            (None, order, failed) => order.is_none() && failed.is_none(),
+                            // Never bought: nothing anywhere. Or a failure whose record
+                            // Redis lost after its expire or release, with its row written
+                            // after the rebuild read: the status is read from MySQL then.
+                            (None, order, _) => order.is_none(),
                             // A failure Redis alone knew of (kafka_unavailable, or an expire
                             // that stopped before its MySQL row) leaves no row; else the same
                             // reason.
@@ -1449,6 +1852,9 @@ impl Model for Seckill {
                         .iter()
                         .flatten()
                         .any(|r| r.status == RecordStatus::Paid)
+            }),
+            Property::sometimes(REDIS_HEALS, |m: &Seckill, s: &State| {
+                m.quiet(s) && s.run > 0 && s.mysql_stock == 0
             }),
             Property::sometimes(LOST_MESSAGE_COMPLETED, |m: &Seckill, s: &State| {
                 m.quiet(s)

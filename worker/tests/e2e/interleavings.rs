@@ -242,7 +242,12 @@ impl Actor {
                 }
             }
             (Role::Payer, Step::Paid(order)) => {
-                cancel::follow_paid(&env.store, &env.db, &[(order, t.clone())], now).await?;
+                let paid = cancel::PaidOrder {
+                    id: order,
+                    ticket: t.clone(),
+                    user_id: b.order.user_id.get(),
+                };
+                cancel::follow_paid(&env.store, &env.db, &[paid], now).await?;
                 (Step::Done, "paid.lua, restore_due cleared".to_owned())
             }
             (Role::Buyer | Role::Expiry, Step::Cancelled(due)) => {

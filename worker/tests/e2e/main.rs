@@ -24,6 +24,7 @@ mod payments;
 mod pipeline;
 mod process;
 mod recovery;
+mod redis_faults;
 mod rollback;
 mod settle;
 mod waiting_room;

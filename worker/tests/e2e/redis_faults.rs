@@ -1,0 +1,185 @@
+//! What the lifecycle model found once Redis could lose its data or come back old (issue 32):
+//! each test sets up, on the real stores, the state its counterexample reaches, and runs the
+//! real script or transaction that broke a promise there. Each failed before its fix.
+
+use crate::helpers::*;
+use seckill_shared::recovery;
+use seckill_shared::store::{GiveBack, RecordStatus};
+use seckill_shared::{now_ms, ProductId, Ticket, UserId};
+use sqlx::Row;
+
+async fn reserve(env: &TestEnv, product: ProductId, user: u64) -> (Ticket, UserId) {
+    let user = UserId::new(user).unwrap();
+    let (ticket, _) = env
+        .store
+        .reserve(product, user, now_ms(), false)
+        .await
+        .unwrap();
+    (ticket, user)
+}
+
+async fn record(env: &TestEnv, ticket: &Ticket) -> Option<RecordStatus> {
+    env.store.ticket(ticket).await.unwrap().map(|r| r.state)
+}
+
+/// A sweeper's expire and a gateway's release decide from Redis alone. On a state another
+/// run of the server wrote (a restart from a snapshot, a failover to a lagging replica: it
+/// may be old, and its `pending` an order MySQL has confirmed since), they change nothing
+/// and drop the stock key, so that the product is rebuilt from MySQL. The model's trace: the
+/// sweeper expired a ticket answered 202 whose order MySQL had (`every 202 ends kept`).
+#[tokio::test]
+async fn an_expire_or_a_release_on_another_runs_state_changes_nothing() {
+    let env = TestEnv::new().await;
+    let gw = env.gateway().await;
+    let product = env.product(&gw, 3).await;
+    let (ticket, user) = reserve(&env, product, 61).await;
+    let mut c = env.store.connection();
+    let _: () = redis::cmd("HSET")
+        .arg(env.store.keys(product).meta())
+        .arg("run_id")
+        .arg("0".repeat(40))
+        .query_async(&mut c)
+        .await
+        .unwrap();
+
+    let expired = env
+        .store
+        .expire_pending(&ticket, "expired", now_ms() + 1)
+        .await
+        .unwrap();
+    assert_eq!(expired, None, "nothing expired from another run's state");
+    assert_eq!(record(&env, &ticket).await, Some(RecordStatus::Pending));
+    assert_eq!(
+        env.store.stock(product).await.unwrap(),
+        None,
+        "the stock key is dropped: the product counts as lost and is rebuilt"
+    );
+    let released = env
+        .store
+        .release(&ticket, user, "kafka_unavailable", 60_000)
+        .await
+        .unwrap();
+    assert!(!released, "nothing released from another run's state");
+    assert_eq!(record(&env, &ticket).await, Some(RecordStatus::Pending));
+}
+
+/// A rebuild sets the stock to MySQL's less the orders in flight, below zero when more are in
+/// flight than MySQL has units (an order adopted after the loss). Each of them that fails
+/// `out_of_stock` ('heal') frees a place: the unit goes back while the stock is below zero,
+/// and only then. The model's trace: the stock stayed at -1 for good, one unit never sold.
+#[tokio::test]
+async fn a_heal_gives_a_unit_back_only_to_a_stock_below_zero() {
+    let env = TestEnv::new().await;
+    let gw = env.gateway().await;
+    let product = env.product(&gw, 3).await;
+    let (first, _) = reserve(&env, product, 62).await;
+    let (second, _) = reserve(&env, product, 63).await;
+    let stock_key = env.store.keys(product).stock();
+    let mut c = env.store.connection();
+    let _: () = redis::cmd("SET")
+        .arg(&stock_key)
+        .arg(-1)
+        .query_async(&mut c)
+        .await
+        .unwrap();
+
+    let back = env
+        .store
+        .compensate_with(&first, "out_of_stock", GiveBack::Heal)
+        .await
+        .unwrap();
+    assert!(back, "a stock below zero gets the unit");
+    assert_eq!(env.redis_stock(product).await, 0);
+    let back = env
+        .store
+        .compensate_with(&second, "out_of_stock", GiveBack::Heal)
+        .await
+        .unwrap();
+    assert!(
+        !back,
+        "a stock at zero does not: Redis over-counted that unit"
+    );
+    assert_eq!(env.redis_stock(product).await, 0);
+    assert_eq!(
+        record(&env, &second).await,
+        Some(RecordStatus::Failed),
+        "failed all the same"
+    );
+}
+
+/// A payment does not take the product's row lock, so it can commit between a rebuild's read
+/// of MySQL and its restore. `paid.lua` then finds no record; it writes a `paid` one for the
+/// buyer, and the restore of the `confirmed` the rebuild read leaves it alone. The model's
+/// trace: Redis `confirmed` for a paid order, for good.
+#[tokio::test]
+async fn a_payment_whose_record_redis_lost_stays_paid_through_a_rebuild() {
+    let env = TestEnv::new().await;
+    let gw = env.gateway().await;
+    let product = env.product(&gw, 3).await;
+    let (ticket, user) = reserve(&env, product, 64).await;
+    let mut c = env.store.connection();
+    let _: () = redis::cmd("DEL")
+        .arg(env.store.ticket_keys(&ticket).ticket(&ticket))
+        .query_async(&mut c)
+        .await
+        .unwrap();
+
+    env.store
+        .paid(&ticket, 77, user.get(), now_ms())
+        .await
+        .unwrap();
+    let paid = env.store.ticket(&ticket).await.unwrap().expect("a record");
+    assert_eq!(paid.state, RecordStatus::Paid);
+    assert_eq!(
+        paid.user_id,
+        user.get(),
+        "the buyer still sees their ticket"
+    );
+    assert_eq!(paid.order_id, Some(77));
+    // The rebuild read the order while it was still confirmed.
+    env.store
+        .restore_settled(
+            product,
+            RecordStatus::Confirmed,
+            &[(ticket.clone(), user.get(), "77".to_owned(), String::new())],
+            60,
+        )
+        .await
+        .unwrap();
+    assert_eq!(record(&env, &ticket).await, Some(RecordStatus::Paid));
+}
+
+/// The expire's `failed_tickets(expired)` row is written under the product's row lock, and
+/// only where the ticket has no order row. A Redis loss between the expire's script and its
+/// insert lets a redelivered message's claim adopt the ticket and a worker confirm it; the
+/// model's trace ended with both rows for one ticket.
+#[tokio::test]
+async fn an_expire_writes_no_failure_row_beside_an_order() {
+    let env = TestEnv::new().await;
+    let gw = env.gateway().await;
+    let product = env.product(&gw, 3).await;
+    let (ticket, user) = reserve(&env, product, 65).await;
+    // The order a worker confirmed meanwhile.
+    sqlx::query(
+        "INSERT INTO orders (ticket, product_id, user_id, reserved_at_ms) VALUES (?, ?, ?, ?)",
+    )
+    .bind(ticket.as_str())
+    .bind(product.as_i64())
+    .bind(user.get() as i64)
+    .bind(now_ms())
+    .execute(&env.db)
+    .await
+    .unwrap();
+
+    let expired = recovery::expire(&env.store, &env.db, &ticket, user.get(), now_ms() + 1)
+        .await
+        .unwrap();
+    assert!(expired.is_some(), "Redis still had it pending");
+    let rows: i64 = sqlx::query("SELECT COUNT(*) AS n FROM failed_tickets WHERE ticket = ?")
+        .bind(ticket.as_str())
+        .fetch_one(&env.db)
+        .await
+        .unwrap()
+        .get("n");
+    assert_eq!(rows, 0, "no failure row beside the order");
+}
