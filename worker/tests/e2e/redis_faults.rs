@@ -4,7 +4,7 @@
 
 use crate::helpers::*;
 use seckill_shared::recovery;
-use seckill_shared::store::{GiveBack, RecordStatus};
+use seckill_shared::store::{GiveBack, RecordStatus, Reservation};
 use seckill_shared::{now_ms, ProductId, Ticket, UserId};
 use sqlx::Row;
 
@@ -182,4 +182,73 @@ async fn an_expire_writes_no_failure_row_beside_an_order() {
         .unwrap()
         .get("n");
     assert_eq!(rows, 0, "no failure row beside the order");
+}
+
+/// Sets the `run_id` of one bucket's meta to another server run's, as a bucket whose primary
+/// failed over to a lagging replica (or restarted from a snapshot) has.
+async fn age_bucket(env: &TestEnv, product: ProductId, bucket: u16) {
+    let mut c = env.store.connection();
+    let _: () = redis::cmd("HSET")
+        .arg(env.store.bucket_keys(product, bucket).meta())
+        .arg("run_id")
+        .arg("0".repeat(40))
+        .query_async(&mut c)
+        .await
+        .unwrap();
+}
+
+async fn bucket_stock(env: &TestEnv, product: ProductId, bucket: u16) -> Option<i64> {
+    let mut c = env.store.connection();
+    redis::cmd("GET")
+        .arg(env.store.bucket_keys(product, bucket).stock())
+        .query_async(&mut c)
+        .await
+        .unwrap()
+}
+
+/// A buyer whose home bucket is empty borrows from another bucket. A donor bucket whose state
+/// another run wrote (it may be old: the unit it would lend may be lent or sold already, and
+/// then counted twice) lends nothing; its stock is dropped and the buy is told the product
+/// must be rebuilt (`503`). The sweeper's epoch check finds such a bucket without a buy.
+#[tokio::test]
+async fn a_donor_bucket_from_another_run_lends_nothing_and_is_rebuilt() {
+    let env = TestEnv::new().await;
+    let gw = env.gateway().await;
+    let product = crate::buckets::bucketed_product(&env, &gw, 4, 2).await;
+    let homed = crate::buckets::users_homed_in(0, 2, 7000, 3);
+    for &u in &homed[..2] {
+        let (_, r) = env
+            .store
+            .reserve(product, UserId::new(u).unwrap(), now_ms(), false)
+            .await
+            .unwrap();
+        assert_eq!(r, Reservation::Reserved);
+    }
+    assert_eq!(bucket_stock(&env, product, 0).await, Some(0), "home empty");
+    assert_eq!(bucket_stock(&env, product, 1).await, Some(2));
+    age_bucket(&env, product, 1).await;
+
+    let (_, r) = env
+        .store
+        .reserve(product, UserId::new(homed[2]).unwrap(), now_ms(), false)
+        .await
+        .unwrap();
+    assert_eq!(r, Reservation::UnknownProduct, "no loan from an old donor");
+    assert_eq!(
+        bucket_stock(&env, product, 1).await,
+        None,
+        "the donor is dropped"
+    );
+    assert_eq!(bucket_stock(&env, product, 0).await, Some(0));
+
+    // The same bucket found by the sweeper's check instead.
+    let other = crate::buckets::bucketed_product(&env, &gw, 4, 2).await;
+    age_bucket(&env, other, 1).await;
+    assert_eq!(env.store.check_epoch(other).await.unwrap(), 1);
+    assert_eq!(bucket_stock(&env, other, 1).await, None);
+    assert_eq!(
+        bucket_stock(&env, other, 0).await,
+        Some(2),
+        "this run's bucket stays"
+    );
 }
