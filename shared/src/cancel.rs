@@ -31,8 +31,9 @@ pub struct Cancelled {
 }
 
 /// Cancels up to `limit` orders whose payment deadline passed by `now_ms`, oldest deadline
-/// first, in one transaction. Rows another transaction holds (a payment deciding) are
-/// skipped, not waited for.
+/// first, in one transaction. It waits for their products' rows (a batch may hold one for a
+/// moment); order rows another transaction holds (a payment deciding) are skipped, not waited
+/// for.
 pub async fn cancel_overdue(
     db: &MySqlPool,
     now_ms: i64,
@@ -43,26 +44,52 @@ pub async fn cancel_overdue(
         .await
         .context("setting the isolation level")?;
     let mut tx = conn.begin().await.context("starting a transaction")?;
-    let due: Vec<(i64, String, i64, Option<i64>)> = sqlx::query(
-        "SELECT id, ticket, product_id, pay_by_ms FROM orders \
-         WHERE status = 'confirmed' AND pay_by_ms <= ? \
-         ORDER BY pay_by_ms LIMIT ? FOR UPDATE SKIP LOCKED",
+    // The products' rows first, in id order, as a batch and a buyer's cancel take them before
+    // any order's row: an expiry that locked the orders first met a batch holding the product
+    // and reading a redelivered order's row the other way round (a deadlock).
+    let products: Vec<i64> = sqlx::query_scalar(
+        "SELECT DISTINCT product_id FROM orders \
+         WHERE status = 'confirmed' AND pay_by_ms <= ? ORDER BY product_id LIMIT ?",
     )
     .bind(now_ms)
     .bind(limit as i64)
     .fetch_all(&mut *tx)
     .await
-    .context("reading overdue orders")?
-    .into_iter()
-    .map(|r| {
-        (
-            r.get("id"),
-            r.get("ticket"),
-            r.get("product_id"),
-            r.get("pay_by_ms"),
-        )
-    })
-    .collect();
+    .context("reading products with overdue orders")?;
+    if products.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut q = QueryBuilder::<MySql>::new("SELECT id FROM products WHERE id IN (");
+    push_padded(&mut q, &products);
+    q.push(") ORDER BY id FOR UPDATE");
+    q.build()
+        .fetch_all(&mut *tx)
+        .await
+        .context("locking the products")?;
+    let mut q = QueryBuilder::<MySql>::new(
+        "SELECT id, ticket, product_id, pay_by_ms FROM orders \
+         WHERE status = 'confirmed' AND pay_by_ms <= ",
+    );
+    q.push_bind(now_ms).push(" AND product_id IN (");
+    push_padded(&mut q, &products);
+    q.push(") ORDER BY pay_by_ms LIMIT ")
+        .push_bind(limit as i64)
+        .push(" FOR UPDATE SKIP LOCKED");
+    let due: Vec<(i64, String, i64, Option<i64>)> = q
+        .build()
+        .fetch_all(&mut *tx)
+        .await
+        .context("reading overdue orders")?
+        .into_iter()
+        .map(|r| {
+            (
+                r.get("id"),
+                r.get("ticket"),
+                r.get("product_id"),
+                r.get("pay_by_ms"),
+            )
+        })
+        .collect();
     if due.is_empty() {
         return Ok(Vec::new());
     }

@@ -434,10 +434,14 @@ pub const TRANSITIONS: &[Transition] = &[
             Step {
                 store: Store::MySql,
                 op: "MySQL tx (cancel)",
-                effect: "only a confirmed order row: -> cancelled, restore_due = 1, \
-                         MySQL stock += 1",
+                effect: "the product's row locked first (as a batch does), then only a \
+                         confirmed order row: -> cancelled, restore_due = 1, MySQL stock += 1",
                 crash_leaves: "restore_due = 1: the restore_due recovery runs cancel.lua",
-                before: None,
+                before: Some(
+                    "the expiry locked the orders' rows first, then the product's: a batch \
+                     holding the product and reading a redelivered order's row deadlocked \
+                     with it",
+                ),
             },
             Step {
                 store: Store::Redis,

@@ -885,3 +885,59 @@ async fn a_payment_is_not_recorded_once_the_window_has_closed() {
         .unwrap();
     assert_eq!(n, 0);
 }
+
+/// The expiry takes the product's row before the overdue orders' rows, as a batch and a
+/// buyer's cancel do. It used to lock the orders first and the product second: a batch that
+/// holds the product's row and reads a redelivered order's row `FOR UPDATE` met it the other
+/// way round, and InnoDB rolled one of them back (a deadlock).
+#[tokio::test]
+async fn the_expiry_locks_the_product_before_the_orders_as_a_batch_does() {
+    let sale = Sale::new().await;
+    let product = sale.product(3, 60).await;
+    let ticket = sale.confirmed_ticket(product, 30).await;
+    // A batch: the product's row first.
+    let mut batch = sale.env.db.begin().await.unwrap();
+    sqlx::query("SELECT id FROM products WHERE id = ? FOR UPDATE")
+        .bind(product.as_i64())
+        .fetch_optional(&mut *batch)
+        .await
+        .unwrap();
+    // An expiry round with the deadline passed, meanwhile: it waits for a lock. (A pool of
+    // its own: waiting for one of the shared pool's connections is not what is tested.)
+    use secrecy::ExposeSecret;
+    let db = seckill_shared::db::pool(sale.env.settings.mysql_url.expose_secret(), 1).unwrap();
+    let expiry =
+        tokio::spawn(async move { cancel::cancel_overdue(&db, now_ms() + 3_600_000, 100).await });
+    let probe = seckill_shared::db::pool(sale.env.settings.mysql_url.expose_secret(), 1).unwrap();
+    eventually(
+        "the expiry waits for the product's row",
+        Duration::from_secs(10),
+        || async {
+            // A statement of this test's database on the products' rows, still running: the
+            // expiry's lock of them (or, before, its stock update after the orders' locks).
+            let waiting: i64 = sqlx::query_scalar(
+                "SELECT COUNT(*) FROM information_schema.PROCESSLIST \
+                 WHERE DB = DATABASE() AND (INFO LIKE 'SELECT id FROM products WHERE id IN%' \
+                 OR INFO LIKE 'UPDATE products SET stock%')",
+            )
+            .fetch_one(&probe)
+            .await
+            .unwrap();
+            (waiting > 0).then_some(())
+        },
+    )
+    .await;
+    // The batch then reads the order's row, as for a redelivered message.
+    let order = sqlx::query("SELECT id FROM orders WHERE ticket = ? FOR UPDATE")
+        .bind(ticket.as_str())
+        .fetch_optional(&mut *batch)
+        .await;
+    assert!(order.is_ok(), "the batch gets the order's row: {order:?}");
+    batch.commit().await.unwrap();
+    let cancelled = tokio::time::timeout(Duration::from_secs(10), expiry)
+        .await
+        .expect("the expiry goes on once the batch commits")
+        .unwrap()
+        .expect("the expiry was not rolled back");
+    assert_eq!(cancelled.len(), 1);
+}
