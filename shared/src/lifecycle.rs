@@ -240,6 +240,7 @@ pub struct Step {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum TransitionId {
     Buy,
+    BuyAgain,
     Settle,
     ExpirePending,
     SettleStuck,
@@ -314,6 +315,48 @@ pub const TRANSITIONS: &[Transition] = &[
         ],
     },
     Transition {
+        id: TransitionId::BuyAgain,
+        name: "buy again",
+        actors: &[Actor::Gateway],
+        when: "a buyer buys again while holding a pending ticket with no location, older than \
+               any publish of it can take (its gateway died before Kafka took the order, or \
+               before it recorded where)",
+        steps: &[
+            Step {
+                store: Store::Redis,
+                op: "read the held record",
+                effect: "pending, no location on the record nor in the bucket's list: publish \
+                         it again; anything else: answer 200 with the record",
+                crash_leaves: "nothing changed",
+                before: None,
+            },
+            Step {
+                store: Store::Kafka,
+                op: "publish again",
+                effect: "the order message again (a second message of one order changes \
+                         nothing); on failure answer 503",
+                crash_leaves: "as after the buy's publish: a worker settles it, or the \
+                               sweeper expires it first and the claim skips it; the buyer had \
+                               no 200",
+                before: None,
+            },
+            Step {
+                store: Store::Redis,
+                op: "locate_held.lua + 200",
+                effect: "the location in the bucket's list, and on the record only while it \
+                         is pending (compensate.lua 'pending_only' never fails a ticket \
+                         located so); then 200 with the ticket, or with the failed record \
+                         if the sweeper expired it first",
+                crash_leaves: "nothing left to do",
+                before: Some(
+                    "the location went to the bucket's list only, and 200 answered the record \
+                     read before: a sweeper that had read no location just before still \
+                     expired the ticket after that 200",
+                ),
+            },
+        ],
+    },
+    Transition {
         id: TransitionId::Settle,
         name: "settle",
         actors: &[Actor::Worker, Actor::Sweeper],
@@ -374,9 +417,10 @@ pub const TRANSITIONS: &[Transition] = &[
             Step {
                 store: Store::Redis,
                 op: "compensate.lua 'pending_only'",
-                effect: "only if still pending and the state is this Redis run's (else \
-                         the stock key is dropped: rebuilt): record = failed(expired), buyer \
-                         freed, stock += 1",
+                effect: "only if still pending, not located on its record (a buy again's \
+                         locate_held.lua), and the state is this Redis run's (else the stock \
+                         key is dropped: rebuilt): record = failed(expired), buyer freed, \
+                         stock += 1",
                 crash_leaves: "failed(expired) in Redis only: a late message's claim skips \
                                it, MySQL never hears of the ticket",
                 before: Some("it also acted on another run's (maybe old) state"),

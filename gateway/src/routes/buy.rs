@@ -497,21 +497,22 @@ pub async fn with_order(state: &AppState, ticket: &Ticket, rec: TicketRecord) ->
 /// sweeper would fail it for good. So its order is published again, and where it landed is
 /// recorded, before the answer: a worker then settles it (a second message of one order
 /// changes nothing). If Kafka cannot take it now, the answer is `503`, as for a new buy.
+/// `false` when the sweeper expired it meanwhile: the record read before is stale.
 async fn ensure_in_kafka(
     state: &AppState,
     held: &Ticket,
     user: UserId,
     record: &TicketRecord,
-) -> Result<(), ApiError> {
+) -> Result<bool, ApiError> {
     if state.sync_mode
         || record.state != RecordStatus::Pending
         || now_ms() - record.created_at_ms < state.republish_after_ms
         || record.location.is_some()
     {
-        return Ok(());
+        return Ok(true);
     }
     match state.store.location(held).await {
-        Ok(Some(_)) => return Ok(()),
+        Ok(Some(_)) => return Ok(true),
         Ok(None) => {}
         Err(e) => return Err(ApiError::unavailable("Redis", e)),
     }
@@ -531,8 +532,16 @@ async fn ensure_in_kafka(
         .locate(held.product(), std::slice::from_ref(&located))
         .await
         .map_err(|e| ApiError::unavailable("Redis", e))?;
-    tracing::warn!(ticket = %held, partition, offset, "a held ticket had no order in Kafka (its gateway died); published it again");
-    Ok(())
+    // On the record too, while it is pending: a sweeper that read it without a location
+    // before this then leaves it alone. If the sweeper was first, the ticket has failed and
+    // the answer says so (its message is skipped by the worker's claim).
+    let held_now = state
+        .store
+        .locate_held(held, partition, offset)
+        .await
+        .map_err(|e| ApiError::unavailable("Redis", e))?;
+    tracing::warn!(ticket = %held, partition, offset, held_now, "a held ticket had no order in Kafka (its gateway died); published it again");
+    Ok(held_now)
 }
 
 /// The answer to a buyer who buys again: the ticket they hold, its record read once, and its
@@ -544,8 +553,11 @@ async fn held_ticket(
 ) -> Result<TicketBody, ApiError> {
     match state.store.ticket(held).await {
         Ok(Some(rec)) => {
-            ensure_in_kafka(state, held, user, &rec).await?;
-            Ok(with_order(state, held, rec).await)
+            if ensure_in_kafka(state, held, user, &rec).await? {
+                Ok(with_order(state, held, rec).await)
+            } else {
+                current_ticket(state, held, user).await
+            }
         }
         Ok(None) => current_ticket(state, held, user).await,
         Err(e) => Err(ApiError::unavailable("Redis", e)),

@@ -4,7 +4,7 @@
 -- Modes (ARGV[3]):
 -- * 'any': give the unit back.
 -- * 'pending_only' (the sweeper): as 'any', but a ticket a worker has claimed is left alone,
---   and so is one reserved after ARGV[4] (ms).
+--   and so is one reserved after ARGV[4] (ms), and one located on its record.
 -- * 'heal': MySQL had no unit for this reservation, so Redis over-counted: the unit is not
 --   given back (it never existed).
 -- * 'heal' on a stock below zero gives the unit back all the same: a rebuild sets the stock to
@@ -25,6 +25,9 @@
 local status = redis.call('HGET', KEYS[5], 'status')
 if ARGV[3] == 'pending_only' then
   if status ~= 'pending' then return 0 end
+  -- Located on the record (locate_held.lua: a buy again published it and answered 200, after
+  -- the sweeper read it without a location): its order is in Kafka, a worker settles it.
+  if redis.call('HEXISTS', KEYS[5], 'kp') == 1 then return 0 end
   local run = redis.call('HGET', KEYS[2], 'run_id')
   if run and run ~= string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') then
     redis.log(redis.LOG_WARNING, 'seckill: ' .. KEYS[2] .. ' was written by another run; dropping ' .. KEYS[1] .. ' so that it is rebuilt')

@@ -46,6 +46,8 @@ use std::time::Duration;
 /// The per-user token bucket, a Lua function prepended to the scripts that take a token.
 pub const TOKEN_BUCKET_LUA: &str = include_str!("token_bucket.lua");
 static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("release.lua")));
+static LOCATE_HELD: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("locate_held.lua")));
 static CLAIM: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("claim.lua")));
 static CONFIRM: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("confirm.lua")));
 static COMPENSATE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("compensate.lua")));
@@ -858,6 +860,27 @@ impl TicketStore {
             parse_located_entry(entry, &mut out);
         }
         Ok(out)
+    }
+
+    /// Records on a held ticket's own record where a buy again published its order again,
+    /// while it is still `pending` (`locate_held.lua`); the sweeper never expires a ticket
+    /// located so. `false` when it is no longer pending.
+    pub async fn locate_held(
+        &self,
+        ticket: &Ticket,
+        partition: i32,
+        offset: i64,
+    ) -> anyhow::Result<bool> {
+        let k = self.ticket_keys(ticket);
+        let mut c = self.conn.clone();
+        let n: i64 = LOCATE_HELD
+            .key(k.ticket(ticket))
+            .arg(partition)
+            .arg(offset)
+            .invoke_async(&mut c)
+            .await
+            .context("running the locate_held script")?;
+        Ok(n == 1)
     }
 
     /// Where one ticket's order landed in Kafka, once its gateway recorded it (and while its

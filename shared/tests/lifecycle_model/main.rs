@@ -41,6 +41,7 @@ fn selling_out() -> Bounds {
         pay_requests: 0,
         redis_losses: 0,
         redis_rollbacks: 0,
+        buys_again: 0,
     }
 }
 
@@ -60,6 +61,7 @@ fn concurrent_settles() -> Bounds {
         pay_requests: 0,
         redis_losses: 0,
         redis_rollbacks: 0,
+        buys_again: 0,
     }
 }
 
@@ -80,6 +82,7 @@ fn after_the_sale() -> Bounds {
         pay_requests: 2,
         redis_losses: 0,
         redis_rollbacks: 0,
+        buys_again: 0,
     }
 }
 
@@ -99,6 +102,7 @@ fn cancels_racing_settles() -> Bounds {
         pay_requests: 0,
         redis_losses: 0,
         redis_rollbacks: 0,
+        buys_again: 0,
     }
 }
 
@@ -118,6 +122,28 @@ fn buying_again() -> Bounds {
         pay_requests: 0,
         redis_losses: 0,
         redis_rollbacks: 0,
+        buys_again: 0,
+    }
+}
+
+/// A gateway dies after its publish (or before it), and its buyer buys again on another
+/// gateway while the sweeper looks at the held ticket.
+fn buying_again_after_a_crash() -> Bounds {
+    Bounds {
+        units: 1,
+        owners: vec![0, 1],
+        workers: 1,
+        sweepers: 1,
+        may_crash: vec![Actor::Gateway],
+        redeliveries: 1,
+        lost_messages: 0,
+        kafka_failures: 0,
+        expiry: false,
+        buyer_cancels: 0,
+        pay_requests: 0,
+        redis_losses: 0,
+        redis_rollbacks: 0,
+        buys_again: 1,
     }
 }
 
@@ -141,6 +167,7 @@ fn redis_faults_in_the_sale(losses: u8, rollbacks: u8) -> Bounds {
         pay_requests: 0,
         redis_losses: losses,
         redis_rollbacks: rollbacks,
+        buys_again: 0,
     }
 }
 
@@ -161,6 +188,7 @@ fn redis_faults_after_the_sale(losses: u8, rollbacks: u8) -> Bounds {
         pay_requests: 1,
         redis_losses: losses,
         redis_rollbacks: rollbacks,
+        buys_again: 0,
     }
 }
 
@@ -209,6 +237,7 @@ fn minimal() -> Bounds {
         pay_requests: 0,
         redis_losses: 0,
         redis_rollbacks: 0,
+        buys_again: 0,
     }
 }
 
@@ -327,6 +356,15 @@ fn old_model_finds_a_stock_left_below_zero() {
     assert!(trace.contains("Redis stock 0 -> -1"));
 }
 
+/// A sweeper reads a held ticket (pending, no location) just before its buyer buys again:
+/// today its expire runs after the buy again's 200.
+#[test]
+fn old_model_finds_an_expire_after_a_buy_again() {
+    let fixes = fixed_but(|f| f.expire_spares_held = false);
+    let trace = counterexample(fixes, buying_again_after_a_crash(), EVERY_202_KEPT);
+    assert!(trace.contains("buys again"));
+}
+
 /// With all of today's behaviours at once, the larger scenario breaks the same promises (but
 /// no ticket is stuck: today's sweeper fails a processing ticket it cannot settle).
 #[test]
@@ -358,6 +396,7 @@ fn fixed_model_keeps_every_promise() {
         ("after the sale", after_the_sale()),
         ("cancels racing settles", cancels_racing_settles()),
         ("buying again", buying_again()),
+        ("buying again after a crash", buying_again_after_a_crash()),
         ("Redis lost in the sale", redis_faults_in_the_sale(1, 0)),
         ("Redis old in the sale", redis_faults_in_the_sale(0, 1)),
         (

@@ -77,6 +77,11 @@ pub struct Fixes {
     /// each of them that fails `out_of_stock` then frees a place. Today the stock stays
     /// below zero for good, and Redis sells one unit fewer than MySQL has.
     pub heal_lifts_negative: bool,
+    /// Found by a close read, then by this checker: a buy again records the location on the
+    /// held ticket's record while it is pending (`locate_held.lua`), and the sweeper's
+    /// compensate.lua 'pending_only' spares a ticket located so. Today a sweeper that read the
+    /// ticket without a location just before the buy again still expires it after its 200.
+    pub expire_spares_held: bool,
 }
 
 impl Fixes {
@@ -91,6 +96,7 @@ impl Fixes {
         expired_row_needs_no_order: false,
         paid_writes_lost_record: false,
         heal_lifts_negative: false,
+        expire_spares_held: false,
     };
     pub const ALL: Fixes = Fixes {
         cancel_takes_in_flight: true,
@@ -103,6 +109,7 @@ impl Fixes {
         expired_row_needs_no_order: true,
         paid_writes_lost_record: true,
         heal_lifts_negative: true,
+        expire_spares_held: true,
     };
 }
 
@@ -136,6 +143,8 @@ pub struct Bounds {
     /// How many times Redis restarts from its snapshot (the model takes one snapshot, at any
     /// moment before).
     pub redis_rollbacks: u8,
+    /// How many buys again (a buyer holding a pending ticket its dead gateway never located).
+    pub buys_again: u8,
 }
 
 /// A product's `meta` hash, as far as the healing reads it.
@@ -215,6 +224,8 @@ pub enum Op {
     // buy
     Publish,
     Locate,
+    /// The buy again's `locate_held.lua` and its 200.
+    LocateHeld,
     Release,
     // settle
     Claim,
@@ -264,6 +275,8 @@ impl Job {
             (T::Buy, Op::Publish) => 1,
             (T::Buy, Op::Locate) => 2,
             (T::Buy, Op::Release) => 3,
+            (T::BuyAgain, Op::Publish) => 1,
+            (T::BuyAgain, Op::LocateHeld) => 2,
             (T::Settle, Op::Claim) => 0,
             (T::Settle, Op::Write) => 1,
             (T::Settle, Op::Follow(_)) => 2,
@@ -393,6 +406,7 @@ pub struct State {
     pub kafka_failures_left: u8,
     pub redis_losses_left: u8,
     pub redis_rollbacks_left: u8,
+    pub buys_again_left: u8,
 }
 
 /// One step of the model.
@@ -424,6 +438,9 @@ pub enum Action {
         sweeper: u8,
         ticket: u8,
     },
+    /// A buyer holding a pending ticket its dead gateway never answered buys again: the
+    /// gateway read the record (pending, no location) and publishes the order again.
+    BuyAgain(u8),
     /// The expiry or a buyer's cancel request runs the cancel transaction on a confirmed order.
     Cancel {
         who: Who,
@@ -561,7 +578,10 @@ impl Seckill {
             return false;
         };
         let takes = match mode {
-            Compensate::PendingOnly => record.status == RecordStatus::Pending,
+            Compensate::PendingOnly => {
+                record.status == RecordStatus::Pending
+                    && !(record.located && self.fixes.expire_spares_held)
+            }
             Compensate::Any | Compensate::Heal => record.status.in_flight(),
         };
         if !takes {
@@ -796,7 +816,21 @@ impl Seckill {
         match job.op {
             Op::Publish => {
                 s.kafka[i] = Message::Queued;
-                job.then(Op::Locate)
+                match job.transition {
+                    TransitionId::BuyAgain => job.then(Op::LocateHeld),
+                    _ => job.then(Op::Locate),
+                }
+            }
+            Op::LocateHeld => {
+                let pending = s.records[i].is_some_and(|r| r.status == RecordStatus::Pending);
+                if pending || !self.fixes.expire_spares_held {
+                    if let Some(record) = &mut s.records[i] {
+                        record.located = true;
+                    }
+                    // Today: 200 with the record read before, whatever it is now.
+                    s.answers[i] = Some(Answer::Accepted);
+                }
+                None
             }
             Op::Locate => {
                 if let Some(record) = &mut s.records[i] {
@@ -1080,6 +1114,14 @@ impl Seckill {
             Action::Buy(t) => (
                 format!("buyer u{}", self.owner(t) + 1),
                 format!("buys {}: reserve.lua", t_(t)),
+                t,
+            ),
+            Action::BuyAgain(t) => (
+                format!("buyer u{}", self.owner(t) + 1),
+                format!(
+                    "buys again, holding {}: reads it pending, no location",
+                    t_(t)
+                ),
                 t,
             ),
             Action::Step(who) => {
@@ -1439,6 +1481,7 @@ impl Model for Seckill {
             kafka_failures_left: b.kafka_failures,
             redis_losses_left: b.redis_losses,
             redis_rollbacks_left: b.redis_rollbacks,
+            buys_again_left: b.buys_again,
         }]
     }
 
@@ -1452,6 +1495,18 @@ impl Model for Seckill {
             {
                 actions.push(Action::Buy(t));
             }
+            // A buy again: the buyer holds a pending ticket that its dead gateway never
+            // answered nor located (read as the action starts).
+            let held = s.records[t as usize].is_some_and(|r| {
+                r.status == RecordStatus::Pending && !r.located && Self::trusted(s)
+            });
+            if s.buys_again_left > 0
+                && held
+                && s.gateways[t as usize] == Slot::Done
+                && s.answers[t as usize].is_none()
+            {
+                actions.push(Action::BuyAgain(t));
+            }
         }
         // Actors in the middle of a transition take their next step, or crash.
         for who in self.busy(s) {
@@ -1460,7 +1515,9 @@ impl Model for Seckill {
             }
             // A publish may fail, the message reaching Kafka or not.
             if let Who::Gateway(ticket) = who {
-                let publishing = Self::job(s, who).is_some_and(|job| job.op == Op::Publish);
+                let publishing = Self::job(s, who).is_some_and(|job| {
+                    job.op == Op::Publish && job.transition == TransitionId::Buy
+                });
                 if publishing && s.kafka_failures_left > 0 {
                     for reached in [false, true] {
                         actions.push(Action::PublishFails { ticket, reached });
@@ -1583,6 +1640,14 @@ impl Model for Seckill {
                 self.reserve(&mut s, t);
                 s.gateways[t as usize] = Slot::Busy(Job {
                     transition: TransitionId::Buy,
+                    ticket: t,
+                    op: Op::Publish,
+                });
+            }
+            Action::BuyAgain(t) => {
+                s.buys_again_left -= 1;
+                s.gateways[t as usize] = Slot::Busy(Job {
+                    transition: TransitionId::BuyAgain,
                     ticket: t,
                     op: Op::Publish,
                 });

@@ -728,3 +728,39 @@ async fn a_buyer_who_buys_again_after_their_gateway_died_keeps_the_ticket() {
     let body = gw.settled(ticket.as_str(), Duration::from_secs(30)).await;
     assert_eq!(body["status"], "confirmed", "{body}");
 }
+
+/// The same buy again, with a sweeper that had read the held ticket just before it: `pending`
+/// and no location, so it decided to expire it. The buy again publishes and locates the
+/// order and answers `200`; the sweeper's script then runs on the ticket and must leave it
+/// alone. It used to fail it (`expired`) after that `200`, and the worker's claim then
+/// skipped its message.
+#[tokio::test]
+async fn a_sweeper_that_read_no_location_before_a_buy_again_leaves_the_ticket() {
+    let env = TestEnv::new().await;
+    let gw = env.gateway().await;
+    let product = env.product(&gw, 3).await;
+    let user = UserId::new(82).unwrap();
+    let (ticket, _) = env
+        .store
+        .reserve(product, user, now_ms() - 10_000, false)
+        .await
+        .unwrap();
+    // The sweeper's read: pending, no location anywhere: it will expire the ticket.
+    let read = env.store.ticket(&ticket).await.unwrap().unwrap();
+    assert_eq!(read.state, seckill_shared::store::RecordStatus::Pending);
+    assert_eq!(read.location, None);
+    assert_eq!(env.store.location(&ticket).await.unwrap(), None);
+    // The buyer buys again meanwhile.
+    let (status, body) = gw.buy(product, user.get()).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["ticket"], ticket.as_str());
+    // The sweeper's expire, as it decided from its read.
+    let expired =
+        seckill_shared::recovery::expire(&env.store, &env.db, &ticket, user.get(), now_ms())
+            .await
+            .unwrap();
+    assert_eq!(expired, None, "the ticket answered 200 is left alone");
+    let _worker = env.worker_with(fast_sweeper).await;
+    let body = gw.settled(ticket.as_str(), Duration::from_secs(30)).await;
+    assert_eq!(body["status"], "confirmed", "{body}");
+}
