@@ -325,10 +325,17 @@ pub const TRANSITIONS: &[Transition] = &[
             Step {
                 store: Store::Redis,
                 op: "read the held record",
-                effect: "pending, no location on the record nor in the bucket's list: publish \
-                         it again; anything else: answer 200 with the record",
+                effect: "pending, no location on the record nor in the bucket's list: if \
+                         younger than any publish can take (the first request may still be \
+                         under way), wait until it is located, moves on, or is that old; \
+                         then publish it again; anything else: answer 200 with the record",
                 crash_leaves: "nothing changed",
-                before: None,
+                before: Some(
+                    "a younger one was answered 200 at once: when its first gateway died \
+                     before Kafka took it, nothing was in Kafka and the sweeper expired it \
+                     (not in the model, whose buy again starts once the first request is \
+                     over: an e2e test tries it)",
+                ),
             },
             Step {
                 store: Store::Kafka,

@@ -17,7 +17,7 @@ use seckill_shared::{
     db, now_ms, FailureReason, OrderMessage, ProductId, Ticket, TicketStatus, UserId,
 };
 use serde::{Deserialize, Serialize};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tracing::Instrument;
 
 /// The buyer is the token's `sub`. `user_id` is optional; when present it must equal
@@ -497,24 +497,37 @@ pub async fn with_order(state: &AppState, ticket: &Ticket, rec: TicketRecord) ->
 /// sweeper would fail it for good. So its order is published again, and where it landed is
 /// recorded, before the answer: a worker then settles it (a second message of one order
 /// changes nothing). If Kafka cannot take it now, the answer is `503`, as for a new buy.
-/// `false` when the sweeper expired it meanwhile: the record read before is stale.
+/// A younger one may still be under way (the buyer's first request, on a gateway that may be
+/// dying): the answer waits, at most until it is that old, for it to be located or to move on.
+/// `false` when the ticket moved on meanwhile (settled, or expired by the sweeper): the
+/// record read before is stale.
 async fn ensure_in_kafka(
     state: &AppState,
     held: &Ticket,
     user: UserId,
     record: &TicketRecord,
 ) -> Result<bool, ApiError> {
-    if state.sync_mode
-        || record.state != RecordStatus::Pending
-        || now_ms() - record.created_at_ms < state.republish_after_ms
-        || record.location.is_some()
-    {
+    if state.sync_mode || record.state != RecordStatus::Pending || record.location.is_some() {
         return Ok(true);
     }
-    match state.store.location(held).await {
-        Ok(Some(_)) => return Ok(true),
-        Ok(None) => {}
-        Err(e) => return Err(ApiError::unavailable("Redis", e)),
+    let mut fresh = true;
+    loop {
+        match state.store.location(held).await {
+            Ok(Some(_)) => return Ok(fresh),
+            Ok(None) => {}
+            Err(e) => return Err(ApiError::unavailable("Redis", e)),
+        }
+        let wait = state.republish_after_ms - (now_ms() - record.created_at_ms);
+        if wait <= 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(wait.clamp(1, 25) as u64)).await;
+        fresh = false;
+        match state.store.ticket(held).await {
+            Ok(Some(now)) if now.state == RecordStatus::Pending && now.location.is_none() => {}
+            Ok(_) => return Ok(false),
+            Err(e) => return Err(ApiError::unavailable("Redis", e)),
+        }
     }
     let order = OrderMessage::new(held.clone(), user, record.created_at_ms);
     let (partition, offset) = state.publisher.publish(&order).await.map_err(|e| {

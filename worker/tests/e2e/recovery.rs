@@ -764,3 +764,34 @@ async fn a_sweeper_that_read_no_location_before_a_buy_again_leaves_the_ticket() 
     let body = gw.settled(ticket.as_str(), Duration::from_secs(30)).await;
     assert_eq!(body["status"], "confirmed", "{body}");
 }
+
+/// A buyer buys again at once, on another gateway, while the gateway of their first request
+/// dies before Kafka took the order: the held ticket is young, without a location. The `200`
+/// is a promise, so it waits until the order is located, or, once no publish of it can still
+/// be under way, publishes it again. It used to answer `200` at once with nothing in Kafka,
+/// and the sweeper later failed the ticket `expired` (chaos scenario 13, herd: 2 of 202).
+#[tokio::test]
+async fn a_buy_again_while_the_first_gateway_dies_keeps_the_ticket() {
+    let env = TestEnv::new().await;
+    let gw = env
+        .gateway_with(|s| s.kafka_delivery_timeout_ms = 500)
+        .await;
+    let product = env.product(&gw, 3).await;
+    let user = UserId::new(83).unwrap();
+    // Just reserved, by a gateway that dies now: no message, no location.
+    let (ticket, _) = env
+        .store
+        .reserve(product, user, now_ms(), false)
+        .await
+        .unwrap();
+    let (status, body) = gw.buy(product, user.get()).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["ticket"], ticket.as_str());
+    assert!(
+        env.store.location(&ticket).await.unwrap().is_some(),
+        "its order is in Kafka before the 200"
+    );
+    let _worker = env.worker_with(fast_sweeper).await;
+    let body = gw.settled(ticket.as_str(), Duration::from_secs(30)).await;
+    assert_eq!(body["status"], "confirmed", "{body}");
+}
