@@ -128,7 +128,10 @@ done
 : "${PROVIDER_PORT:=18099}" "${SAMPLE_MS:=250}"
 : "${CANCEL_RATE:=0.5}"
 : "${WR_STOCK:=200}" "${WR_USERS:=600}" "${WR_ADMIT_PER_SEC:=100}" "${WR_FACTOR:=1.5}" "${WR_START_IN:=8}"
-GW_PORTS=(18081 18082) WK_PORTS=(19191 19192)
+# CHAOS_PORTS="gw0 gw1 wk0 wk1" moves the processes' own ports, so that two runs (say, one
+# server and a cluster, each with its own services' ports) can share a machine.
+read -r GW0 GW1 WK0 WK1 <<<"${CHAOS_PORTS:-18081 18082 19191 19192}"
+GW_PORTS=("$GW0" "$GW1") WK_PORTS=("$WK0" "$WK1")
 declare -A NAME=([1]="no fault" [2]="fail rate 0.1" [3]="worker SIGKILL" [4]="gateway SIGKILL"
     [5]="MySQL down 10 s" [6]="ZooKeeper down 10 s" [7]="broker restart" [8]="Redis restart"
     [9]="Redis restart in the first second" [10]="30 % never pay" [11]="worker SIGKILL while expiring"
