@@ -102,8 +102,10 @@ impl Application {
             )?,
             admin_guard: AdminGuard::new(settings.admin_auth_failures_per_min),
             health: Default::default(),
-            republish_after_ms: settings.kafka_delivery_timeout_ms as i64
-                + 1000
+            // A publish waits up to the delivery timeout for room in the producer's queue,
+            // then as long again (and 0.5 s) for its report; 1 s more for clocks that differ.
+            republish_after_ms: 2 * settings.kafka_delivery_timeout_ms as i64
+                + 1500
                 + seckill_shared::store::HOLD_LOCATED_MS as i64,
         });
         tokio::spawn(forget_idle_addresses(state.clone(), shutdown.clone()));

@@ -9,8 +9,9 @@
 //! 3. `restore_due` is cleared. A crash before that leaves it set, and any worker's next round
 //!    ([`restore_due`]) does step 2 again: each unit comes back exactly once.
 //!
-//! Lock order: the order rows, then the product rows. The expiry reads under `READ
-//! COMMITTED`, so it locks only the rows it takes, and skips rows a payment has locked.
+//! Lock order: the product rows, then the order rows, as a batch and a buyer's cancel take
+//! them. The expiry reads under `READ COMMITTED`, so it locks only the rows it takes, and
+//! skips order rows a payment has locked.
 
 use crate::domain::{CancelReason, OrderStatus, ProductId, Ticket, UserId};
 use crate::settle::push_padded;

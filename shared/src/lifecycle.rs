@@ -306,7 +306,8 @@ pub const TRANSITIONS: &[Transition] = &[
             Step {
                 store: Store::Redis,
                 op: "release.lua + 503",
-                effect: "(publish failed) only if still pending and the state is this \
+                effect: "(publish failed) only if still pending, not located on its record \
+                         (a buy again's locate_held.lua), and the state is this \
                          Redis run's (else the stock key is dropped: rebuilt): record = \
                          failed(kafka_unavailable), buyer freed, stock += 1; answer 503",
                 crash_leaves: "(a crash before it: as after publish)",

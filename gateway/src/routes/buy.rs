@@ -521,11 +521,18 @@ async fn ensure_in_kafka(
         if wait <= 0 {
             break;
         }
-        tokio::time::sleep(Duration::from_millis(wait.clamp(1, 25) as u64)).await;
+        tokio::time::sleep(Duration::from_millis(wait.clamp(1, 100) as u64)).await;
         fresh = false;
         match state.store.ticket(held).await {
             Ok(Some(now)) if now.state == RecordStatus::Pending && now.location.is_none() => {}
-            Ok(_) => return Ok(false),
+            Ok(Some(_)) => return Ok(false),
+            // Redis lost it meanwhile: nothing tells whether its order is anywhere.
+            Ok(None) => {
+                return Err(ApiError::unavailable(
+                    "Redis",
+                    anyhow::anyhow!("the held ticket {held} vanished while its buy again waited"),
+                ))
+            }
             Err(e) => return Err(ApiError::unavailable("Redis", e)),
         }
     }

@@ -17,8 +17,11 @@
 -- KEYS: 1 stock, 2 meta, 3 buyers, 4 pending, 5 ticket record, 6 admitted, 7 done (waiting room)
 -- ARGV: 1 user id, 2 ticket, 3 reason, 4 record ttl (s), 5 now (ms), 6 admission ttl (ms)
 -- Returns 1 when released with its unit, 2 when released without it (product not loaded),
--- 0 when the ticket had already moved on.
+-- 0 when the ticket had already moved on (or a buy again located it).
 if redis.call('HGET', KEYS[5], 'status') ~= 'pending' then return 0 end
+-- Located on the record (locate_held.lua): a buy again published it and answered 200 while
+-- this gateway's own publish was still failing. Its order is in Kafka; a worker settles it.
+if redis.call('HEXISTS', KEYS[5], 'kp') == 1 then return 0 end
 local run = redis.call('HGET', KEYS[2], 'run_id')
 if run and run ~= string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') then
   redis.log(redis.LOG_WARNING, 'seckill: ' .. KEYS[2] .. ' was written by another run; dropping ' .. KEYS[1] .. ' so that it is rebuilt')

@@ -252,3 +252,24 @@ async fn a_donor_bucket_from_another_run_lends_nothing_and_is_rebuilt() {
         "this run's bucket stays"
     );
 }
+
+/// A buy again that located a held ticket (`locate_held.lua`) answered `200`: a late
+/// failure of the first gateway's own publish must not release it (`kafka_unavailable`).
+/// Found by a review: release.lua spared nothing located, and the worker's claim then
+/// skipped the order the buy again had published.
+#[tokio::test]
+async fn a_release_leaves_a_ticket_a_buy_again_located() {
+    let env = TestEnv::new().await;
+    let gw = env.gateway().await;
+    let product = env.product(&gw, 3).await;
+    let (ticket, user) = reserve(&env, product, 66).await;
+    assert!(env.store.locate_held(&ticket, 0, 5).await.unwrap());
+    let released = env
+        .store
+        .release(&ticket, user, "kafka_unavailable", 60_000)
+        .await
+        .unwrap();
+    assert!(!released);
+    assert_eq!(record(&env, &ticket).await, Some(RecordStatus::Pending));
+    assert_eq!(env.redis_stock(product).await, 2, "the unit stays held");
+}
