@@ -163,6 +163,13 @@ async fn mysql_facts(pool: &MySqlPool, product: ProductId) -> anyhow::Result<Mys
             .await
             .context("reading the product")?
             .with_context(|| format!("product {product} is not in MySQL"))?;
+    let closed = schema_has(pool, "products", Some("closed_at_ms")).await?
+        && sqlx::query_scalar::<_, Option<i64>>("SELECT closed_at_ms FROM products WHERE id = ?")
+            .bind(product.as_i64())
+            .fetch_one(pool)
+            .await
+            .context("reading when the sale closed")?
+            .is_some();
     let payment_window = schema_has(pool, "orders", Some("status")).await?;
     let buckets: u16 = if schema_has(pool, "products", Some("buckets")).await? {
         sqlx::query_scalar("SELECT buckets FROM products WHERE id = ?")
@@ -231,6 +238,7 @@ async fn mysql_facts(pool: &MySqlPool, product: ProductId) -> anyhow::Result<Mys
         failed_tickets,
         payments,
         buckets,
+        closed,
     })
 }
 
@@ -665,6 +673,7 @@ mod tests {
                 failed_tickets: [T2.to_owned()].into_iter().collect(),
                 payments: vec![],
                 buckets: 1,
+                closed: false,
             },
             ticket_states: [
                 (

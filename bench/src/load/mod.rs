@@ -1121,7 +1121,8 @@ mod tests {
             Some(sale_end::StockView {
                 stock_redis: Some(0),
                 stock_db: 0,
-                pending: 0
+                pending: 0,
+                closed_at: None,
             })
         );
         assert_eq!((s.tickets.confirmed, s.tickets.failed), (20, 4), "{s:?}");

@@ -79,6 +79,10 @@ pub struct StockView {
     pub stock_redis: Option<i64>,
     pub stock_db: i64,
     pub pending: i64,
+    /// The sweeper closed the sale: over, with nothing in flight. Its Redis keys may be gone
+    /// (expired, or lost to a Redis restart and not rebuilt). Absent before gateways said.
+    #[serde(default)]
+    pub closed_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// What one look at the stock means.
@@ -98,6 +102,8 @@ impl StockView {
         match self.stock_redis {
             Some(s) if s > 0 => Reading::UnitsBack,
             Some(0) if self.pending == 0 && self.stock_db == 0 => Reading::Empty,
+            // Closed with no stock in MySQL: sold out for good, whatever Redis still holds.
+            None if self.closed_at.is_some() && self.stock_db == 0 => Reading::Empty,
             _ => Reading::Wait,
         }
     }
@@ -535,10 +541,26 @@ mod tests {
 
     #[test]
     fn a_look_at_the_stock_means_units_back_empty_or_wait() {
+        let closed = StockView {
+            stock_redis: None,
+            stock_db: 0,
+            pending: 0,
+            closed_at: Some(chrono::Utc::now()),
+        };
+        assert_eq!(closed.reading(), Reading::Empty);
+        assert_eq!(
+            StockView {
+                stock_db: 2,
+                ..closed
+            }
+            .reading(),
+            Reading::Wait
+        );
         let v = |stock_redis, stock_db, pending| StockView {
             stock_redis,
             stock_db,
             pending,
+            closed_at: None,
         };
         assert_eq!(v(Some(2), 2, 0).reading(), Reading::UnitsBack);
         // A unit came back while another order is pending.

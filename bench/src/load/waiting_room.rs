@@ -72,6 +72,8 @@ struct AdminView {
     stock_redis: Option<i64>,
     stock_db: i64,
     pending: i64,
+    #[serde(default)]
+    closed_at: Option<chrono::DateTime<chrono::Utc>>,
     waiting_room: Option<AdminRoom>,
 }
 
@@ -535,6 +537,7 @@ async fn sample(
             stock_redis: v.stock_redis,
             stock_db: v.stock_db,
             pending: v.pending,
+            closed_at: v.closed_at,
         };
         s.last_seen = Some(view);
         if room.until_sold_out && s.over_at.is_none() {

@@ -199,6 +199,11 @@ pub struct ProductView {
     starts_at: Option<DateTime<Utc>>,
     #[schema(required = true)]
     ends_at: Option<DateTime<Utc>>,
+    /// MySQL: when the sweeper closed the sale (over, with nothing in flight); `null` while
+    /// open. A closed sale's Redis keys expire after an hour, or may be lost to a Redis
+    /// restart: it is not rebuilt, and buys are answered from MySQL (`409` or `403`).
+    #[schema(required = true)]
+    closed_at: Option<DateTime<Utc>>,
     /// Redis, bucket by bucket (one entry for a product in one piece).
     buckets: Vec<BucketView>,
 }
@@ -678,6 +683,9 @@ pub(crate) async fn product_view(
             .and_then(DateTime::<Utc>::from_timestamp_millis),
         ends_at: product
             .ends_at_ms
+            .and_then(DateTime::<Utc>::from_timestamp_millis),
+        closed_at: product
+            .closed_at_ms
             .and_then(DateTime::<Utc>::from_timestamp_millis),
         name: product.name,
         buckets,

@@ -549,11 +549,13 @@ async fn a_sold_out_and_settled_sale_is_closed_and_its_keys_expire() {
     let gw = env.gateway().await;
     let product = env.product(&gw, 2).await;
     let _worker = env.worker_with(fast_sweeper).await;
+    let mut tickets = vec![];
     for user in 1..=2 {
         let (status, body) = gw.buy(product, user).await;
         assert_eq!(status, StatusCode::ACCEPTED, "{body}");
-        gw.settled(body["ticket"].as_str().unwrap(), Duration::from_secs(60))
-            .await;
+        let ticket = body["ticket"].as_str().unwrap().to_owned();
+        gw.settled(&ticket, Duration::from_secs(60)).await;
+        tickets.push(ticket);
     }
     let closed_at = eventually("the sale to close", Duration::from_secs(30), || async {
         db::product(&env.db, product)
@@ -573,11 +575,26 @@ async fn a_sold_out_and_settled_sale_is_closed_and_its_keys_expire() {
         .unwrap();
     assert!(ttl > 0, "the stock key expires (TTL {ttl})");
 
-    // The keys expire: a buy answers 409 from MySQL and does not rebuild the product.
+    // The keys expire (or a Redis restart loses them): a buy answers 409 from MySQL and does
+    // not rebuild the product.
     env.lose_redis_keys("*").await;
     let (status, body) = gw.buy(product, 3).await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
     assert_eq!(env.store.stock(product).await.unwrap(), None, "not rebuilt");
+    // The admin view says why Redis holds nothing: the sale is closed, and sold out in MySQL.
+    let (status, view) = gw.admin_get(&format!("/admin/products/{product}")).await;
+    assert_eq!(status, StatusCode::OK, "{view}");
+    assert_eq!(view["stock_redis"], serde_json::Value::Null, "{view}");
+    assert_eq!(view["stock_db"], 0, "{view}");
+    let shown = chrono::DateTime::parse_from_rfc3339(view["closed_at"].as_str().unwrap())
+        .unwrap()
+        .timestamp_millis();
+    assert_eq!(shown, closed_at, "{view}");
+    // And each buyer is still told their order stands.
+    for ticket in &tickets {
+        let body = gw.settled(ticket, Duration::from_secs(5)).await;
+        assert_eq!(body["status"], "confirmed", "{body}");
+    }
 }
 
 /// The sweep's cost follows the sales going on, not every sale ever held. Not a test: run it
