@@ -599,9 +599,6 @@ async fn rebuild_buckets(
         in_flight += store.in_flight(product, bucket).await?;
     }
     let left = p.stock - in_flight;
-    if left < 0 {
-        tracing::error!(%product, mysql_stock = p.stock, in_flight, "more tickets in flight than MySQL stock; the buckets get none");
-    }
     let mut total = 0;
     for (bucket, (share, m)) in store::split(left, n).into_iter().zip(each).enumerate() {
         let m = Rebuild {
@@ -609,6 +606,18 @@ async fn rebuild_buckets(
             ..m
         };
         total += store.rebuild_bucket(product, bucket as u16, n, &m).await?;
+    }
+    if left < 0 {
+        // More tickets in flight than MySQL has units (orders adopted after a loss). One
+        // product's stock goes below zero and pays that back as they fail; buckets never go
+        // below zero, so a bucket at 0 would take back the unit of an order that fails for
+        // a reason of its own, a unit MySQL does not have, and sell it to a buyer whose order
+        // then fails `out_of_stock`. So the buckets stay frozen (buys answer 503, and every
+        // script that gives a unit back finds no stock to give it to) until the orders in
+        // flight have settled; the sweep or a buy then finds the product lost and rebuilds it.
+        tracing::warn!(%product, mysql_stock = p.stock, in_flight, "more tickets in flight than MySQL stock: the buckets stay frozen until they settle");
+        store.freeze(product).await?;
+        return Ok(0);
     }
     Ok(total)
 }

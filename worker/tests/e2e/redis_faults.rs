@@ -3,6 +3,7 @@
 //! real script or transaction that broke a promise there. Each failed before its fix.
 
 use crate::helpers::*;
+use reqwest::StatusCode;
 use seckill_shared::recovery;
 use seckill_shared::store::{GiveBack, RecordStatus, Reservation};
 use seckill_shared::{now_ms, ProductId, Ticket, UserId};
@@ -272,4 +273,69 @@ async fn a_release_leaves_a_ticket_a_buy_again_located() {
     assert!(!released);
     assert_eq!(record(&env, &ticket).await, Some(RecordStatus::Pending));
     assert_eq!(env.redis_stock(product).await, 2, "the unit stays held");
+}
+
+/// A rebuild of a product in buckets that finds more tickets in flight than MySQL has units
+/// (orders adopted after a loss) cannot split a stock below zero over buckets that never go
+/// below zero. Each bucket used to get 0: an order that then failed for a reason of its own
+/// gave its bucket a unit MySQL did not have, and a buyer was told `202` for it. The buckets
+/// now stay frozen (buys answer `503`) until the tickets in flight settle; the next rebuild
+/// sets the stock from MySQL. (The review's finding: the below-zero heal did nothing here.)
+#[tokio::test]
+async fn a_bucketed_rebuild_owing_units_sells_none_until_the_orders_in_flight_settle() {
+    let env = TestEnv::new().await;
+    let gw = env.gateway().await;
+    let product = crate::buckets::bucketed_product(&env, &gw, 4, 2).await;
+    let mut held = vec![];
+    for user in [7101, 7102, 7103] {
+        held.push(reserve(&env, product, user).await.0);
+    }
+    // MySQL has one unit for the three orders in flight.
+    sqlx::query("UPDATE products SET stock = 1 WHERE id = ?")
+        .bind(product.as_i64())
+        .execute(&env.db)
+        .await
+        .unwrap();
+    recovery::reconcile(&env.store, &env.db, product, None)
+        .await
+        .unwrap()
+        .expect("rebuilt");
+
+    // One order fails for a reason of its own: no bucket may take its unit back.
+    env.store
+        .compensate_with(&held[0], "chaos", GiveBack::Unit)
+        .await
+        .unwrap();
+    for user in 7104..7110 {
+        let (status, body) = gw.buy(product, user).await;
+        assert_ne!(status, StatusCode::ACCEPTED, "a 202 with no unit: {body}");
+    }
+    for bucket in 0..2 {
+        assert_eq!(
+            bucket_stock(&env, product, bucket).await.unwrap_or(0),
+            0,
+            "bucket {bucket}: no unit for MySQL's none"
+        );
+    }
+
+    // The others fail too; once nothing is in flight, a rebuild sets the stock from MySQL.
+    env.store
+        .compensate_with(&held[1], "chaos", GiveBack::Unit)
+        .await
+        .unwrap();
+    env.store
+        .compensate_with(&held[2], "chaos", GiveBack::Unit)
+        .await
+        .unwrap();
+    recovery::reconcile(&env.store, &env.db, product, None)
+        .await
+        .unwrap()
+        .expect("rebuilt");
+    let mut total = 0;
+    for bucket in 0..2 {
+        total += bucket_stock(&env, product, bucket)
+            .await
+            .expect("selling again");
+    }
+    assert_eq!(total, 1, "MySQL's one unit, nothing in flight");
 }
