@@ -662,9 +662,11 @@ pub const TRANSITIONS: &[Transition] = &[
             Step {
                 store: Store::Redis,
                 op: "rebuild.lua + commit",
-                effect: "stock = MySQL stock less the tickets in flight; meta: counters, \
-                         loaded_at = now, run_id = this Redis run; the commit releases the \
-                         row lock",
+                effect: "stock = MySQL stock less the tickets in flight (a product in \
+                         buckets, whose buckets never go below zero: split over them, or, \
+                         below zero, no stock key until the tickets in flight settle); \
+                         meta: counters, loaded_at = now, run_id = this Redis run; the \
+                         commit releases the row lock",
                 crash_leaves: "nothing left to do",
                 before: None,
             },
