@@ -10,11 +10,15 @@ use seckill_shared::store::TicketStore;
 use seckill_shared::{db, recovery, ProductId, Settings};
 use sqlx::MySqlPool;
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 pub struct Recovery {
     fence: Arc<Fence>,
     running: Arc<Mutex<HashSet<ProductId>>>,
+    namespace: String,
+    /// The database was seen to belong to this namespace ([`db::claim_namespace`]).
+    owned: AtomicBool,
 }
 
 impl Recovery {
@@ -22,7 +26,48 @@ impl Recovery {
         Ok(Self {
             fence: Arc::new(Fence::new(settings)?),
             running: Arc::default(),
+            namespace: settings.namespace.clone(),
+            owned: AtomicBool::new(false),
         })
+    }
+
+    /// Claims the database for this gateway's namespace, or finds it claimed by it. Startup
+    /// calls it once (a database of another namespace stops the gateway there); while MySQL
+    /// was down then, every rebuild and preload calls it first.
+    pub async fn claim(&self, pool: &MySqlPool) -> anyhow::Result<db::Owner> {
+        let owner = db::claim_namespace(pool, &self.namespace).await?;
+        if owner == db::Owner::Ours {
+            self.owned.store(true, Ordering::Relaxed);
+        }
+        Ok(owner)
+    }
+
+    /// `Ok` once the database is known to be this namespace's. Writing another namespace's
+    /// products into this Redis would sell their stock twice.
+    pub async fn ensure_owned(&self, pool: &MySqlPool) -> Result<(), ApiError> {
+        if self.owned.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let owner = self
+            .claim(pool)
+            .await
+            .map_err(|e| ApiError::unavailable("MySQL", e))?;
+        owner
+            .ensure_ours(
+                &self.namespace,
+                "refusing to write its products into this Redis",
+            )
+            .map_err(|e| {
+                tracing::error!(
+                    error = format!("{e:#}"),
+                    "the database is another namespace's"
+                );
+                ApiError::Unavailable(
+                    "this gateway's MySQL database belongs to another namespace (a \
+                     misconfiguration; the gateway's log names both)"
+                        .into(),
+                )
+            })
     }
 
     pub fn fence(&self) -> &Fence {
@@ -51,6 +96,9 @@ impl Recovery {
                 ApiError::SaleEnded
             };
         }
+        if let Err(e) = self.ensure_owned(pool).await {
+            return e;
+        }
         if self.running.lock().expect("lock poisoned").insert(product) {
             tracing::warn!(%product, "Redis lost the product's state; rebuilding it from MySQL");
             let (store, pool) = (store.clone(), pool.clone());
@@ -66,7 +114,9 @@ impl Recovery {
             });
         }
         ApiError::Unavailable(
-            "the sale's state is being restored after a Redis restart, retry shortly".into(),
+            "Redis holds no state for this product, which MySQL has on sale (Redis restarted \
+             or lost its data): it is being rebuilt from MySQL, retry shortly"
+                .into(),
         )
     }
 }

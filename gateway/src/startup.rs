@@ -108,6 +108,25 @@ impl Application {
                 + 1500
                 + seckill_shared::store::HOLD_LOCATED_MS as i64,
         });
+        // Whose database is this? Another namespace's stops the gateway here. With MySQL down
+        // (or not migrated yet), every rebuild and preload checks it first instead.
+        match tokio::time::timeout(Duration::from_secs(5), state.recovery.claim(&state.db)).await {
+            Ok(Ok(owner)) => {
+                if let Err(e) = owner.ensure_ours(&settings.namespace, "the gateway cannot start") {
+                    shutdown.cancel();
+                    return Err(e);
+                }
+            }
+            Ok(Err(e)) => tracing::warn!(
+                error = format!("{e:#}"),
+                "could not check yet that the MySQL database is this namespace's; every rebuild \
+                 and preload checks it first"
+            ),
+            Err(_) => tracing::warn!(
+                "MySQL did not say within 5 s whose database it is; every rebuild and preload \
+                 checks it first"
+            ),
+        }
         tokio::spawn(forget_idle_addresses(state.clone(), shutdown.clone()));
         if settings.payment_reconcile_after_ms > 0 && !settings.payment_provider_url.is_empty() {
             tokio::spawn(reconcile_payments(

@@ -6,9 +6,8 @@ schema-valid products with an empty sale window and count their `400` as a wrong
 teaches its generator the rule: a generated product whose two times are both well-formed and out
 of order gets them swapped, or loses `ends_at` when they are equal.
 
-Likewise a product with a waiting room keeps its stock in one bucket (`NewProduct.buckets` says
-so in words): a product with a waiting room and 2 to 64 buckets (`33.0` included) gets 1 bucket,
-in `before_call`, which sees every phase's bodies.
+(A product with a waiting room keeps its stock in one bucket: the document says that itself, in
+`NewProduct.not`, so no hook bends those cases.)
 
 Nothing else is changed, so a body meant to be invalid stays invalid.
 """
@@ -62,28 +61,3 @@ def map_body(context, body):
             else:
                 body["starts_at"], body["ends_at"] = body["ends_at"], body["starts_at"]
     return body
-
-
-def _buckets_with_room(body) -> bool:
-    """A product body with a waiting room and 2 to 64 buckets (valid alone, not together)."""
-    if not isinstance(body, dict):
-        return False
-    buckets = body.get("buckets")
-    # The gateway takes a whole number written as a float too (`33.0`).
-    return (
-        isinstance(body.get("waiting_room"), dict)
-        and isinstance(buckets, (int, float))
-        and not isinstance(buckets, bool)
-        and float(buckets).is_integer()
-        and 2 <= buckets <= 64
-    )
-
-
-@schemathesis.hook
-def before_call(context, case, **kwargs):
-    """The bucket rule, just before any product is sent: `map_body` sees generated bodies only,
-    and the examples and coverage phases build theirs from the schema's examples and bounds (a
-    waiting room and `buckets: 4`)."""
-    op = case.operation
-    if op.method.upper() == "POST" and op.path == "/admin/products" and _buckets_with_room(case.body):
-        case.body = dict(case.body, buckets=1)

@@ -23,6 +23,68 @@ pub async fn migrate(pool: &MySqlPool) -> anyhow::Result<()> {
     MIGRATOR.run(pool).await.context("applying migrations")
 }
 
+/// Whose this database is: see [`claim_namespace`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Owner {
+    /// This namespace's: it claimed the database now, or earlier.
+    Ours,
+    /// Another namespace's, which claimed it at `claimed_at_ms`.
+    Theirs {
+        namespace: String,
+        claimed_at_ms: i64,
+    },
+}
+
+impl Owner {
+    /// `Ok` for [`Owner::Ours`]; for [`Owner::Theirs`], an error that names both namespaces.
+    pub fn ensure_ours(self, namespace: &str, what: &str) -> anyhow::Result<()> {
+        match self {
+            Self::Ours => Ok(()),
+            Self::Theirs {
+                namespace: theirs,
+                claimed_at_ms,
+            } => {
+                let since = chrono::DateTime::<chrono::Utc>::from_timestamp_millis(claimed_at_ms)
+                    .map_or_else(|| claimed_at_ms.to_string(), |t| t.to_rfc3339());
+                anyhow::bail!(
+                    "{what}: the MySQL database of SECKILL_MYSQL_URL belongs to namespace \
+                     {theirs:?} (since {since}), and this process runs SECKILL_NAMESPACE=\
+                     {namespace:?}. Each namespace needs a database of its own: another \
+                     namespace's products would be taken for ones this Redis lost, and their \
+                     stock sold twice. Point SECKILL_MYSQL_URL at this namespace's database, \
+                     or set SECKILL_NAMESPACE={theirs:?}"
+                )
+            }
+        }
+    }
+}
+
+/// Claims the database for `namespace` unless a namespace has it already, and says whose it
+/// is. Fails while the migrations have not run (no `namespace_owner` table): retry.
+pub async fn claim_namespace(pool: &MySqlPool, namespace: &str) -> anyhow::Result<Owner> {
+    sqlx::query(
+        "INSERT IGNORE INTO namespace_owner (id, namespace, claimed_at_ms) VALUES (1, ?, ?)",
+    )
+    .bind(namespace)
+    .bind(crate::now_ms())
+    .execute(pool)
+    .await
+    .context("claiming the database for this namespace")?;
+    let (owner, claimed_at_ms): (String, i64) =
+        sqlx::query_as("SELECT namespace, claimed_at_ms FROM namespace_owner WHERE id = 1")
+            .fetch_one(pool)
+            .await
+            .context("reading whose the database is")?;
+    Ok(if owner == namespace {
+        Owner::Ours
+    } else {
+        Owner::Theirs {
+            namespace: owner,
+            claimed_at_ms,
+        }
+    })
+}
+
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Product {
     pub id: u64,

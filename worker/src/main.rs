@@ -78,6 +78,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     if let Some(Command::Reconcile { product_id }) = cli.command {
         let product = ProductId::parse(&product_id)?;
         let pool = db::pool(settings.mysql_url.expose_secret(), 1)?;
+        db::claim_namespace(&pool, &settings.namespace)
+            .await?
+            .ensure_ours(&settings.namespace, "reconcile refuses")?;
         let store = TicketStore::from_settings(&settings)?;
         let fence = kafka::Fence::new(&settings)?;
         let report = recovery::reconcile(&store, &pool, product, Some(&fence))

@@ -64,6 +64,13 @@ impl Worker {
         let pool = db::pool(settings.mysql_url.expose_secret(), 8)?;
         let startup_limit = Duration::from_secs(60);
         with_retry("applying migrations", startup_limit, || db::migrate(&pool)).await?;
+        with_retry(
+            "claiming the database for this namespace",
+            startup_limit,
+            || db::claim_namespace(&pool, &settings.namespace),
+        )
+        .await?
+        .ensure_ours(&settings.namespace, "the worker cannot start")?;
         with_retry("creating the Kafka topic", startup_limit, || {
             kafka::ensure_replicated_topic(
                 &settings.kafka_brokers,

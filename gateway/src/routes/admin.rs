@@ -472,6 +472,7 @@ pub async fn preload(
     authorize(&req, &state)?;
     let id = product_id(&path)?;
     let product = mysql_product(&state, id).await?;
+    state.recovery.ensure_owned(&state.db).await?;
     state.store.learn_buckets(id, product.buckets);
     let lost = product.loaded_at_ms.is_some()
         && state
@@ -526,6 +527,7 @@ async fn reconcile_product(
     state: &AppState,
     id: ProductId,
 ) -> Result<seckill_shared::recovery::ReconcileReport, ApiError> {
+    state.recovery.ensure_owned(&state.db).await?;
     seckill_shared::recovery::reconcile(&state.store, &state.db, id, Some(state.recovery.fence()))
         .await
         .map_err(|e| ApiError::unavailable("Redis, MySQL or Kafka", e))?

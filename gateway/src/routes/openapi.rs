@@ -71,10 +71,28 @@ pub struct ApiDoc;
 
 /// The document, as served: built once.
 static DOCUMENT: LazyLock<String> = LazyLock::new(|| {
-    ApiDoc::openapi()
-        .to_pretty_json()
-        .expect("the OpenAPI document serialises")
+    let mut doc = serde_json::to_value(ApiDoc::openapi()).expect("the OpenAPI document serialises");
+    add_cross_field_rules(&mut doc);
+    serde_json::to_string_pretty(&doc).expect("the OpenAPI document serialises")
 });
+
+/// Rules across fields, which utoipa does not derive, in JSON Schema 2020-12 (OpenAPI 3.1's):
+/// a product with a waiting room keeps its stock in one bucket. (That `ends_at` comes after
+/// `starts_at` compares two values, which JSON Schema cannot express; the document says it
+/// in words.)
+fn add_cross_field_rules(doc: &mut serde_json::Value) {
+    let product = &mut doc["components"]["schemas"]["NewProduct"];
+    assert!(product.is_object(), "NewProduct is in the document");
+    product["not"] = serde_json::json!({
+        "description": "A waiting room with 2 buckets or more: a product with a waiting room \
+                        keeps its stock in one bucket.",
+        "required": ["waiting_room", "buckets"],
+        "properties": {
+            "waiting_room": {"type": "object"},
+            "buckets": {"type": "number", "minimum": 2}
+        }
+    });
+}
 
 /// The document, as served.
 pub fn json() -> &'static str {

@@ -1213,3 +1213,51 @@ fn the_document_states_what_the_server_enforces() {
         );
     }
 }
+
+/// A product with a waiting room keeps its stock in one bucket: the document says so itself
+/// (`NewProduct.not`), so a client, or schemathesis, needs no hook to know it. For each body,
+/// the document allows it exactly when the server creates the product.
+#[tokio::test]
+async fn the_document_says_a_waiting_room_takes_one_bucket() {
+    let spec = Spec::built();
+    let env = TestEnv::new().await;
+    let gw = env.gateway().await;
+    let room = json!({"admit_per_sec": 10});
+    let mut bodies = vec![];
+    for buckets in [
+        json!(null),
+        json!(1),
+        json!(1.0),
+        json!(2),
+        json!(33.0),
+        json!(64),
+    ] {
+        for waiting_room in [None, Some(json!(null)), Some(room.clone())] {
+            let mut b = json!({"name": "x", "stock": 5});
+            if !buckets.is_null() {
+                b["buckets"] = buckets.clone();
+            }
+            if let Some(w) = &waiting_room {
+                b["waiting_room"] = w.clone();
+            }
+            bodies.push(b);
+        }
+    }
+    let mut refused = 0;
+    for body in bodies {
+        let (status, answer) = gw.admin_post("/admin/products", body.clone()).await;
+        let server = status == StatusCode::CREATED;
+        assert!(
+            server || status == StatusCode::BAD_REQUEST,
+            "{status} {answer}"
+        );
+        refused += usize::from(!server);
+        assert_eq!(
+            spec.validate("/components/schemas/NewProduct", &body)
+                .is_ok(),
+            server,
+            "{body}: the server answered {status} {answer}"
+        );
+    }
+    assert_eq!(refused, 3, "a waiting room with 2, 33.0 and 64 buckets");
+}
