@@ -147,6 +147,21 @@ is_payment() { [[ $1 == 1[0-2] || $1 == 1[78] ]]; }
 declare -A ALLOW=([2]="chaos" [7]="expired lost" [15]="chaos")
 KNOWN_CRASH_7="confluentinc/librdkafka#5280"
 
+# Processes run in the run's folder with core dumps on, so a crash leaves a core there.
+ulimit -c unlimited 2>/dev/null || true
+# That needs cores allowed and a core_pattern that writes `core...` into the process's own
+# folder: a pipe (apport, systemd-coredump) or a path elsewhere would hide every crash's core
+# from scan_crashes. CORE_PATTERN_FILE reads another file (to try this check).
+check_cores() {
+    local pattern limit
+    pattern=$(cat "${CORE_PATTERN_FILE:-/proc/sys/kernel/core_pattern}" 2>/dev/null) || pattern=""
+    limit=$(ulimit -c)
+    [[ $pattern == core* && $pattern != */* ]] ||
+        die "core dumps go to '${pattern:-?}', not into the run's folder, so a crashed process's core would not be found." \
+            "As root: echo core > /proc/sys/kernel/core_pattern"
+    [[ $limit == unlimited || $limit -gt 0 ]] || die "core dumps are off (ulimit -c $limit) and cannot be turned on"
+}
+check_cores
 scripts/dev-up.sh
 eval "$(dev_env)"
 # PROFILE=debug reuses the test build (CI); release is the default for real runs.
@@ -187,8 +202,6 @@ alive() {
 
 # --------------------------------------------------------- processes ---
 declare -A PIDS=()
-# Processes run in the run's folder with core dumps on, so a crash leaves a core there.
-ulimit -c unlimited 2>/dev/null || true
 start_gateway() { # index
     (cd "$RUN_DIR" && exec env SECKILL_HTTP_ADDR="127.0.0.1:${GW_PORTS[$1]}" "$BIN/gateway") >>"$RUN_DIR/gateway-$1.log" 2>&1 &
     PIDS[g$1]=$!
@@ -202,6 +215,49 @@ start_worker() { # index
 label() { [[ ${1:0:1} == g ]] && echo "gateway ${1:1}" || echo "worker ${1:1}"; }
 # exit_text STATUS: "exit 1" or "SIGSEGV".
 exit_text() { if (($1 > 128)); then echo "SIG$(kill -l $(($1 - 128)))"; else echo "exit $1"; fi; }
+# The services a run relies on, one "name=pid" line each ("gone" for none).
+service_pids() {
+    local port id
+    if [[ $REDIS_MODE == cluster ]]; then
+        for port in $(redis_cluster_ports); do
+            echo "redis:$port=$(pid_running "$(redis_node_pid "$port")" redis-server || echo gone)"
+        done
+    else
+        echo "redis=$(pid_running "$REDIS_PID" redis-server || echo gone)"
+    fi
+    echo "mysql=$(pid_running "$MYSQL_PID" "$MYSQL_CNF" || echo gone)"
+    if [[ $ZK_MODE == ensemble ]]; then
+        for id in $(zke_ids); do
+            echo "zookeeper:$id=$(pid_running "$(zke_pid "$id")" "$(zke_cfg "$id")" || echo gone)"
+        done
+    else
+        echo "zookeeper=$(pid_running "$ZK_PID" "$ZK_CFG" || echo gone)"
+    fi
+    echo "kafka=$(pid_running "$TANSU_PID" tansu || echo gone)"
+}
+# The service scenario $1 stops, kills or restarts on purpose.
+faulted_service() {
+    case $1 in
+        5) echo mysql ;;
+        6|15) echo zookeeper ;;
+        7) echo kafka ;;
+        8|9|14|16) echo redis ;;
+        *) echo none ;;
+    esac
+}
+# A service that went, or came back as another process, during a run whose scenario leaves it
+# alone crashed (or someone restarted it): the run did not test what it says.
+scan_services() { # the service_pids of the run's start
+    local name pid after faulted now
+    faulted=$(faulted_service "$SC")
+    now=$(service_pids)
+    while IFS='=' read -r name pid; do
+        [[ ${name%%:*} == "$faulted" ]] && continue
+        after=$(sed -n "s/^$name=//p" <<<"$now")
+        [[ $pid == "$after" && $after != gone ]] ||
+            crash "$name went or restarted during the run (pid $pid -> ${after:-?}), which scenario $SC does not do"
+    done <<<"$1"
+}
 crash() { # text: one line in crashes.txt (and in the table); any line fails the run
     err "crash: $*"
     echo "$*" >>"$RUN_DIR/crashes.txt"
@@ -362,6 +418,7 @@ freeze_until_sold() { # [-o] units key...
         EVIDENCE+=("sold out ($SOLD units) before the freeze: no reservation in flight at the fault")
         return 0
     fi
+    FREEZE_START=$(now_us)
     for key; do
         kill -STOP "${PIDS[$key]}" || { thaw; run_error "kill -STOP ${PIDS[$key]} failed"; return 1; }
         FROZEN+=("$key")
@@ -696,6 +753,30 @@ check_sessions_kept() {
         ((sessions == 1)) || crash "gateway $i had $sessions ZooKeeper sessions: it lost one in the leader election"
     done
 }
+# Scenario 7's allowance, fitted to its fault: a message the broker lost at its restart is
+# one it had taken while the workers were frozen or just before, so only tickets reserved from
+# a second before the freeze (or the fault) to the fault's end may end `expired` or `lost`,
+# and no more of them than were in flight (reserved, not yet settled) when it started.
+fault_allowance() {
+    python3 - "$RUN_DIR/history.jsonl" "${FREEZE_START:-$FAULT_START}" "$FAULT_START" "$FAULT_END" <<'PY'
+import json, sys
+path, freeze, start, end = sys.argv[1], *map(int, sys.argv[2:])
+in_flight = set()
+for line in open(path):
+    o = json.loads(line)
+    if o.get("kind") == "request" and o.get("status") == 202 and o.get("ticket") \
+            and o["sent_at_us"] <= start < o["recv_at_us"]:
+        in_flight.add(o["ticket"])
+    elif o.get("kind") == "settled":
+        t = o.get("reserved_at_ms")
+        t = t * 1000 if t is not None else o.get("answered_at_us")
+        c = o.get("confirmed_at_ms")
+        done = o.get("status") in ("confirmed", "paid", "cancelled") and c is not None and c * 1000 <= start
+        if t is not None and t <= start and not done:
+            in_flight.add(o["ticket"])
+print(f"--allow-window {freeze // 1000 - 1000}..{end // 1000} --allow-at-most {len(in_flight)}")
+PY
+}
 write_fault_json() { # scenario verified
     python3 - "$RUN_DIR/fault.json" "$1" "${NAME[$1]}" "${FAULT_START:-}" "${FAULT_END:-}" "$2" "${EVIDENCE[@]}" <<'PY'
 import json, sys
@@ -734,6 +815,19 @@ def kept_outcome(k):
 crashes = [l for l in lines("crashes.txt") if l]
 fails = ["crash: " + c for c in crashes]
 errors = [l for l in lines("errors.txt") if l]
+
+# Every answer is judged: a run without a fault (1, 10) has no 5xx and no transport error.
+if sc in (1, 10):
+    five, cut = 0, 0
+    for line in open(at("history.jsonl")) if os.path.exists(at("history.jsonl")) else []:
+        o = json.loads(line)
+        if o.get("kind") == "request":
+            if o.get("status") is None or o.get("error"):
+                cut += 1
+            elif o["status"] >= 500:
+                five += 1
+    if five or cut:
+        fails.append(f"{five} answers 5xx and {cut} requests without a readable answer, in a run without a fault")
 
 # The audit: anything missing or unreadable fails the run.
 try:
@@ -1106,7 +1200,9 @@ run_one() { # scenario speed run
     fi
     [[ $sc == 9 ]] && RUN_FAULT_AFTER=1
     for r in ${ALLOW[$sc]:-}; do allow_args+=(--allow-failure "$r"); done
-    FAULT_START="" FAULT_END="" EVIDENCE=()
+    FAULT_START="" FAULT_END="" FREEZE_START="" EVIDENCE=()
+    local services_at_start
+    services_at_start=$(service_pids)
     body="{\"name\": \"chaos $ns\", \"stock\": $RUN_STOCK, \"buckets\": $BUCKETS}"
     sale_args=(--until-sold-out --sold-out-timeout 120) audit_args=(--until-sold-out)
     if is_payment "$sc"; then
@@ -1229,7 +1325,9 @@ run_one() { # scenario speed run
     stop_services
     stop_provider
     scan_crashes
+    scan_services "$services_at_start"
 
+    [[ $sc == 7 && -n $FAULT_START && -n $FAULT_END ]] && allow_args+=($(fault_allowance))
     local audit_rc=0
     "$BIN/seckill-bench" audit --json --history "$RUN_DIR/history.jsonl" --product "$PRODUCT" \
         --namespace "$ns" --initial-stock "$RUN_STOCK" "${audit_args[@]}" "${allow_args[@]}" \

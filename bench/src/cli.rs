@@ -407,6 +407,16 @@ pub struct AuditArgs {
     #[arg(long = "allow-failure", value_name = "REASON")]
     pub allow_failures: Vec<String>,
 
+    /// Only tickets reserved in this window (ms since the epoch, `FROM..TO`) may fail for an
+    /// allowed reason: the allowance fits its fault, not the whole sale.
+    #[arg(long, value_name = "FROM_MS..TO_MS", value_parser = parse_window)]
+    pub allow_window: Option<(i64, i64)>,
+
+    /// At most this many tickets may fail for an allowed reason (say, those in flight at
+    /// the fault).
+    #[arg(long, value_name = "N")]
+    pub allow_at_most: Option<u64>,
+
     /// The sale had to sell out: fail unless the load reached sold out and nothing is left
     /// over that an allowed failure did not hand back.
     #[arg(long)]
@@ -684,4 +694,17 @@ mod tests {
         );
         assert!(arg.is_hide_env_values_set());
     }
+}
+
+/// `FROM..TO`, two integers with `FROM <= TO`.
+fn parse_window(text: &str) -> Result<(i64, i64), String> {
+    let (from, to) = text
+        .split_once("..")
+        .ok_or_else(|| format!("{text:?} is not FROM..TO"))?;
+    let n = |s: &str| s.parse::<i64>().map_err(|e| format!("{s:?}: {e}"));
+    let (from, to) = (n(from)?, n(to)?);
+    if from > to {
+        return Err(format!("{from} is after {to}"));
+    }
+    Ok((from, to))
 }

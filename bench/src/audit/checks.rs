@@ -299,6 +299,9 @@ pub struct AuditInput {
     pub initial_stock: i64,
     /// Failure reasons the run allows (`--allow-failure`).
     pub allowed_failures: BTreeSet<String>,
+    /// Where the allowance holds (`--allow-window`, `--allow-at-most`): `None` for the whole
+    /// sale.
+    pub allow_window: Option<AllowWindow>,
     /// The sale had to sell out (`--until-sold-out`).
     pub until_sold_out: bool,
     /// Every unit had to end paid (`--expect-all-paid`).
@@ -313,6 +316,18 @@ pub struct AuditInput {
     pub waiting_room: Option<RoomFacts>,
 }
 
+/// An allowance fitted to its fault: only tickets reserved inside the window may fail for an
+/// allowed reason, and at most `at_most` of them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AllowWindow {
+    /// Reserved at or after this (ms since the epoch).
+    pub from_ms: i64,
+    /// Reserved at or before this.
+    pub to_ms: i64,
+    /// At most this many allowed failures in all (say, the tickets in flight at the fault).
+    pub at_most: Option<u64>,
+}
+
 static UNKNOWN: TicketState = TicketState::Unknown;
 
 impl AuditInput {
@@ -320,14 +335,30 @@ impl AuditInput {
         self.ticket_states.get(ticket).unwrap_or(&UNKNOWN)
     }
 
-    /// Failed for a reason the run allows.
-    fn allowed_failure(&self, state: &TicketState) -> bool {
-        matches!(state, TicketState::Failed { reason: Some(r), .. } if self.allowed_failures.contains(r))
+    /// Failed for a reason the run allows, and, with an [`AllowWindow`], reserved inside it
+    /// (a ticket whose reservation time the history does not give is not).
+    fn allowed_failure(&self, ticket: &str, state: &TicketState) -> bool {
+        let reason_allowed = matches!(state, TicketState::Failed { reason: Some(r), .. } if self.allowed_failures.contains(r));
+        reason_allowed
+            && self.allow_window.is_none_or(|w| {
+                self.reserved_at_ms(ticket)
+                    .is_some_and(|t| (w.from_ms..=w.to_ms).contains(&t))
+            })
+    }
+
+    /// When the ticket was reserved, as its settled line says.
+    fn reserved_at_ms(&self, ticket: &str) -> Option<i64> {
+        self.history
+            .tickets
+            .get(ticket)?
+            .settled
+            .as_ref()?
+            .reserved_at_ms
     }
 
     /// The promise was kept: the buyer got the unit (confirmed, paid, or cancelled for a
     /// known reason afterwards), or it failed for a reason the run allows.
-    fn kept(&self, state: &TicketState) -> bool {
+    fn kept(&self, ticket: &str, state: &TicketState) -> bool {
         matches!(
             state,
             TicketState::Confirmed { .. }
@@ -336,7 +367,7 @@ impl AuditInput {
                     reason: Some(_),
                     ..
                 }
-        ) || self.allowed_failure(state)
+        ) || self.allowed_failure(ticket, state)
     }
 
     fn orders_by_ticket(&self) -> BTreeMap<&str, &OrderRow> {
@@ -381,7 +412,7 @@ pub fn promises(input: &AuditInput) -> Promises {
     for ticket in input.history.tickets.keys() {
         let state = input.state(ticket);
         p.made += 1;
-        if input.kept(state) {
+        if input.kept(ticket, state) {
             p.kept += 1;
         }
         *p.outcomes.entry(state.outcome()).or_default() += 1;
@@ -515,28 +546,54 @@ pub fn promise_kept(input: &AuditInput) -> CheckResult {
     let mut samples = Problems::default();
     for (ticket, h) in &input.history.tickets {
         let state = input.state(ticket);
-        if !input.kept(state) {
+        if !input.kept(ticket, state) {
             let outcome = state.outcome();
             samples.add(|| format!("ticket {ticket} of user {} ended {outcome}", h.user));
             *broken.entry(outcome).or_default() += 1;
         }
     }
+    // An allowance fitted to its fault: no more allowed failures than it could have caused.
+    let allowed_count = input
+        .history
+        .tickets
+        .keys()
+        .filter(|t| input.allowed_failure(t, input.state(t)))
+        .count() as u64;
+    let over_cap = input
+        .allow_window
+        .and_then(|w| w.at_most)
+        .filter(|cap| allowed_count > *cap);
     let mut r = CheckResult::new(
         1,
         "promise kept",
-        broken.is_empty(),
+        broken.is_empty() && over_cap.is_none(),
         format!("made={} kept={}: {}", p.made, p.kept, p.outcomes_text()),
     );
     // The count per broken outcome first, so that the reasons show before the samples.
     r.problems = broken
         .iter()
         .map(|(outcome, n)| format!("{n} promises ended {outcome}, which the run does not allow"))
+        .chain(over_cap.map(|cap| {
+            format!(
+                "{allowed_count} tickets failed for an allowed reason, more than the {cap} the \
+                 fault could have cost (tickets in flight at it)"
+            )
+        }))
         .chain(samples.samples)
         .collect();
     if !input.allowed_failures.is_empty() {
         let allowed: Vec<&str> = input.allowed_failures.iter().map(String::as_str).collect();
-        r.info
-            .push(format!("failures allowed: {}", allowed.join(", ")));
+        r.info.push(match input.allow_window {
+            None => format!("failures allowed: {}", allowed.join(", ")),
+            Some(w) => format!(
+                "failures allowed: {}, for tickets reserved from {} to {} ms, {} of at most {}",
+                allowed.join(", "),
+                w.from_ms,
+                w.to_ms,
+                allowed_count,
+                w.at_most.map_or("any".to_owned(), |c| c.to_string())
+            ),
+        });
     }
     r
 }
@@ -549,7 +606,7 @@ pub fn promises_within_stock(input: &AuditInput) -> CheckResult {
     let (mut failed, mut cancelled) = (0, 0);
     for t in input.history.tickets.keys() {
         let state = input.state(t);
-        if input.allowed_failure(state) {
+        if input.allowed_failure(t, state) {
             failed += 1;
         } else if matches!(state, TicketState::Cancelled { .. }) {
             cancelled += 1;
@@ -625,6 +682,22 @@ pub fn stores_agree(input: &AuditInput) -> CheckResult {
                 rd.pending
             )
         });
+    }
+    // What MySQL's CHECK constraints also hold, asserted here from the rows themselves: a
+    // database without them (an older schema, a MySQL that ignores CHECK) is judged alike.
+    if sold > initial {
+        problems.add(|| {
+            format!(
+                "{sold} units sold of {initial}: oversold by {}",
+                sold - initial
+            )
+        });
+    }
+    if my.stock < 0 {
+        problems.add(|| format!("MySQL stock {} is below zero", my.stock));
+    }
+    if let Some(s) = rd.stock.filter(|s| *s < 0) {
+        problems.add(|| format!("Redis stock {s} is below zero after settling"));
     }
     if my.stock + sold != initial {
         problems.add(|| {
@@ -1021,7 +1094,7 @@ pub fn sale_ended(input: &AuditInput) -> CheckResult {
         .history
         .tickets
         .keys()
-        .filter(|t| input.allowed_failure(input.state(t)))
+        .filter(|t| input.allowed_failure(t, input.state(t)))
         .count() as i64;
     let late_cancels = late_cancels(input);
     let (allowed, excused) = match h.sale_end_checked_by {
@@ -1511,6 +1584,44 @@ mod tests {
         assert_eq!(promises_within_stock(&strict).status, Status::Fail);
     }
 
+    /// An allowance holds only for tickets reserved in its window, and for no more of them
+    /// than its cap (scenario 7: the broker restart's window, the tickets in flight at it).
+    #[test]
+    fn check1_an_allowance_fits_its_fault() {
+        let at = |n: u64| (answered_at_us(n) / 1000) as i64;
+        let window = AllowWindow {
+            from_ms: at(4),
+            to_ms: at(5),
+            at_most: Some(2),
+        };
+        let mut fitted = healthy();
+        fitted.allow_window = Some(window);
+        let r = promise_kept(&fitted);
+        assert_eq!(r.status, Status::Pass, "{r:?}");
+        assert!(r.info[0].contains("2 of at most 2"), "{r:?}");
+
+        // Ticket 4 was reserved before the window: its failure is a broken promise.
+        let mut early = healthy();
+        early.allow_window = Some(AllowWindow {
+            from_ms: at(5),
+            ..window
+        });
+        let r = promise_kept(&early);
+        assert_eq!(r.status, Status::Fail);
+        assert!(r.problems.iter().any(|p| p.contains(&ticket(4))), "{r:?}");
+        assert_eq!(promises(&early).kept, 4);
+
+        // More failures than the fault could have cost.
+        let mut capped = healthy();
+        capped.allow_window = Some(AllowWindow {
+            at_most: Some(1),
+            ..window
+        });
+        let r = promise_kept(&capped);
+        assert_eq!(r.status, Status::Fail);
+        assert!(r.problems[0].contains("more than the 1"), "{r:?}");
+    }
+
     #[test]
     fn check3_stores_agree() {
         let r = stores_agree(&healthy());
@@ -1583,6 +1694,20 @@ mod tests {
         let mut unloaded = healthy();
         unloaded.redis.stock = None;
         assert_eq!(stores_agree(&unloaded).status, Status::Fail);
+
+        // Oversold, and below zero, said as such (not only as a sum that does not add up).
+        let mut oversold = healthy();
+        oversold.mysql.stock = -1;
+        oversold.redis.stock = Some(-1);
+        oversold.initial_stock = 2;
+        let r = stores_agree(&oversold);
+        for said in [
+            "oversold by 1",
+            "MySQL stock -1 is below zero",
+            "Redis stock -1",
+        ] {
+            assert!(r.problems.iter().any(|p| p.contains(said)), "{said}: {r:?}");
+        }
 
         // A closed sale whose Redis keys are gone (a restart after the sweeper closed it):
         // MySQL alone is compared with the buyers, and still must agree.

@@ -43,6 +43,11 @@ pub fn history_facts(lines: &[Line], product: ProductId) -> anyhow::Result<(Hist
                     continue;
                 };
                 if r.error.is_some() {
+                    // A 2xx whose body could not be read: the buyer never learned their
+                    // ticket, which may be held all the same. Unanswered, never dropped.
+                    if let Some(user) = r.user_id {
+                        facts.unanswered_users.insert(user);
+                    }
                     continue;
                 }
                 let n = facts.requests;
@@ -381,6 +386,18 @@ pub async fn gather(
             product: product.get(),
             initial_stock: args.initial_stock,
             allowed_failures: args.allow_failures.iter().cloned().collect(),
+            allow_window: args
+                .allow_window
+                .map(|(from_ms, to_ms)| checks::AllowWindow {
+                    from_ms,
+                    to_ms,
+                    at_most: args.allow_at_most,
+                })
+                .or(args.allow_at_most.map(|at_most| checks::AllowWindow {
+                    from_ms: i64::MIN,
+                    to_ms: i64::MAX,
+                    at_most: Some(at_most),
+                })),
             until_sold_out: args.until_sold_out,
             expect_all_paid: args.expect_all_paid,
             history,
@@ -558,6 +575,7 @@ mod tests {
 {"kind":"request","sent_at_us":1,"recv_at_us":2,"gateway":"g","user_id":4,"status":202,"ticket":"6-00000000000000000000000000000001","error":null}
 {"kind":"request","sent_at_us":1,"recv_at_us":2,"gateway":"g","user_id":5,"status":202,"ticket":null,"error":null}
 {"kind":"request","sent_at_us":1,"recv_at_us":2,"gateway":"g","user_id":6,"status":201,"ticket":"5-zz","error":null}
+{"kind":"request","sent_at_us":1,"recv_at_us":2,"gateway":"g","user_id":10,"status":202,"ticket":null,"error":"reading the body: connection reset"}
 {"kind":"settled","ticket":"5-00000000000000000000000000000001","user_id":1,"status":"failed","order_id":null,"reason":"chaos","answered_at_us":2}
 {"kind":"settled","ticket":"6-00000000000000000000000000000001","user_id":4,"status":"confirmed","order_id":3,"reason":null}
 {"kind":"settled","ticket":"5-00000000000000000000000000000003","user_id":7,"status":"confirmed","order_id":4,"reason":null}
@@ -567,7 +585,12 @@ mod tests {
         let p = ProductId::new(5).unwrap();
         let (f, foreign) = history_facts(&lines, p).unwrap();
         assert_eq!(foreign, 1);
-        assert_eq!(f.requests, 9);
+        assert_eq!(f.requests, 10);
+        // No answer, and a 202 whose body was cut off: both unanswered.
+        assert_eq!(
+            f.unanswered_users.iter().copied().collect::<Vec<_>>(),
+            vec![3, 10]
+        );
         assert_eq!(f.last_answer_us, Some(2));
         assert_eq!(f.tickets.len(), 2);
         let t1 = &f.tickets[T1];
@@ -653,6 +676,7 @@ mod tests {
             product: 5,
             initial_stock: 1,
             allowed_failures: ["chaos".to_owned()].into_iter().collect(),
+            allow_window: None,
             until_sold_out: true,
             expect_all_paid: false,
             history,

@@ -247,6 +247,9 @@ impl Proc {
             .text()
             .await
             .unwrap();
-        crate::observability::sample(&text, name, labels).unwrap_or(0.0)
+        crate::observability::sample(&text, name, labels).unwrap_or_else(|| {
+            crate::helpers::assert_declared(&text, name);
+            0.0
+        })
     }
 }
