@@ -503,6 +503,19 @@ pub struct ProviderArgs {
     pub seed: Option<u64>,
 }
 
+/// `FROM..TO`, two integers with `FROM <= TO`.
+fn parse_window(text: &str) -> Result<(i64, i64), String> {
+    let (from, to) = text
+        .split_once("..")
+        .ok_or_else(|| format!("{text:?} is not FROM..TO"))?;
+    let n = |s: &str| s.parse::<i64>().map_err(|e| format!("{s:?}: {e}"));
+    let (from, to) = (n(from)?, n(to)?);
+    if from > to {
+        return Err(format!("{from} is after {to}"));
+    }
+    Ok((from, to))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -694,17 +707,4 @@ mod tests {
         );
         assert!(arg.is_hide_env_values_set());
     }
-}
-
-/// `FROM..TO`, two integers with `FROM <= TO`.
-fn parse_window(text: &str) -> Result<(i64, i64), String> {
-    let (from, to) = text
-        .split_once("..")
-        .ok_or_else(|| format!("{text:?} is not FROM..TO"))?;
-    let n = |s: &str| s.parse::<i64>().map_err(|e| format!("{s:?}: {e}"));
-    let (from, to) = (n(from)?, n(to)?);
-    if from > to {
-        return Err(format!("{from} is after {to}"));
-    }
-    Ok((from, to))
 }

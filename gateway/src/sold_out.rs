@@ -55,6 +55,16 @@ pub struct SoldOutMarkers {
 
 impl SoldOutMarkers {
     pub fn new(ttl: Duration, namespace: &str, metrics: Metrics) -> Self {
+        // Every cause shows from the start, at 0: a dashboard (or a test) then tells "none
+        // dropped" from "no such metric".
+        for cause in [
+            DropCause::ZkFalse,
+            DropCause::SessionLost,
+            DropCause::Ttl,
+            DropCause::StockBack,
+        ] {
+            metrics.marker_drops.with_label_values(&[cause.label()]);
+        }
         Self {
             markers: DashMap::new(),
             ttl,
