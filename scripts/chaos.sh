@@ -371,7 +371,7 @@ scan_crashes() {
         n=$(grep -c 'panicked at' "$f" || true)
         ((n == 0)) || crash "$n panic(s) in $(basename "$f"): $(grep -m1 -o 'panicked at .*' "$f" | cut -c1-100)"
     done
-    for core in "$RUN_DIR"/core "$RUN_DIR"/core.*; do
+    for core in "$RUN_DIR"/core*; do
         [[ -f $core && $core != *.bt.txt ]] || continue
         exe=$(file -b "$core" 2>/dev/null | sed -n "s/.*execfn: '\([^']*\)'.*/\1/p")
         known=""
@@ -415,7 +415,7 @@ freeze_until_sold() { # [-o] units key...
     shift
     units_sold || { run_error "no admin view before the freeze"; return 1; }
     if ((or_out && SOLD >= RUN_STOCK)); then
-        EVIDENCE+=("sold out ($SOLD units) before the freeze: no reservation in flight at the fault")
+        EVIDENCE+=("every unit ($SOLD) reserved before the freeze: the workers were not frozen, so orders may have settled before the fault")
         return 0
     fi
     FREEZE_START=$(now_us)
@@ -756,7 +756,9 @@ check_sessions_kept() {
 # Scenario 7's allowance, fitted to its fault: a message the broker lost at its restart is
 # one it had taken while the workers were frozen or just before, so only tickets reserved from
 # a second before the freeze (or the fault) to the fault's end may end `expired` or `lost`,
-# and no more of them than were in flight (reserved, not yet settled) when it started.
+# and no more of them than were in flight (reserved, not yet settled) when it started, or
+# reserved in the second after (the broker stops a few ms after the start; a message it took
+# meanwhile is lost too).
 fault_allowance() {
     python3 - "$RUN_DIR/history.jsonl" "${FREEZE_START:-$FAULT_START}" "$FAULT_START" "$FAULT_END" <<'PY'
 import json, sys
@@ -772,7 +774,7 @@ for line in open(path):
         t = t * 1000 if t is not None else o.get("answered_at_us")
         c = o.get("confirmed_at_ms")
         done = o.get("status") in ("confirmed", "paid", "cancelled") and c is not None and c * 1000 <= start
-        if t is not None and t <= start and not done:
+        if t is not None and t <= start + 1_000_000 and not done:
             in_flight.add(o["ticket"])
 print(f"--allow-window {freeze // 1000 - 1000}..{end // 1000} --allow-at-most {len(in_flight)}")
 PY
@@ -815,6 +817,15 @@ def kept_outcome(k):
 crashes = [l for l in lines("crashes.txt") if l]
 fails = ["crash: " + c for c in crashes]
 errors = [l for l in lines("errors.txt") if l]
+
+# `buyer_cancelled` counts as a kept promise only where the load cancels (scenario 17, which
+# matches each such order to a cancel the load logged). Anywhere else no buyer cancelled, so
+# such an order is a cancel nobody asked for.
+if sc != 17:
+    a = load_json("audit.json") or {}
+    n = ((a.get("promises") or {}).get("outcomes") or {}).get("cancelled:buyer_cancelled", 0)
+    if n:
+        fails.append(f"{n} orders cancelled as buyer_cancelled, in a run whose load cancels none")
 
 # Every answer is judged: a run without a fault (1, 10) has no 5xx and no transport error.
 if sc in (1, 10):
@@ -1327,7 +1338,13 @@ run_one() { # scenario speed run
     scan_crashes
     scan_services "$services_at_start"
 
-    [[ $sc == 7 && -n $FAULT_START && -n $FAULT_END ]] && allow_args+=($(fault_allowance))
+    if [[ $sc == 7 && -n $FAULT_START && -n $FAULT_END ]]; then
+        local fitted
+        fitted=$(fault_allowance) && [[ -n $fitted ]] ||
+            run_error "could not fit scenario 7's allowance to its fault"
+        # shellcheck disable=SC2206 # two flags and their values, no spaces inside
+        allow_args+=($fitted)
+    fi
     local audit_rc=0
     "$BIN/seckill-bench" audit --json --history "$RUN_DIR/history.jsonl" --product "$PRODUCT" \
         --namespace "$ns" --initial-stock "$RUN_STOCK" "${audit_args[@]}" "${allow_args[@]}" \

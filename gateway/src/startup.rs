@@ -233,6 +233,10 @@ async fn reconcile_payments(state: web::Data<AppState>, after: Duration, stop: C
             _ = stop.cancelled() => return,
             _ = tick.tick() => {}
         }
+        // Another namespace's payments are not this provider's to ask about.
+        if state.recovery.ensure_owned(&state.db).await.is_err() {
+            continue;
+        }
         let now = seckill_shared::now_ms();
         let waiting =
             match payments::waiting_for_callback(&state.db, now - after.as_millis() as i64, 100)

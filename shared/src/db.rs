@@ -297,7 +297,10 @@ pub async fn live_products_with_buckets(pool: &MySqlPool) -> anyhow::Result<Vec<
 
 /// Whether an order of the product may still give its unit back: confirmed with a payment
 /// deadline, or cancelled with its unit not yet back in Redis.
-pub async fn awaiting_payment(pool: &MySqlPool, product: ProductId) -> anyhow::Result<bool> {
+pub async fn awaiting_payment<'e>(
+    pool: impl sqlx::Executor<'e, Database = sqlx::MySql>,
+    product: ProductId,
+) -> anyhow::Result<bool> {
     let n: i64 = sqlx::query_scalar(
         "SELECT COUNT(*) FROM orders WHERE product_id = ? \
          AND ((status = 'confirmed' AND pay_by_ms IS NOT NULL) OR restore_due = 1)",
@@ -331,7 +334,11 @@ pub async fn orders_by_status(
 }
 
 /// Closes a product's sale (see [`Product::closed_at_ms`]). `true` when this call closed it.
-pub async fn close_sale(pool: &MySqlPool, id: ProductId, now_ms: i64) -> anyhow::Result<bool> {
+pub async fn close_sale<'e>(
+    pool: impl sqlx::Executor<'e, Database = sqlx::MySql>,
+    id: ProductId,
+    now_ms: i64,
+) -> anyhow::Result<bool> {
     let res =
         sqlx::query("UPDATE products SET closed_at_ms = ? WHERE id = ? AND closed_at_ms IS NULL")
             .bind(now_ms)

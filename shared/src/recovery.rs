@@ -153,28 +153,39 @@ pub async fn sweep(
             tracing::warn!(%product, buckets = old, "Redis came back with another run's state, which may be old (a restart from a snapshot, or a failover to a lagging replica); rebuilding the product");
         }
         let counts = store.counts(product).await?;
-        let Some(stock) = counts.stock else {
+        if let Some(stock) = counts.stock {
+            // Locations of settled orders are no longer needed: the list stays about as long
+            // as the orders in flight.
+            store.trim_located(product, TRIM_LIMIT).await?;
+            for ticket in store.stale_borrows(product, cutoff).await? {
+                let back = store.void_borrow(&ticket).await?;
+                if back > 0 {
+                    *report.given_back.entry(product).or_default() += back;
+                }
+            }
+            if counts.pending == 0 {
+                let ended = counts.ends_at_ms.is_some_and(|end| end <= now);
+                if (stock <= 0 || ended) && close(store, db, product, now).await? {
+                    report.closed.push(product);
+                }
+                continue;
+            }
+        } else {
             tracing::warn!(%product, "Redis lost the product's state; reconciling it");
-            if reconcile_lost(store, db, product, fence).await?.is_some() {
-                report.reconciled.push(product);
+            // One product's failed rebuild does not stop the sweep of the others.
+            match reconcile_lost(store, db, product, fence).await {
+                Ok(Some(_)) => report.reconciled.push(product),
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::error!(%product, error = format!("{e:#}"), "could not rebuild the product")
+                }
             }
-            continue;
-        };
-        // Locations of settled orders are no longer needed: the list stays about as long as
-        // the orders in flight.
-        store.trim_located(product, TRIM_LIMIT).await?;
-        for ticket in store.stale_borrows(product, cutoff).await? {
-            let back = store.void_borrow(&ticket).await?;
-            if back > 0 {
-                *report.given_back.entry(product).or_default() += back;
+            // Still without stock (a product in buckets left frozen until its tickets in
+            // flight settle): its overdue tickets are settled below all the same, or it would
+            // stay frozen for good. With no stock key an expire gives nothing back.
+            if counts.pending == 0 || store.stock(product).await?.is_some() {
+                continue;
             }
-        }
-        if counts.pending == 0 {
-            let ended = counts.ends_at_ms.is_some_and(|end| end <= now);
-            if (stock <= 0 || ended) && close(store, db, product, now).await? {
-                report.closed.push(product);
-            }
-            continue;
         }
         // Each bucket's locations are read once per sweep, when one of its tickets is overdue.
         let mut located: HashMap<u16, HashMap<String, (i32, i64)>> = HashMap::new();
@@ -256,18 +267,23 @@ async fn close(
     product: ProductId,
     now_ms: i64,
 ) -> anyhow::Result<bool> {
-    let Some(p) = db::product(db, product).await? else {
+    // Under the product's row lock, which a buyer's cancel and the expiry take first: a
+    // cancel committing between the reads could leave a unit back in MySQL in a closed sale,
+    // whose buyers would be told it ended.
+    let mut tx = db.begin().await.context("starting a transaction")?;
+    let Some(p) = db::product_for_update(&mut *tx, product).await? else {
         return Ok(false);
     };
     let over = p.stock == 0 || p.ends_at_ms.is_some_and(|end| end <= now_ms);
     // An order still to be paid may be cancelled, and its unit must find Redis keys to go
     // back to: the sale stays open until every order is paid or cancelled.
     if !over
-        || db::awaiting_payment(db, product).await?
-        || !db::close_sale(db, product, now_ms).await?
+        || db::awaiting_payment(&mut *tx, product).await?
+        || !db::close_sale(&mut *tx, product, now_ms).await?
     {
         return Ok(false);
     }
+    tx.commit().await.context("closing the sale")?;
     store.expire_sale(product, CLOSED_SALE_GRACE).await?;
     tracing::info!(%product, "sale closed: over, with nothing in flight");
     Ok(true)
@@ -599,6 +615,19 @@ async fn rebuild_buckets(
         in_flight += store.in_flight(product, bucket).await?;
     }
     let left = p.stock - in_flight;
+    if left < 0 {
+        // More tickets in flight than MySQL has units (orders adopted after a loss). One
+        // product's stock goes below zero and pays that back as they fail; buckets never go
+        // below zero, so a bucket at 0 would take back the unit of an order that fails for
+        // a reason of its own, a unit MySQL does not have, and sell it to a buyer whose order
+        // then fails `out_of_stock`. So the buckets stay frozen as reconcile left them (buys
+        // answer 503, and every script that gives a unit back finds no stock to give it to)
+        // until the orders in flight have settled (the sweep settles the overdue ones); the
+        // sweep or a buy then finds the product lost and rebuilds it. No bucket is written
+        // meanwhile, not even at 0: a unit given back to it would be sold.
+        tracing::warn!(%product, mysql_stock = p.stock, in_flight, "more tickets in flight than MySQL stock: the buckets stay frozen until they settle");
+        return Ok(0);
+    }
     let mut total = 0;
     for (bucket, (share, m)) in store::split(left, n).into_iter().zip(each).enumerate() {
         let m = Rebuild {
@@ -606,18 +635,6 @@ async fn rebuild_buckets(
             ..m
         };
         total += store.rebuild_bucket(product, bucket as u16, n, &m).await?;
-    }
-    if left < 0 {
-        // More tickets in flight than MySQL has units (orders adopted after a loss). One
-        // product's stock goes below zero and pays that back as they fail; buckets never go
-        // below zero, so a bucket at 0 would take back the unit of an order that fails for
-        // a reason of its own, a unit MySQL does not have, and sell it to a buyer whose order
-        // then fails `out_of_stock`. So the buckets stay frozen (buys answer 503, and every
-        // script that gives a unit back finds no stock to give it to) until the orders in
-        // flight have settled; the sweep or a buy then finds the product lost and rebuilds it.
-        tracing::warn!(%product, mysql_stock = p.stock, in_flight, "more tickets in flight than MySQL stock: the buckets stay frozen until they settle");
-        store.freeze(product).await?;
-        return Ok(0);
     }
     Ok(total)
 }

@@ -403,6 +403,7 @@ pub async fn create_product(
     } else {
         0
     });
+    state.recovery.ensure_owned(&state.db).await?;
     let id = db::create_product(
         &state.db,
         &db::NewProduct {

@@ -339,3 +339,54 @@ async fn a_bucketed_rebuild_owing_units_sells_none_until_the_orders_in_flight_se
     }
     assert_eq!(total, 1, "MySQL's one unit, nothing in flight");
 }
+
+/// A product in buckets left frozen by a rebuild that owed units is still swept: its overdue
+/// tickets (here: held, never published) are expired, which gives nothing back with no stock
+/// key, and the next sweep's rebuild then finds nothing in flight and sells MySQL's stock.
+/// Before, the sweep only tried to rebuild it, skipped its tickets, and it stayed frozen for
+/// good (found by a review).
+#[tokio::test]
+async fn a_frozen_bucketed_product_is_swept_and_then_rebuilt() {
+    use seckill_shared::recovery::{sweep, SweepRules};
+    let env = TestEnv::new().await;
+    let gw = env.gateway().await;
+    let product = crate::buckets::bucketed_product(&env, &gw, 4, 2).await;
+    let mut held = vec![];
+    for user in [7201, 7202, 7203] {
+        held.push(reserve(&env, product, user).await.0);
+    }
+    sqlx::query("UPDATE products SET stock = 1 WHERE id = ?")
+        .bind(product.as_i64())
+        .execute(&env.db)
+        .await
+        .unwrap();
+    recovery::reconcile(&env.store, &env.db, product, None)
+        .await
+        .unwrap();
+    assert_eq!(env.store.stock(product).await.unwrap(), None, "frozen");
+
+    let due_now = SweepRules {
+        timeout: std::time::Duration::ZERO,
+        last_resort: std::time::Duration::ZERO,
+    };
+    sweep(&env.store, &env.db, due_now, None, None)
+        .await
+        .unwrap();
+    for ticket in &held {
+        assert_eq!(
+            record(&env, ticket).await,
+            Some(RecordStatus::Failed),
+            "{ticket} expired"
+        );
+    }
+    sweep(&env.store, &env.db, due_now, None, None)
+        .await
+        .unwrap();
+    let mut total = 0;
+    for bucket in 0..2 {
+        total += bucket_stock(&env, product, bucket)
+            .await
+            .expect("selling again");
+    }
+    assert_eq!(total, 1, "MySQL's one unit");
+}
