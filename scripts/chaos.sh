@@ -4,7 +4,7 @@
 # sells out, stops every gateway and worker, then audits Redis, the tickets and MySQL with
 # `seckill-bench audit`.
 #
-#   scripts/chaos.sh                     scenarios 1-13 and 16-18 once, paced
+#   scripts/chaos.sh                     scenarios 1-13 and 16-19 once, paced
 #   scripts/chaos.sh --runs 3            every scenario 3 times
 #   scripts/chaos.sh --scenarios "1 2"   a subset (CI runs 1 and 2)
 #   scripts/chaos.sh --rate 0            at herd speed: as fast as the gateways answer
@@ -78,6 +78,12 @@
 # stamped before the gateway waits for the order's row lock, so it only bounds the recording
 # from below: a payment counts as recorded by its 202 (the load's clock) or by its settling less
 # the provider's delay, whichever is earlier.
+# Scenario 19: worker 0 runs with SECKILL_CHAOS_ABORT_AFTER_COMMIT (half of FAULT_AFTER), so it
+# SIGKILLs itself right after a MySQL commit and before that batch's Redis confirm: the order is
+# in MySQL, its ticket `processing` in Redis, its Kafka offset not committed. It is proven from
+# the worker itself (its exit status, and its last words naming the batch's tickets and Redis
+# records, checked against MySQL and Redis as it is found gone); FAULT_START is when it was
+# seen gone. Restarted $RESTART_AFTER s later; nothing may fail.
 #
 # A run is PASS only if the audit passes (every promise kept: confirmed, paid, cancelled for
 # a payment timeout or by its buyer, or failed for an allowed reason), the sale sold out (10-12:
@@ -94,7 +100,7 @@ set -euo pipefail
 cd "$ROOT"
 [[ -f $HOME/.cargo/env ]] && . "$HOME/.cargo/env"
 
-RUNS=1 SCENARIOS="1 2 3 4 5 6 7 8 9 10 11 12 13 16 17 18" REPORT="" SPEEDS=paced
+RUNS=1 SCENARIOS="1 2 3 4 5 6 7 8 9 10 11 12 13 16 17 18 19" REPORT="" SPEEDS=paced
 while (($#)); do
     case $1 in
         --runs) RUNS=$2; shift 2 ;;
@@ -118,7 +124,7 @@ for speed in $SPEEDS; do [[ $speed == paced || $speed == herd ]] || die "unknown
 [[ ${BUCKETS:=1} =~ ^([1-9]|[1-5][0-9]|6[0-4])$ ]] || die "--buckets takes 1 to 64"
 export REDIS_MODE ZK_MODE
 for sc in $SCENARIOS; do
-    [[ $sc =~ ^([1-9]|1[0-8])$ ]] || die "unknown scenario $sc"
+    [[ $sc =~ ^([1-9]|1[0-9])$ ]] || die "unknown scenario $sc"
     [[ $sc != 14 || $REDIS_MODE == cluster ]] || die "scenario 14 needs --redis cluster"
     [[ $sc != 15 || $ZK_MODE == ensemble ]] || die "scenario 15 needs --zk ensemble"
 done
@@ -137,7 +143,7 @@ declare -A NAME=([1]="no fault" [2]="fail rate 0.1" [3]="worker SIGKILL" [4]="ga
     [9]="Redis restart in the first second" [10]="30 % never pay" [11]="worker SIGKILL while expiring"
     [12]="late, duplicated, reordered callbacks" [13]="gateway SIGKILL mid-admission"
     [14]="Redis primary SIGKILL" [15]="ZooKeeper leader SIGKILL" [16]="Redis comes back old")
-NAME+=([17]="a cancel storm" [18]="a double pay")
+NAME+=([17]="a cancel storm" [18]="a double pay" [19]="worker dies between commit and confirm")
 # Scenarios 10-12, 17 and 18: a priced product with a payment window, a provider, buyers who pay.
 is_payment() { [[ $1 == 1[0-2] || $1 == 1[78] ]]; }
 # Failure reasons each scenario allows; any other failed promise fails the run.
@@ -207,8 +213,12 @@ start_gateway() { # index
     PIDS[g$1]=$!
     wait_for -t 30 -m "gateway $1" curl -fsS "http://127.0.0.1:${GW_PORTS[$1]}/livez"
 }
+# Scenario 19: worker 0 starts with SECKILL_CHAOS_ABORT_AFTER_COMMIT=$W0_ABORT (until it died).
+W0_ABORT=""
 start_worker() { # index
-    (cd "$RUN_DIR" && exec env SECKILL_WORKER_HTTP_ADDR="127.0.0.1:${WK_PORTS[$1]}" "$BIN/worker") >>"$RUN_DIR/worker-$1.log" 2>&1 &
+    local extra=()
+    [[ $1 == 0 && -n $W0_ABORT ]] && extra=(SECKILL_CHAOS_ABORT_AFTER_COMMIT="$W0_ABORT")
+    (cd "$RUN_DIR" && exec env SECKILL_WORKER_HTTP_ADDR="127.0.0.1:${WK_PORTS[$1]}" "${extra[@]}" "$BIN/worker") >>"$RUN_DIR/worker-$1.log" 2>&1 &
     PIDS[w$1]=$!
     wait_for -t 90 -m "worker $1" curl -fsS "http://127.0.0.1:${WK_PORTS[$1]}/livez"
 }
@@ -281,6 +291,8 @@ revive() {
     for key in g0 g1 w0 w1; do
         pid=${PIDS[$key]:-}
         if [[ -z $pid ]] || alive "$pid"; then continue; fi
+        # Scenario 19's worker 0 dies at its crash point on purpose: inject takes it from there.
+        [[ $key == w0 && -n $W0_ABORT ]] && continue
         rc=0
         wait "$pid" 2>/dev/null || rc=$?
         log "$(label "$key") (pid $pid) died on its own at $(date -u +%T)"
@@ -479,6 +491,12 @@ expiring_now() {
     done
     return 1
 }
+# Scenario 19: worker 0 is gone (it killed itself at its crash point); FAULT_START is when
+# it was seen gone.
+aborted_now() {
+    alive "${PIDS[w0]}" && return 1
+    FAULT_START=$(now_us)
+}
 wait_ready_for_fault() { # [predicate]: polls every 50 ms, reviving crashed processes on the way
     local deadline=$((SECONDS + 120)) ready=${1:-ready_for_fault}
     until "$ready"; do
@@ -607,6 +625,7 @@ inject() { # scenario
                wait_for -t 30 -m "reconcile" admin POST "/admin/products/$PRODUCT/reconcile" ||
                    { run_error "reconcile failed"; return 1; }
            fi ;;
+        19) died_at_commit || return 1 ;;
         14) kill_redis_primary || return 1 ;;
         16) if [[ $REDIS_MODE == cluster ]]; then lag_redis_replica || return 1
             else rollback_redis || return 1; fi ;;
@@ -614,6 +633,42 @@ inject() { # scenario
             check_sessions_kept ;;
     esac
     FAULT_END=$(now_us)
+}
+# Scenario 19: worker 0 killed itself (SIGKILL) right after a MySQL commit, before its Redis
+# confirm. Proven where it landed: its exit status, its last words (the batch's tickets and
+# their Redis records), every one of those tickets in MySQL's orders, and some of their records
+# still `processing` in Redis as the worker is found gone. Restarted $RESTART_AFTER s later.
+died_at_commit() {
+    local pid=${PIDS[w0]} rc=0 line tickets records in_db processing=0 key status
+    wait "$pid" 2>/dev/null || rc=$?
+    ((rc == 137)) || { run_error "worker 0 ended ($(exit_text "$rc")), not by its crash point's SIGKILL"; return 1; }
+    line=$(grep -m 1 '^chaos: killing this worker after the commit of' "$RUN_DIR/worker-0.log") ||
+        { run_error "worker 0 died without reaching its crash point (no last words in worker-0.log)"; return 1; }
+    tickets=$(sed -n 's/.* tickets \([^ ]*\) records .*/\1/p' <<<"$line")
+    records=$(sed -n 's/.* records \([^ ]*\)$/\1/p' <<<"$line")
+    [[ -n $tickets && -n $records ]] || { run_error "worker 0's last words name no tickets: $line"; return 1; }
+    for key in ${records//,/ }; do
+        status=$(redis_any HGET "$key" status) || { run_error "reading $key from Redis failed"; return 1; }
+        [[ $status == processing ]] && processing=$((processing + 1))
+    done
+    in_db=$(mysql_root -N -B -e "SELECT COUNT(*) FROM \`$db\`.orders WHERE ticket IN ('${tickets//,/\',\'}')") ||
+        { run_error "counting worker 0's last batch in MySQL failed"; return 1; }
+    local n
+    n=$(tr ',' '\n' <<<"$tickets" | wc -l)
+    EVIDENCE+=("worker 0 SIGKILLed itself after committing $n orders: $in_db of them in MySQL, $processing still processing in Redis when it was found gone")
+    ((in_db == n)) || { run_error "worker 0's last batch is not all in MySQL ($in_db of $n): it did not die after a commit"; return 1; }
+    ((processing > 0)) || { run_error "none of worker 0's last batch was still processing in Redis: nothing was caught between commit and confirm"; return 1; }
+    W0_ABORT=""
+    sleep "$RESTART_AFTER"
+    start_worker 0 || { run_error "worker 0 did not come back"; return 1; }
+}
+# A command on the Redis that holds the key, on one server or a cluster.
+redis_any() {
+    if [[ $REDIS_MODE == cluster ]]; then
+        redis-cli -c -p "$(redis_cluster_ports | head -n 1)" "$@"
+    else
+        redis-cli -p "$REDIS_PORT" "$@"
+    fi
 }
 # Scenarios 8 and 9 on a cluster: every node restarted without its data (each keeps its
 # nodes.conf, so the cluster forms again, empty).
@@ -1210,6 +1265,9 @@ run_one() { # scenario speed run
         RUN_STOCK=$STOCK RUN_USERS=$USERS RUN_FAULT_AFTER=$FAULT_AFTER rate_args=(--rate "$RATE")
     fi
     [[ $sc == 9 ]] && RUN_FAULT_AFTER=1
+    W0_ABORT=""
+    # Scenario 19: worker 0 commits about half of the orders.
+    [[ $sc == 19 ]] && W0_ABORT=$((RUN_FAULT_AFTER / 2)) ready=aborted_now
     for r in ${ALLOW[$sc]:-}; do allow_args+=(--allow-failure "$r"); done
     FAULT_START="" FAULT_END="" FREEZE_START="" EVIDENCE=()
     local services_at_start
@@ -1376,7 +1434,7 @@ TABLE=$(printf '%s\n' "$HEADER" "${ROWS[@]}")
 echo
 echo "$TABLE"
 if [[ -n $REPORT ]]; then
-    SETTINGS="Paced: stock $STOCK, $USERS users then fresh ones until sold out, $RATE req/s, fault once $FAULT_AFTER units are sold. Herd: stock $HERD_STOCK, $HERD_USERS users, unpaced, fault once $HERD_FAULT_AFTER units are sold. Concurrency $CONCURRENCY. Every fault waits for a reservation in flight, with the workers frozen (SIGSTOP) until 1 more unit is reserved (scenario 3: its victim alone, until 10 more) and thawed as it starts, so that orders are in flight when it lands; a killed process is restarted $RESTART_AFTER s later. Allowed failures: scenario 2 \`chaos\`; scenario 7 \`expired\` and \`lost\`, a stand-in limitation (tansu keeps messages in memory, so a restart loses messages it acknowledged; Kafka with acks=all would not). \"Fault hit the sale\": reservations in flight when the fault started, and buys answered while it lasted. A crash fails the run; ERROR means the fault did not happen as designed. Scenarios 10-12: stock $PAY_STOCK at a price, a $PAY_WINDOW s payment window, $PAY_USERS users then fresh ones until every unit is paid (\`--until-all-paid\`; herd is $PAY_HERD_RATE req/s), $PAY_RATE of the buyers pay; a simulated provider declines 10 % of charges and decides 200 ms after each; in 12 also 20 % late (4 s, after the deadline) and 30 % of callbacks twice. Paid and cancelled (\`payment_timeout\`, \`buyer_cancelled\`) count as kept promises; the run passes only when every unit ends paid (the load saw it, and audit check 12 with \`--expect-all-paid\`). Scenario 11 kills the first worker seen cancelling unpaid orders; its \"fault hit the sale\" counts the cancellations before and after. Scenario 12 must show late and twice-sent callbacks and at least one \`refund_due\` payment. Scenario 13: a waiting room (stock $WR_STOCK, $WR_USERS buyers joining before the start through both gateways, $WR_ADMIT_PER_SEC admissions/s, factor $WR_FACTOR; \`load --waiting-room --until-sold-out\`); gateway 0 SIGKILLed once buyers are admitted, restarted $RESTART_AFTER s later; it passes when every unit is sold and audit checks 13-15 pass (every buyer held a valid admission, the cap held in every admin-view sample, no place admitted twice). Scenario 16, Redis comes back old: on one server a snapshot once the fault is due and a restart from it at three times as many units; on a cluster the product's replica cut off then, and failed over to (\`CLUSTER FAILOVER TAKEOVER\`) at three times as many; nothing may fail. Scenarios 17 and 18: the product, provider and end of 10 (every unit paid), with every buyer paying but these: 17, a cancel storm: $CANCEL_RATE of the buyers cancel from their \`202\` on (\`load --cancel-rate\`: \`POST /v1/orders/{ticket}/cancel\` every 20-50 ms while refused as pending, until 200 or a final refusal), so cancels land as their orders are confirmed; it needs cancels answered 200 and refused as pending first (else ERROR), and fails unless every \`buyer_cancelled\` order in MySQL has the load's 200 cancel in the history and the other way round. 18, a double pay: each payment attempt is two requests at once with two \`Idempotency-Key\`s, one per gateway (\`load --double-pay\`); it fails if MySQL's payments show one recorded while another of its ticket was unsettled (recorded by its \`202\` or by its settling less the provider's 200 ms delay: \`created_at_ms\` is stamped before the row lock) or a ticket has more than one \`succeeded\` or \`refund_due\` payment, and needs \`409 payment_in_progress\` answers (else ERROR). Stock buckets: $BUCKETS$( ((BUCKETS > 1)) && echo " (scenario 13 keeps 1)" || true). Redis: $REDIS_MODE$([[ $REDIS_MODE == cluster ]] && echo " (3 primaries, each with a replica; scenarios 8-9 restart every node; 14 SIGKILLs the product's primary, its replica takes over, the node rejoins $RESTART_AFTER s later)"). ZooKeeper: $ZK_MODE$([[ $ZK_MODE == ensemble ]] && echo " (three servers; 15 SIGKILLs the leader with 10 % of orders failing, and fails if a gateway loses its session)")."
+    SETTINGS="Paced: stock $STOCK, $USERS users then fresh ones until sold out, $RATE req/s, fault once $FAULT_AFTER units are sold. Herd: stock $HERD_STOCK, $HERD_USERS users, unpaced, fault once $HERD_FAULT_AFTER units are sold. Concurrency $CONCURRENCY. Every fault waits for a reservation in flight, with the workers frozen (SIGSTOP) until 1 more unit is reserved (scenario 3: its victim alone, until 10 more) and thawed as it starts, so that orders are in flight when it lands; a killed process is restarted $RESTART_AFTER s later. Allowed failures: scenario 2 \`chaos\`; scenario 7 \`expired\` and \`lost\`, a stand-in limitation (tansu keeps messages in memory, so a restart loses messages it acknowledged; Kafka with acks=all would not). \"Fault hit the sale\": reservations in flight when the fault started, and buys answered while it lasted. A crash fails the run; ERROR means the fault did not happen as designed. Scenarios 10-12: stock $PAY_STOCK at a price, a $PAY_WINDOW s payment window, $PAY_USERS users then fresh ones until every unit is paid (\`--until-all-paid\`; herd is $PAY_HERD_RATE req/s), $PAY_RATE of the buyers pay; a simulated provider declines 10 % of charges and decides 200 ms after each; in 12 also 20 % late (4 s, after the deadline) and 30 % of callbacks twice. Paid and cancelled (\`payment_timeout\`, \`buyer_cancelled\`) count as kept promises; the run passes only when every unit ends paid (the load saw it, and audit check 12 with \`--expect-all-paid\`). Scenario 11 kills the first worker seen cancelling unpaid orders; its \"fault hit the sale\" counts the cancellations before and after. Scenario 12 must show late and twice-sent callbacks and at least one \`refund_due\` payment. Scenario 13: a waiting room (stock $WR_STOCK, $WR_USERS buyers joining before the start through both gateways, $WR_ADMIT_PER_SEC admissions/s, factor $WR_FACTOR; \`load --waiting-room --until-sold-out\`); gateway 0 SIGKILLed once buyers are admitted, restarted $RESTART_AFTER s later; it passes when every unit is sold and audit checks 13-15 pass (every buyer held a valid admission, the cap held in every admin-view sample, no place admitted twice). Scenario 16, Redis comes back old: on one server a snapshot once the fault is due and a restart from it at three times as many units; on a cluster the product's replica cut off then, and failed over to (\`CLUSTER FAILOVER TAKEOVER\`) at three times as many; nothing may fail. Scenarios 17 and 18: the product, provider and end of 10 (every unit paid), with every buyer paying but these: 17, a cancel storm: $CANCEL_RATE of the buyers cancel from their \`202\` on (\`load --cancel-rate\`: \`POST /v1/orders/{ticket}/cancel\` every 20-50 ms while refused as pending, until 200 or a final refusal), so cancels land as their orders are confirmed; it needs cancels answered 200 and refused as pending first (else ERROR), and fails unless every \`buyer_cancelled\` order in MySQL has the load's 200 cancel in the history and the other way round. 18, a double pay: each payment attempt is two requests at once with two \`Idempotency-Key\`s, one per gateway (\`load --double-pay\`); it fails if MySQL's payments show one recorded while another of its ticket was unsettled (recorded by its \`202\` or by its settling less the provider's 200 ms delay: \`created_at_ms\` is stamped before the row lock) or a ticket has more than one \`succeeded\` or \`refund_due\` payment, and needs \`409 payment_in_progress\` answers (else ERROR). Scenario 19: worker 0 SIGKILLs itself (`SECKILL_CHAOS_ABORT_AFTER_COMMIT`, half the fault's units) right after a MySQL commit, before the Redis confirm; proven by its exit status, and its last batch in MySQL and still `processing` in Redis when it is seen gone; restarted $RESTART_AFTER s later; nothing may fail. Stock buckets: $BUCKETS$( ((BUCKETS > 1)) && echo " (scenario 13 keeps 1)" || true). Redis: $REDIS_MODE$([[ $REDIS_MODE == cluster ]] && echo " (3 primaries, each with a replica; scenarios 8-9 restart every node; 14 SIGKILLs the product's primary, its replica takes over, the node rejoins $RESTART_AFTER s later)"). ZooKeeper: $ZK_MODE$([[ $ZK_MODE == ensemble ]] && echo " (three servers; 15 SIGKILLs the leader with 10 % of orders failing, and fails if a gateway loses its session)")."
     # The timelines next to the report, under img/chaos/ (the previous run's are removed).
     IMG_DIR=$(dirname "$REPORT")/img/chaos
     mkdir -p "$IMG_DIR"

@@ -241,6 +241,10 @@ pub struct Settings {
     /// Fault injection: comma-separated user ids whose order is committed to MySQL, after
     /// which settling fails once, as if the commit's reply was lost.
     pub chaos_lose_commit_users: String,
+    /// Fault injection: once the orders this worker has committed to MySQL reach this many
+    /// (0: never), it kills itself (SIGKILL) right after that commit, before it confirms the
+    /// batch in Redis: a crash at the worst point of a settle.
+    pub chaos_abort_after_commit: u64,
 
     /// The payment window of a priced product that sets none: a confirmed order must be paid
     /// within this many seconds, or a worker cancels it and its unit goes back on sale.
@@ -327,6 +331,7 @@ impl Default for Settings {
             chaos_fail_rate: 0.0,
             chaos_delay_ms: 0,
             chaos_lose_commit_users: String::new(),
+            chaos_abort_after_commit: 0,
             payment_window_secs: 900,
             payment_provider_url: String::new(),
             payment_provider_timeout_ms: 3000,
@@ -779,6 +784,7 @@ impl Settings {
             || !self.chaos_lose_commit_users.trim().is_empty()
             || self.chaos_fail_rate > 0.0
             || self.chaos_delay_ms > 0
+            || self.chaos_abort_after_commit > 0
     }
 
     /// The effective settings as TOML, with secrets redacted (what `--print-config` prints).
