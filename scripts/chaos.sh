@@ -27,8 +27,11 @@
 # run, declining 10 % of charges, deciding 200 ms after each): $PAY_RATE (0.7) of the buyers
 # pay, the others never do, so their orders are cancelled at the deadline and the units sold
 # again, until every unit is paid (`load --until-all-paid`, audited with --expect-all-paid).
-# 10 no fault beyond the 30 % who never pay, 11 a worker SIGKILLed while it cancels expired
-# orders and restarted $RESTART_AFTER s later, 12 a provider whose callbacks come late (20 %,
+# 10 no fault beyond the 30 % who never pay, 11 a worker dead while it cancels expired orders
+# (SECKILL_CHAOS_ABORT_AFTER_EXPIRY=3 on worker 0: it SIGKILLs itself right after the MySQL
+# commit of its third cancel, before the units go back to Redis; proven by its exit status and
+# those orders cancelled with restore_due still set when it is seen gone) and restarted
+# $RESTART_AFTER s later, 12 a provider whose callbacks come late (20 %,
 # 4 s: after the deadline, so a success must end `refund_due`), twice (30 %), and so out of
 # order. Stock $PAY_STOCK (200), $PAY_USERS (300) users then fresh ones, at $RATE req/s paced
 # or $PAY_HERD_RATE (400) req/s for herd (the all-paid load needs a rate).
@@ -39,8 +42,8 @@
 # 50 req/s one is always in flight, at 10 req/s most instants have none.
 # Herd: stock $HERD_STOCK (5000), $HERD_USERS (30000) users, no pacing, the same concurrency;
 # the fault once $HERD_FAULT_AFTER (500) units are sold.
-# Either way the fault waits for a reservation in flight (Redis pending > 0); in scenario 11
-# it waits for a worker to cancel its first unpaid order instead.
+# Either way the fault waits for a reservation in flight (Redis pending > 0); in scenarios 11
+# and 19 it waits for worker 0 to die at its crash point instead.
 # Scenario 13 sells through a waiting room: stock $WR_STOCK (200), $WR_USERS (600) buyers join
 # through both gateways before the start ($WR_START_IN (8) s after the product is made), then
 # poll and buy with their admission tokens (`load --waiting-room`), $WR_ADMIT_PER_SEC (100)
@@ -213,11 +216,11 @@ start_gateway() { # index
     PIDS[g$1]=$!
     wait_for -t 30 -m "gateway $1" curl -fsS "http://127.0.0.1:${GW_PORTS[$1]}/livez"
 }
-# Scenario 19: worker 0 starts with SECKILL_CHAOS_ABORT_AFTER_COMMIT=$W0_ABORT (until it died).
+# Scenarios 11 and 19: worker 0 starts with a crash point, W0_ABORT (NAME=N), until it died.
 W0_ABORT=""
 start_worker() { # index
     local extra=()
-    [[ $1 == 0 && -n $W0_ABORT ]] && extra=(SECKILL_CHAOS_ABORT_AFTER_COMMIT="$W0_ABORT")
+    [[ $1 == 0 && -n $W0_ABORT ]] && extra=("$W0_ABORT")
     (cd "$RUN_DIR" && exec env SECKILL_WORKER_HTTP_ADDR="127.0.0.1:${WK_PORTS[$1]}" "${extra[@]}" "$BIN/worker") >>"$RUN_DIR/worker-$1.log" 2>&1 &
     PIDS[w$1]=$!
     wait_for -t 90 -m "worker $1" curl -fsS "http://127.0.0.1:${WK_PORTS[$1]}/livez"
@@ -291,7 +294,8 @@ revive() {
     for key in g0 g1 w0 w1; do
         pid=${PIDS[$key]:-}
         if [[ -z $pid ]] || alive "$pid"; then continue; fi
-        # Scenario 19's worker 0 dies at its crash point on purpose: inject takes it from there.
+        # Worker 0 of scenarios 11 and 19 dies at its crash point on purpose: inject takes it
+        # from there.
         [[ $key == w0 && -n $W0_ABORT ]] && continue
         rc=0
         wait "$pid" 2>/dev/null || rc=$?
@@ -449,9 +453,16 @@ thaw() { # [key]: SIGCONT the frozen workers but key (a victim, killed frozen)
     done
     FROZEN=()
 }
-fault_starts() { # [victim]
+fault_starts() { # [victim]: the fault is issued (FAULT_START until seen_down moves it)
     FAULT_START=$(now_us)
     thaw "$@"
+}
+# The faulted process or service is seen gone: the fault's start from now on (the judge's
+# "in flight at the fault" and the timeline's shading), not when it was issued.
+seen_down() {
+    local issued=$FAULT_START
+    FAULT_START=$(now_us)
+    EVIDENCE+=("seen down $(((FAULT_START - issued) / 1000)) ms after the fault was issued")
 }
 # At least FAULT_AFTER units taken from Redis stock and at least one reservation pending
 # (reserved, not yet confirmed or failed): the moment to hit the sale.
@@ -481,18 +492,8 @@ worker_expired() {
     curl -fsS "http://127.0.0.1:${WK_PORTS[$1]}/metrics" |
         awk '$1 == "seckill_worker_orders_expired_total" { n = $2 } END { if (n == "") exit 1; print n }'
 }
-# Scenario 11: a worker is cancelling expired orders (its counter moved): it is the victim,
-# in EXPIRY_VICTIM, and its count in EXPIRED_AT_KILL.
-expiring_now() {
-    local i n
-    for i in 0 1; do
-        n=$(worker_expired "$i" 2>/dev/null) || continue
-        if ((n > 0)); then EXPIRY_VICTIM=$i EXPIRED_AT_KILL=$n; return 0; fi
-    done
-    return 1
-}
-# Scenario 19: worker 0 is gone (it killed itself at its crash point); FAULT_START is when
-# it was seen gone.
+# Scenarios 11 and 19: worker 0 is gone (it killed itself at its crash point); FAULT_START is
+# when it was seen gone.
 aborted_now() {
     alive "${PIDS[w0]}" && return 1
     FAULT_START=$(now_us)
@@ -521,6 +522,7 @@ kill_process() { # key: SIGKILL one of ours, and make sure it is gone
         run_error "$(label "$key") (pid $pid) survived SIGKILL (wait: $(exit_text "$rc"))"
         return 1
     fi
+    seen_down
     EVIDENCE+=("$(label "$key") pid $pid gone ($(exit_text "$rc"))")
 }
 service_down() { # name [when]: it must not answer now that it is stopped
@@ -544,6 +546,7 @@ outage() { # name seconds: stop it, check it is down, keep it down, start it
     fault_starts
     "stop_$1" || { run_error "stop_$1 failed"; return 1; }
     service_down "$1" || return 1
+    seen_down
     sleep "$2"
     service_down "$1" "$2 s later" || return 1
     "start_$1" || { run_error "start_$1 failed"; return 1; }
@@ -575,9 +578,9 @@ inject() { # scenario
         3) kill_process w0 || return 1
            sleep "$RESTART_AFTER"
            start_worker 0 || { run_error "worker 0 did not come back"; return 1; } ;;
-        11) kill_process "w$EXPIRY_VICTIM" || return 1
-           EVIDENCE+=("worker $EXPIRY_VICTIM had cancelled $EXPIRED_AT_KILL unpaid orders when SIGKILLed")
+        11) died_at_expiry || return 1
            CANCELLED_AT_KILL=$(db_cancelled) || { run_error "no admin view after the kill"; return 1; }
+           W0_ABORT=""
            sleep "$RESTART_AFTER"
            start_worker "$EXPIRY_VICTIM" || { run_error "worker $EXPIRY_VICTIM did not come back"; return 1; }
            CANCELLED_AT_RESTART=$(db_cancelled) || { run_error "no admin view after the restart"; return 1; } ;;
@@ -595,6 +598,7 @@ inject() { # scenario
            fault_starts
            stop_kafka || { run_error "stop_kafka failed"; return 1; }
            service_down kafka || return 1
+           seen_down
            start_kafka || { run_error "start_kafka failed"; return 1; }
            new=$(pid_running "$TANSU_PID" tansu) || { run_error "the broker did not come back"; return 1; }
            [[ $new != "$old" ]] || { run_error "the broker's pid did not change ($old)"; return 1; }
@@ -614,6 +618,7 @@ inject() { # scenario
                fault_starts
                stop_redis || { run_error "stop_redis failed"; return 1; }
                service_down redis || return 1
+               seen_down
                start_redis || { run_error "start_redis failed"; return 1; }
                new=$(redis_run_id) || { run_error "no Redis run_id after the restart"; return 1; }
                [[ $new != "$old" ]] || { run_error "Redis run_id did not change ($old)"; return 1; }
@@ -662,6 +667,27 @@ died_at_commit() {
     sleep "$RESTART_AFTER"
     start_worker 0 || { run_error "worker 0 did not come back"; return 1; }
 }
+# Scenario 11: worker 0 killed itself (SIGKILL) right after the MySQL commit of payment-timeout
+# cancels, before their units went back to Redis. Proven where it landed: its exit status, its
+# last words (the cancelled tickets), and those orders cancelled in MySQL with `restore_due`
+# still set as it is found gone (another worker finishes them 2 s later).
+died_at_expiry() {
+    local pid=${PIDS[w0]} rc=0 line tickets n counts cancelled due
+    wait "$pid" 2>/dev/null || rc=$?
+    ((rc == 137)) || { run_error "worker 0 ended ($(exit_text "$rc")), not by its crash point's SIGKILL"; return 1; }
+    line=$(grep -m 1 '^chaos: killing this worker after the commit of .* payment-timeout cancels' "$RUN_DIR/worker-0.log") ||
+        { run_error "worker 0 died without reaching its crash point (no last words in worker-0.log)"; return 1; }
+    tickets=$(sed -n 's/.* tickets \([^ ]*\)$/\1/p' <<<"$line")
+    [[ -n $tickets ]] || { run_error "worker 0's last words name no tickets: $line"; return 1; }
+    n=$(tr ',' '\n' <<<"$tickets" | wc -l)
+    counts=$(mysql_root -N -B -e "SELECT SUM(status = 'cancelled'), SUM(restore_due = 1) FROM \`$db\`.orders WHERE ticket IN ('${tickets//,/\',\'}')") ||
+        { run_error "reading worker 0's last cancels in MySQL failed"; return 1; }
+    read -r cancelled due <<<"$counts"
+    EXPIRY_VICTIM=0 EXPIRED_AT_KILL=$n
+    EVIDENCE+=("worker 0 SIGKILLed itself after committing $n payment-timeout cancels: $cancelled of them cancelled in MySQL, $due with restore_due still set when it was found gone")
+    ((cancelled == n)) || { run_error "worker 0's last cancels are not all in MySQL ($cancelled of $n): it did not die after a commit"; return 1; }
+    ((due > 0)) || { run_error "none of worker 0's last cancels still had restore_due set: nothing was caught between the commit and the give-back"; return 1; }
+}
 # A command on the Redis that holds the key, on one server or a cluster.
 redis_any() {
     if [[ $REDIS_MODE == cluster ]]; then
@@ -680,6 +706,7 @@ restart_redis_cluster() {
     fault_starts
     stop_redis_cluster || { run_error "stopping the cluster failed"; return 1; }
     service_down redis_cluster || return 1
+    seen_down
     start_redis_cluster || { run_error "the cluster did not come back"; return 1; }
     new=$(node_run_id "$REDIS_CLUSTER_PORT")
     [[ -n $new && $new != "$old" ]] || { run_error "node $REDIS_CLUSTER_PORT's run_id did not change"; return 1; }
@@ -696,6 +723,7 @@ kill_redis_primary() {
     fault_starts
     kill -KILL "$pid" || { run_error "kill -KILL $pid failed"; return 1; }
     wait_for -t 10 proc_gone "$pid" redis-server || { run_error "primary $port (pid $pid) survived SIGKILL"; return 1; }
+    seen_down
     EVIDENCE+=("primary 127.0.0.1:$port of the product's slot (pid $pid) SIGKILLed")
     t0=$(now_us)
     wait_for -t 30 primary_moved "$key" "$port" || { run_error "no replica took over within 30 s"; return 1; }
@@ -723,6 +751,7 @@ rollback_redis() {
     fault_starts
     stop_redis || { rm -f "$dump"; run_error "stop_redis failed"; return 1; }
     service_down redis || { rm -f "$dump"; return 1; }
+    seen_down
     start_redis || { rm -f "$dump"; run_error "start_redis failed"; return 1; }
     # Later restarts (scenarios 8, 9) start empty again.
     rm -f "$dump"
@@ -769,6 +798,7 @@ lag_redis_replica() {
     redis-cli -p "$replica" CONFIG SET masterauth "" >/dev/null
     [[ $(redis-cli -p "$replica" CLUSTER FAILOVER TAKEOVER) == OK ]] || { run_error "CLUSTER FAILOVER TAKEOVER refused"; return 1; }
     wait_for -t 30 primary_moved "$key" "$primary" || { run_error "the replica did not take over within 30 s"; return 1; }
+    seen_down
     new=$(node_run_id "$replica")
     ((lag > 0)) || { run_error "the replica was not behind (lag $lag bytes)"; return 1; }
     EVIDENCE+=("replica 127.0.0.1:$replica ($lag bytes behind) took over from $primary (run ${old:0:8} -> ${new:0:8})")
@@ -785,6 +815,7 @@ kill_zk_leader() {
     fault_starts
     kill -KILL "$pid" || { run_error "kill -KILL $pid failed"; return 1; }
     wait_for -t 10 proc_gone "$pid" "$(zke_cfg "$leader")" || { run_error "zookeeper-$leader survived SIGKILL"; return 1; }
+    seen_down
     EVIDENCE+=("leader zookeeper-$leader (pid $pid) SIGKILLed")
     t0=$(now_us)
     wait_for -t 30 new_zk_leader "$leader" || { run_error "no new leader within 30 s"; return 1; }
@@ -1267,7 +1298,7 @@ run_one() { # scenario speed run
     [[ $sc == 9 ]] && RUN_FAULT_AFTER=1
     W0_ABORT=""
     # Scenario 19: worker 0 commits about half of the orders.
-    [[ $sc == 19 ]] && W0_ABORT=$((RUN_FAULT_AFTER / 2)) ready=aborted_now
+    [[ $sc == 19 ]] && W0_ABORT=SECKILL_CHAOS_ABORT_AFTER_COMMIT=$((RUN_FAULT_AFTER / 2)) ready=aborted_now
     for r in ${ALLOW[$sc]:-}; do allow_args+=(--allow-failure "$r"); done
     FAULT_START="" FAULT_END="" FREEZE_START="" EVIDENCE=()
     local services_at_start
@@ -1289,7 +1320,8 @@ run_one() { # scenario speed run
         audit_args=(--expect-all-paid)
         odds=(--decline-rate 0.1 --delay-ms 200 --late-rate 0 --duplicate-rate 0)
         [[ $sc == 12 ]] && odds=(--decline-rate 0.1 --delay-ms 200 --late-rate 0.2 --late-delay-ms 4000 --duplicate-rate 0.3)
-        [[ $sc == 11 ]] && ready=expiring_now
+        # Scenario 11: worker 0 dies after committing its third payment-timeout cancel.
+        [[ $sc == 11 ]] && W0_ABORT=SECKILL_CHAOS_ABORT_AFTER_EXPIRY=3 ready=aborted_now
         EXPIRY_VICTIM="" EXPIRED_AT_KILL="" CANCELLED_AT_KILL="" CANCELLED_AT_RESTART=""
     fi
     if [[ $sc == 13 ]]; then
@@ -1347,8 +1379,8 @@ run_one() { # scenario speed run
         FAULT_START=$(now_us) # the fault is the whole sale
     elif [[ $sc != 1 && $sc != 10 ]]; then
         if ! wait_ready_for_fault "$ready"; then
-            if [[ $sc == 11 ]]; then
-                run_error "no worker cancelled an unpaid order within 120 s: no fault injected"
+            if [[ $sc == 11 || $sc == 19 ]]; then
+                run_error "worker 0 did not reach its crash point within 120 s: no fault injected"
             elif [[ $sc == 13 ]]; then
                 run_error "the admin view showed nobody admitted within 120 s: no fault injected"
             else
@@ -1434,7 +1466,7 @@ TABLE=$(printf '%s\n' "$HEADER" "${ROWS[@]}")
 echo
 echo "$TABLE"
 if [[ -n $REPORT ]]; then
-    SETTINGS="Paced: stock $STOCK, $USERS users then fresh ones until sold out, $RATE req/s, fault once $FAULT_AFTER units are sold. Herd: stock $HERD_STOCK, $HERD_USERS users, unpaced, fault once $HERD_FAULT_AFTER units are sold. Concurrency $CONCURRENCY. Every fault waits for a reservation in flight, with the workers frozen (SIGSTOP) until 1 more unit is reserved (scenario 3: its victim alone, until 10 more) and thawed as it starts, so that orders are in flight when it lands; a killed process is restarted $RESTART_AFTER s later. Allowed failures: scenario 2 \`chaos\`; scenario 7 \`expired\` and \`lost\`, a stand-in limitation (tansu keeps messages in memory, so a restart loses messages it acknowledged; Kafka with acks=all would not). \"Fault hit the sale\": reservations in flight when the fault started, and buys answered while it lasted. A crash fails the run; ERROR means the fault did not happen as designed. Scenarios 10-12: stock $PAY_STOCK at a price, a $PAY_WINDOW s payment window, $PAY_USERS users then fresh ones until every unit is paid (\`--until-all-paid\`; herd is $PAY_HERD_RATE req/s), $PAY_RATE of the buyers pay; a simulated provider declines 10 % of charges and decides 200 ms after each; in 12 also 20 % late (4 s, after the deadline) and 30 % of callbacks twice. Paid and cancelled (\`payment_timeout\`, \`buyer_cancelled\`) count as kept promises; the run passes only when every unit ends paid (the load saw it, and audit check 12 with \`--expect-all-paid\`). Scenario 11 kills the first worker seen cancelling unpaid orders; its \"fault hit the sale\" counts the cancellations before and after. Scenario 12 must show late and twice-sent callbacks and at least one \`refund_due\` payment. Scenario 13: a waiting room (stock $WR_STOCK, $WR_USERS buyers joining before the start through both gateways, $WR_ADMIT_PER_SEC admissions/s, factor $WR_FACTOR; \`load --waiting-room --until-sold-out\`); gateway 0 SIGKILLed once buyers are admitted, restarted $RESTART_AFTER s later; it passes when every unit is sold and audit checks 13-15 pass (every buyer held a valid admission, the cap held in every admin-view sample, no place admitted twice). Scenario 16, Redis comes back old: on one server a snapshot once the fault is due and a restart from it at three times as many units; on a cluster the product's replica cut off then, and failed over to (\`CLUSTER FAILOVER TAKEOVER\`) at three times as many; nothing may fail. Scenarios 17 and 18: the product, provider and end of 10 (every unit paid), with every buyer paying but these: 17, a cancel storm: $CANCEL_RATE of the buyers cancel from their \`202\` on (\`load --cancel-rate\`: \`POST /v1/orders/{ticket}/cancel\` every 20-50 ms while refused as pending, until 200 or a final refusal), so cancels land as their orders are confirmed; it needs cancels answered 200 and refused as pending first (else ERROR), and fails unless every \`buyer_cancelled\` order in MySQL has the load's 200 cancel in the history and the other way round. 18, a double pay: each payment attempt is two requests at once with two \`Idempotency-Key\`s, one per gateway (\`load --double-pay\`); it fails if MySQL's payments show one recorded while another of its ticket was unsettled (recorded by its \`202\` or by its settling less the provider's 200 ms delay: \`created_at_ms\` is stamped before the row lock) or a ticket has more than one \`succeeded\` or \`refund_due\` payment, and needs \`409 payment_in_progress\` answers (else ERROR). Scenario 19: worker 0 SIGKILLs itself (`SECKILL_CHAOS_ABORT_AFTER_COMMIT`, half the fault's units) right after a MySQL commit, before the Redis confirm; proven by its exit status, and its last batch in MySQL and still `processing` in Redis when it is seen gone; restarted $RESTART_AFTER s later; nothing may fail. Stock buckets: $BUCKETS$( ((BUCKETS > 1)) && echo " (scenario 13 keeps 1)" || true). Redis: $REDIS_MODE$([[ $REDIS_MODE == cluster ]] && echo " (3 primaries, each with a replica; scenarios 8-9 restart every node; 14 SIGKILLs the product's primary, its replica takes over, the node rejoins $RESTART_AFTER s later)"). ZooKeeper: $ZK_MODE$([[ $ZK_MODE == ensemble ]] && echo " (three servers; 15 SIGKILLs the leader with 10 % of orders failing, and fails if a gateway loses its session)")."
+    SETTINGS="Paced: stock $STOCK, $USERS users then fresh ones until sold out, $RATE req/s, fault once $FAULT_AFTER units are sold. Herd: stock $HERD_STOCK, $HERD_USERS users, unpaced, fault once $HERD_FAULT_AFTER units are sold. Concurrency $CONCURRENCY. Every fault waits for a reservation in flight, with the workers frozen (SIGSTOP) until 1 more unit is reserved (scenario 3: its victim alone, until 10 more) and thawed as it starts, so that orders are in flight when it lands; a killed process is restarted $RESTART_AFTER s later. Allowed failures: scenario 2 \`chaos\`; scenario 7 \`expired\` and \`lost\`, a stand-in limitation (tansu keeps messages in memory, so a restart loses messages it acknowledged; Kafka with acks=all would not). \"Fault hit the sale\": reservations in flight when the fault started, and buys answered while it lasted. A crash fails the run; ERROR means the fault did not happen as designed. Scenarios 10-12: stock $PAY_STOCK at a price, a $PAY_WINDOW s payment window, $PAY_USERS users then fresh ones until every unit is paid (\`--until-all-paid\`; herd is $PAY_HERD_RATE req/s), $PAY_RATE of the buyers pay; a simulated provider declines 10 % of charges and decides 200 ms after each; in 12 also 20 % late (4 s, after the deadline) and 30 % of callbacks twice. Paid and cancelled (\`payment_timeout\`, \`buyer_cancelled\`) count as kept promises; the run passes only when every unit ends paid (the load saw it, and audit check 12 with \`--expect-all-paid\`). Scenario 11: worker 0 SIGKILLs itself (\`SECKILL_CHAOS_ABORT_AFTER_EXPIRY=3\`) right after the MySQL commit of payment-timeout cancels, before their units go back to Redis, proven by its exit status and those orders cancelled with \`restore_due\` set when it is seen gone; its \"fault hit the sale\" counts the cancellations before and after. Scenario 12 must show late and twice-sent callbacks and at least one \`refund_due\` payment. Scenario 13: a waiting room (stock $WR_STOCK, $WR_USERS buyers joining before the start through both gateways, $WR_ADMIT_PER_SEC admissions/s, factor $WR_FACTOR; \`load --waiting-room --until-sold-out\`); gateway 0 SIGKILLed once buyers are admitted, restarted $RESTART_AFTER s later; it passes when every unit is sold and audit checks 13-15 pass (every buyer held a valid admission, the cap held in every admin-view sample, no place admitted twice). Scenario 16, Redis comes back old: on one server a snapshot once the fault is due and a restart from it at three times as many units; on a cluster the product's replica cut off then, and failed over to (\`CLUSTER FAILOVER TAKEOVER\`) at three times as many; nothing may fail. Scenarios 17 and 18: the product, provider and end of 10 (every unit paid), with every buyer paying but these: 17, a cancel storm: $CANCEL_RATE of the buyers cancel from their \`202\` on (\`load --cancel-rate\`: \`POST /v1/orders/{ticket}/cancel\` every 20-50 ms while refused as pending, until 200 or a final refusal), so cancels land as their orders are confirmed; it needs cancels answered 200 and refused as pending first (else ERROR), and fails unless every \`buyer_cancelled\` order in MySQL has the load's 200 cancel in the history and the other way round. 18, a double pay: each payment attempt is two requests at once with two \`Idempotency-Key\`s, one per gateway (\`load --double-pay\`); it fails if MySQL's payments show one recorded while another of its ticket was unsettled (recorded by its \`202\` or by its settling less the provider's 200 ms delay: \`created_at_ms\` is stamped before the row lock) or a ticket has more than one \`succeeded\` or \`refund_due\` payment, and needs \`409 payment_in_progress\` answers (else ERROR). Scenario 19: worker 0 SIGKILLs itself (\`SECKILL_CHAOS_ABORT_AFTER_COMMIT\`, half the fault's units) right after a MySQL commit, before the Redis confirm; proven by its exit status, and its last batch in MySQL and still \`processing\` in Redis when it is seen gone; restarted $RESTART_AFTER s later; nothing may fail. Stock buckets: $BUCKETS$( ((BUCKETS > 1)) && echo " (scenario 13 keeps 1)" || true). Redis: $REDIS_MODE$([[ $REDIS_MODE == cluster ]] && echo " (3 primaries, each with a replica; scenarios 8-9 restart every node; 14 SIGKILLs the product's primary, its replica takes over, the node rejoins $RESTART_AFTER s later)"). ZooKeeper: $ZK_MODE$([[ $ZK_MODE == ensemble ]] && echo " (three servers; 15 SIGKILLs the leader with 10 % of orders failing, and fails if a gateway loses its session)")."
     # The timelines next to the report, under img/chaos/ (the previous run's are removed).
     IMG_DIR=$(dirname "$REPORT")/img/chaos
     mkdir -p "$IMG_DIR"

@@ -245,6 +245,10 @@ pub struct Settings {
     /// (0: never), it kills itself (SIGKILL) right after that commit, before it confirms the
     /// batch in Redis: a crash at the worst point of a settle.
     pub chaos_abort_after_commit: u64,
+    /// Fault injection: once the unpaid orders this worker has cancelled reach this many (0:
+    /// never), it kills itself (SIGKILL) right after that cancel's MySQL commit, before the
+    /// units go back to Redis: `restore_due` rows left for another worker to finish.
+    pub chaos_abort_after_expiry: u64,
 
     /// The payment window of a priced product that sets none: a confirmed order must be paid
     /// within this many seconds, or a worker cancels it and its unit goes back on sale.
@@ -332,6 +336,7 @@ impl Default for Settings {
             chaos_delay_ms: 0,
             chaos_lose_commit_users: String::new(),
             chaos_abort_after_commit: 0,
+            chaos_abort_after_expiry: 0,
             payment_window_secs: 900,
             payment_provider_url: String::new(),
             payment_provider_timeout_ms: 3000,
@@ -785,6 +790,7 @@ impl Settings {
             || self.chaos_fail_rate > 0.0
             || self.chaos_delay_ms > 0
             || self.chaos_abort_after_commit > 0
+            || self.chaos_abort_after_expiry > 0
     }
 
     /// The effective settings as TOML, with secrets redacted (what `--print-config` prints).

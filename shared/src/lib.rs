@@ -2,6 +2,7 @@
 //!
 //! # Layout
 //! - [`cancel`]: cancelling unpaid (or buyer-cancelled) orders, and giving their units back.
+//! - [`crash_point`]: fault injection that kills the process between a MySQL commit and Redis.
 //! - [`config`]: the one typed `Settings`, layered as defaults, an optional TOML file, then
 //!   `SECKILL_*` environment variables.
 //! - [`domain`]: ids that parse once (`ProductId`, `UserId`, `Ticket`), ticket states and the
@@ -18,6 +19,7 @@
 
 pub mod cancel;
 pub mod config;
+pub mod crash_point;
 pub mod db;
 pub mod domain;
 pub mod kafka;

@@ -28,11 +28,9 @@ pub struct Chaos {
     pub delay: Duration,
     /// Users whose settle fails once after the MySQL commit, as if the reply was lost.
     pub lose_commit_users: HashSet<u64>,
-    /// Kill the process right after the commit that brings the orders committed to this many
-    /// (0: never).
-    pub abort_after_commit: u64,
-    /// Orders committed so far (for `abort_after_commit`).
-    committed: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// Kill the process right after the commit that brings the orders committed to
+    /// `SECKILL_CHAOS_ABORT_AFTER_COMMIT`.
+    pub abort_after_commit: crate::crash_point::CrashPoint,
     /// Tickets whose commit was already "lost" once.
     lost_commits: std::sync::Arc<std::sync::Mutex<HashSet<String>>>,
 }
@@ -43,8 +41,7 @@ impl Chaos {
             fail_users: s.chaos_fail_users().unwrap_or_default(),
             lose_commit_users: s.chaos_lose_commit_users().unwrap_or_default(),
             lost_commits: Default::default(),
-            abort_after_commit: s.chaos_abort_after_commit,
-            committed: Default::default(),
+            abort_after_commit: crate::crash_point::CrashPoint::new(s.chaos_abort_after_commit),
             fail_rate: s.chaos_fail_rate,
             delay: s.chaos_delay(),
         }
@@ -66,31 +63,20 @@ impl Chaos {
         Ok(())
     }
 
-    /// Kills the process (SIGKILL: no clean-up, no core) if this commit brings the orders
-    /// committed to `abort_after_commit`, after logging which tickets MySQL now holds and
-    /// which Redis records still say `processing`.
+    /// Kills the process if this commit brings the orders committed to `abort_after_commit`,
+    /// after printing which tickets MySQL now holds and which Redis records still say
+    /// `processing`.
     fn abort_after_commit(&self, claimed: &[OrderMessage], record_key: impl Fn(&Ticket) -> String) {
-        if self.abort_after_commit == 0 {
-            return;
-        }
-        let before = self
-            .committed
-            .fetch_add(claimed.len() as u64, std::sync::atomic::Ordering::SeqCst);
-        if before + claimed.len() as u64 >= self.abort_after_commit {
+        self.abort_after_commit.count(claimed.len(), || {
             let tickets: Vec<&str> = claimed.iter().map(|m| m.ticket.as_str()).collect();
             let records: Vec<String> = claimed.iter().map(|m| record_key(&m.ticket)).collect();
-            // Written straight to stderr: the process dies before any log buffer is flushed.
-            eprintln!(
-                "chaos: killing this worker after the commit of {} orders, before their Redis confirm: tickets {} records {}",
+            format!(
+                "killing this worker after the commit of {} orders, before their Redis confirm: tickets {} records {}",
                 claimed.len(),
                 tickets.join(","),
                 records.join(",")
-            );
-            // SAFETY: raise(3) with a valid signal number has no memory-safety preconditions.
-            unsafe {
-                libc::raise(libc::SIGKILL);
-            }
-        }
+            )
+        });
     }
 
     /// Sleeps for the chaos users and says whether this order must fail.

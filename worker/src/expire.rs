@@ -29,6 +29,8 @@ pub struct Expirer {
     pub db: MySqlPool,
     pub announcer: Announcer,
     pub metrics: Metrics,
+    /// `SECKILL_CHAOS_ABORT_AFTER_EXPIRY`: dies after the cancel's commit, before the give-back.
+    pub crash: seckill_shared::crash_point::CrashPoint,
 }
 
 impl Expirer {
@@ -65,6 +67,14 @@ impl Expirer {
     async fn round(&self) -> anyhow::Result<bool> {
         let now = now_ms();
         let due = cancel::cancel_overdue(&self.db, now, BATCH).await?;
+        self.crash.count(due.len(), || {
+            let tickets: Vec<&str> = due.iter().map(|c| c.ticket.as_str()).collect();
+            format!(
+                "killing this worker after the commit of {} payment-timeout cancels, before their units go back to Redis: tickets {}",
+                due.len(),
+                tickets.join(",")
+            )
+        });
         let mut all = due.clone();
         all.extend(cancel::restore_due(&self.db, now - RESTORE_AFTER_MS, BATCH).await?);
         // Payments whose gateway stopped before Redis followed them.

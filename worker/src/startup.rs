@@ -207,6 +207,9 @@ impl Worker {
                 db: self.pipeline.settler.db.clone(),
                 announcer: self.pipeline.announcer.clone(),
                 metrics: self.pipeline.metrics.clone(),
+                crash: seckill_shared::crash_point::CrashPoint::new(
+                    self.settings.chaos_abort_after_expiry,
+                ),
             }
             .run(shutdown.clone()),
         );
