@@ -525,6 +525,34 @@ kill_process() { # key: SIGKILL one of ours, and make sure it is gone
     seen_down
     EVIDENCE+=("$(label "$key") pid $pid gone ($(exit_text "$rc"))")
 }
+# Orders gateway (index) has handed to Kafka whose delivery report has not come back.
+gateway_awaiting() {
+    curl -fsS "http://127.0.0.1:${GW_PORTS[$1]}/metrics" |
+        awk '$1 == "seckill_gateway_awaiting_kafka" { n = $2 } END { if (n == "") exit 1; print n }'
+}
+# Scenario 4: SIGKILL gateway (index) while buys it reserved in Redis await Kafka's ack. The
+# broker is frozen (SIGSTOP) until the gateway's own gauge shows one, at most 1.5 s (less than
+# the 2 s delivery timeout, so none is given up on), the gateway killed, the broker thawed.
+kill_awaiting_ack() {
+    local i=$1 n=0 broker deadline rc=0
+    broker=$(pid_running "$TANSU_PID" tansu) || { run_error "no broker of ours runs"; return 1; }
+    kill -STOP "$broker" || { run_error "kill -STOP $broker failed"; return 1; }
+    deadline=$(($(now_us) + 1500000))
+    while (($(now_us) < deadline)); do
+        n=$(gateway_awaiting "$i") || n=0
+        ((n > 0)) && break
+        sleep 0.02
+    done
+    if ((n == 0)); then
+        kill -CONT "$broker"
+        run_error "no buy of gateway $i awaited Kafka's ack within 1.5 s of freezing the broker"
+        return 1
+    fi
+    kill_process "g$i" || rc=1
+    kill -CONT "$broker" || { run_error "kill -CONT $broker failed"; rc=1; }
+    EVIDENCE+=("gateway $i's own gauge: $n buys reserved in Redis and awaiting Kafka's ack (the broker frozen) as it was SIGKILLed")
+    return "$rc"
+}
 service_down() { # name [when]: it must not answer now that it is stopped
     local what
     case $1 in
@@ -584,7 +612,7 @@ inject() { # scenario
            sleep "$RESTART_AFTER"
            start_worker "$EXPIRY_VICTIM" || { run_error "worker $EXPIRY_VICTIM did not come back"; return 1; }
            CANCELLED_AT_RESTART=$(db_cancelled) || { run_error "no admin view after the restart"; return 1; } ;;
-        4) kill_process g0 || return 1
+        4) kill_awaiting_ack 0 || return 1
            sleep "$RESTART_AFTER"
            start_gateway 0 || { run_error "gateway 0 did not come back"; return 1; } ;;
         13) kill_process g0 || return 1
@@ -880,7 +908,8 @@ PY
 # its verdict (PASS, FAIL, ERROR or FAIL+ERROR) to verdict, the reasons to reasons.txt and
 # how the fault met the sale to overlap.json, all in $RUN_DIR.
 judge() {
-    python3 - "$RUN_DIR" "$1" "${NAME[$1]}" "$2" "$RATE" "$3" "$4" "$5" "$6" "${ALLOW[$1]:-}" "$PAY_HERD_RATE" <<'PY'
+    GW0_URL="http://127.0.0.1:${GW_PORTS[0]}" \
+        python3 - "$RUN_DIR" "$1" "${NAME[$1]}" "$2" "$RATE" "$3" "$4" "$5" "$6" "${ALLOW[$1]:-}" "$PAY_HERD_RATE" <<'PY'
 import json, os, sys
 d, sc, name, speed, rate, run, audit_rc, recovered, took, allowed, pay_herd_rate = sys.argv[1:]
 sc, allowed = int(sc), set(allowed.split())
@@ -1155,6 +1184,18 @@ elif sc not in (1, 10):
         statuses = ", ".join(f"{n} × {k}" for k, n in sorted(seen.items())) or "none"
         overlap = (f"{len(in_flight)} in flight, {answered} answered ({statuses}) "
                    f"inside {(end - start) / 1e6:.1f} s")
+        if sc == 4:
+            # The gateway died holding buys it had reserved and not answered: the buyers' side
+            # of its own gauge (in the evidence) is requests to it cut without an answer.
+            cut = 0
+            for line in open(at("history.jsonl")) if os.path.exists(at("history.jsonl")) else []:
+                o = json.loads(line)
+                if (o.get("kind") == "request" and o.get("gateway") == os.environ["GW0_URL"]
+                        and o.get("status") is None and o["sent_at_us"] <= start):
+                    cut += 1
+            overlap = f"{cut} buys to gateway 0 cut by the kill; " + overlap
+            if not cut:
+                errors.append("no buy to gateway 0 was cut by the kill: none was between its reservation and its answer")
         if sc == 13:
             # The fault is on the admissions: the room was admitting when the gateway died,
             # and buyers were admitted and bought while it was down.

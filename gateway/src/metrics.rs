@@ -23,6 +23,8 @@ pub struct Metrics {
     pub markers: IntGauge,
     pub zk_connected: IntGauge,
     pub in_flight: IntGauge,
+    /// Orders handed to Kafka, their delivery report not back yet (set at each scrape).
+    pub awaiting_kafka: IntGauge,
     pub max_in_flight: IntGauge,
     /// Payment attempts sent to the provider (`sent`), and settled by its callback
     /// (`succeeded`, `declined`, `refund_due`).
@@ -103,6 +105,11 @@ impl Metrics {
             "Buys in flight now (admitted, not yet answered)",
         )
         .unwrap();
+        let awaiting_kafka = IntGauge::new(
+            "seckill_gateway_awaiting_kafka",
+            "Orders handed to Kafka whose delivery report has not come back: reserved in Redis, buyer not yet answered",
+        )
+        .unwrap();
         let max_in_flight = IntGauge::new(
             "seckill_gateway_max_in_flight",
             "SECKILL_MAX_IN_FLIGHT: buys past this many in flight get 503",
@@ -150,6 +157,7 @@ impl Metrics {
         registry.register(Box::new(cancels.clone())).unwrap();
         registry.register(Box::new(requests.clone())).unwrap();
         registry.register(Box::new(in_flight.clone())).unwrap();
+        registry.register(Box::new(awaiting_kafka.clone())).unwrap();
         registry.register(Box::new(max_in_flight.clone())).unwrap();
         registry.register(Box::new(latency.clone())).unwrap();
         registry.register(Box::new(marker_hits.clone())).unwrap();
@@ -169,6 +177,7 @@ impl Metrics {
             markers,
             zk_connected,
             in_flight,
+            awaiting_kafka,
             max_in_flight,
             payments,
             cancels,

@@ -35,6 +35,9 @@ pub struct OrderPublisher {
     config: ClientConfig,
     topic: String,
     timeout: Duration,
+    /// Orders handed to Kafka whose delivery report has not come back yet: each one's unit is
+    /// reserved in Redis and its buyer not yet answered (`seckill_gateway_awaiting_kafka`).
+    awaiting: AtomicI64,
 }
 
 impl OrderPublisher {
@@ -50,6 +53,7 @@ impl OrderPublisher {
             config,
             topic: settings.kafka_topic.clone(),
             timeout: settings.delivery_timeout(),
+            awaiting: AtomicI64::new(0),
         })
     }
 
@@ -131,6 +135,9 @@ impl OrderPublisher {
     /// ticket is in the payload and the `ticket` header.
     pub async fn publish(&self, order: &OrderMessage) -> anyhow::Result<(i32, i64)> {
         let (generation, producer) = self.current();
+        self.awaiting.fetch_add(1, Ordering::Relaxed);
+        // Counted down however the send ends, a dropped request (the buyer gone) included.
+        let _awaiting = CountDown(&self.awaiting);
         let result = self.send(&producer, order).await;
         if result.is_ok() {
             self.delivered();
@@ -187,6 +194,11 @@ impl OrderPublisher {
         }
     }
 
+    /// Orders handed to Kafka and not yet acknowledged (or refused), now.
+    pub fn awaiting(&self) -> i64 {
+        self.awaiting.load(Ordering::Relaxed)
+    }
+
     /// Can the cluster be reached? Used by health checks.
     pub async fn check(&self) -> anyhow::Result<()> {
         let producer = self.current().1;
@@ -208,5 +220,14 @@ impl OrderPublisher {
             .1
             .flush(Timeout::After(timeout))
             .context("flushing the Kafka producer")
+    }
+}
+
+/// Counts one down from `counter` when dropped.
+struct CountDown<'a>(&'a AtomicI64);
+
+impl Drop for CountDown<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }

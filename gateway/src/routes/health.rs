@@ -280,6 +280,7 @@ pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
         .metrics
         .in_flight
         .set(state.admission.in_flight() as i64);
+    state.metrics.awaiting_kafka.set(state.publisher.awaiting());
     HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4")
         .body(state.metrics.render())

@@ -205,6 +205,13 @@ async fn past_max_in_flight_a_buy_is_refused_at_once() {
         || async { (gw.metric("seckill_gateway_in_flight").await == 1.0).then_some(()) },
     )
     .await;
+    // Reserved in Redis and handed to Kafka, whose report never comes.
+    eventually(
+        "the slow buy to await Kafka's report",
+        Duration::from_secs(5),
+        || async { (gw.metric("seckill_gateway_awaiting_kafka").await == 1.0).then_some(()) },
+    )
+    .await;
 
     let t0 = Instant::now();
     let res = buy_raw(&gw, product, 2).await;
@@ -227,6 +234,7 @@ async fn past_max_in_flight_a_buy_is_refused_at_once() {
         "{body}"
     );
     assert_eq!(gw.metric("seckill_gateway_in_flight").await, 0.0);
+    assert_eq!(gw.metric("seckill_gateway_awaiting_kafka").await, 0.0);
     assert_eq!(
         gw.metric("seckill_gateway_requests_total{outcome=\"overloaded\",route=\"buy\"}")
             .await,

@@ -105,6 +105,7 @@ async fn gateway_and_worker_metrics_show_requests_pending_tickets_and_consumer_l
     );
     for (name, labels) in [
         ("seckill_gateway_in_flight", vec![]),
+        ("seckill_gateway_awaiting_kafka", vec![]),
         ("seckill_gateway_max_in_flight", vec![]),
         ("seckill_gateway_zookeeper_connected", vec![]),
         ("seckill_gateway_sold_out_markers", vec![]),
