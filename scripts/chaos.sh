@@ -19,7 +19,9 @@
 #
 # Scenarios: 1 no fault, 2 SECKILL_CHAOS_FAIL_RATE=0.1, 3 a worker SIGKILLed and restarted
 # $RESTART_AFTER (5) s later, as a supervisor's back-off would, 4 the same for a gateway,
-# 5 MySQL stopped for 10 s, 6 ZooKeeper stopped for 10 s, 7 the broker restarted, 8 Redis
+# 5 MySQL SIGKILLed and down for 10 s, 6 ZooKeeper SIGKILLed and down for 10 s (a three-server
+# ensemble: stopped), 7 the broker SIGKILLed and started
+# again, 8 Redis
 # restarted (no reconcile call: the gateways and workers find the loss and rebuild the product),
 # 9 the same once the first unit is sold.
 # Scenarios 10-12 sell a priced product with a payment window of $PAY_WINDOW (3) s through a
@@ -417,7 +419,7 @@ sold_past() { units_sold && ((SOLD >= $1)); }
 # Orders in flight when the fault comes, for sure: a fault seen to be due (a reservation
 # pending) lands milliseconds later, while at a paced rate an order settles in about 30 ms, so
 # it could find none. So the workers are frozen (SIGSTOP) until more units are reserved, and
-# thawed as the fault starts (`fault_starts`): frozen, they settle nothing. Scenario 3 freezes
+# thawed once the fault is seen to have landed (`seen_down`): frozen, they settle nothing. Scenario 3 freezes
 # only its victim, which dies frozen, until 10 more units: orders that all miss its half of
 # the partitions come about once in 1,000 runs.
 FROZEN=()
@@ -453,15 +455,17 @@ thaw() { # [key]: SIGCONT the frozen workers but key (a victim, killed frozen)
     done
     FROZEN=()
 }
+VICTIM=""
 fault_starts() { # [victim]: the fault is issued (FAULT_START until seen_down moves it)
-    FAULT_START=$(now_us)
-    thaw "$@"
+    FAULT_START=$(now_us) VICTIM=${1:-}
 }
 # The faulted process or service is seen gone: the fault's start from now on (the judge's
-# "in flight at the fault" and the timeline's shading), not when it was issued.
+# "in flight at the fault" and the timeline's shading), not when it was issued. The frozen
+# workers (but a victim) are thawed now, so that what they held is still in flight then.
 seen_down() {
     local issued=$FAULT_START
     FAULT_START=$(now_us)
+    thaw "$VICTIM"
     EVIDENCE+=("seen down $(((FAULT_START - issued) / 1000)) ms after the fault was issued")
 }
 # At least FAULT_AFTER units taken from Redis stock and at least one reservation pending
@@ -525,6 +529,36 @@ kill_process() { # key: SIGKILL one of ours, and make sure it is gone
     seen_down
     EVIDENCE+=("$(label "$key") pid $pid gone ($(exit_text "$rc"))")
 }
+# Scenarios 6 and 15: the sold-out markers both gateways have set and dropped so far, "sets drops".
+marker_moves() {
+    local i body sets=0 drops=0
+    for i in 0 1; do
+        body=$(curl -fsS "http://127.0.0.1:${GW_PORTS[$i]}/metrics") || return 1
+        sets=$((sets + $(awk '$1 == "seckill_gateway_sold_out_marker_sets_total" { n = $2 } END { print int(n) }' <<<"$body")))
+        drops=$((drops + $(awk '$1 ~ /^seckill_gateway_sold_out_marker_drops_total/ { n += $2 } END { print int(n) }' <<<"$body")))
+    done
+    echo "$sets $drops"
+}
+# What the gateways did with their sold-out markers during a ZooKeeper fault (their own
+# counters, from the fault's start to now). A gateway that is not watching ZooKeeper sets no
+# marker (it could not hear a unit come back), so a sale that sells out while ZooKeeper is
+# down shows 0 set; the judge needs that sell-out (409 sold_out answered inside the window).
+markers_moved() { # the marker_moves of the fault's start
+    local now s0 d0 s1 d1
+    now=$(marker_moves) || { run_error "no gateway metrics after the fault"; return 1; }
+    read -r s0 d0 <<<"$1"
+    read -r s1 d1 <<<"$now"
+    EVIDENCE+=("the gateways set $((s1 - s0)) and dropped $((d1 - d0)) sold-out markers during the fault")
+}
+# Scenarios 6 and 15: ready_for_fault, and at most NEAR_OUT units left in Redis, so that the
+# sale sells out while ZooKeeper is down or without a leader.
+near_sell_out() {
+    local body
+    body=$(admin GET "/admin/products/$PRODUCT" 2>/dev/null) || return 1
+    [[ $body =~ \"stock_redis\":(-?[0-9]+) ]] || return 1
+    ((BASH_REMATCH[1] <= NEAR_OUT)) || return 1
+    [[ $body =~ \"pending\":([0-9]+) ]] && ((BASH_REMATCH[1] > 0))
+}
 # Orders gateway (index) has handed to Kafka whose delivery report has not come back.
 gateway_awaiting() {
     curl -fsS "http://127.0.0.1:${GW_PORTS[$1]}/metrics" |
@@ -570,9 +604,29 @@ service_down() { # name [when]: it must not answer now that it is stopped
     [[ -n $what ]] || { run_error "$1 still answers ${2:-after it was stopped}"; return 1; }
     EVIDENCE+=("$1 did not answer $what ${2:-after it was stopped}")
 }
-outage() { # name seconds: stop it, check it is down, keep it down, start it
+# MySQL and ZooKeeper go down at once (SIGKILL): a clean stop takes them about 1 s, in which
+# they still serve and a herd sells out, and a crash is the harder fault. mysqld_safe goes
+# first, or it would restart mariadbd.
+crash_mysql() {
+    local pid
+    if pid=$(pid_running "$MYSQL_SAFE_PID" mysqld_safe); then
+        kill -KILL "$pid" && wait_for -t 10 proc_gone "$pid" mysqld_safe || return 1
+    fi
+    pid=$(pid_running "$MYSQL_PID" "$MYSQL_CNF") || return 1
+    kill -KILL "$pid" && wait_for -t 10 proc_gone "$pid" "$MYSQL_CNF" || return 1
+    rm -f "$MYSQL_PID" "$MYSQL_SAFE_PID"
+}
+crash_zookeeper() {
+    local pid
+    pid=$(pid_running "$ZK_PID" "$ZK_CFG") || return 1
+    kill -KILL "$pid" && wait_for -t 10 proc_gone "$pid" "$ZK_CFG" || return 1
+    rm -f "$ZK_PID"
+}
+outage() { # name seconds: crash or stop it, check it is down, keep it down, start it
+    local how=stop
+    declare -F "crash_$1" >/dev/null && how=crash
     fault_starts
-    "stop_$1" || { run_error "stop_$1 failed"; return 1; }
+    "${how}_$1" || { run_error "${how}_$1 failed"; return 1; }
     service_down "$1" || return 1
     seen_down
     sleep "$2"
@@ -620,11 +674,17 @@ inject() { # scenario
            sleep "$RESTART_AFTER"
            start_gateway 0 || { run_error "gateway 0 did not come back"; return 1; } ;;
         5) outage mysql 10 || return 1 ;;
-        6) if [[ $ZK_MODE == ensemble ]]; then outage zk_ensemble 10 || return 1
-           else outage zookeeper 10 || return 1; fi ;;
+        6) old=$(marker_moves) || { run_error "no gateway metrics before the fault"; return 1; }
+           if [[ $ZK_MODE == ensemble ]]; then outage zk_ensemble 10 || return 1
+           else outage zookeeper 10 || return 1; fi
+           markers_moved "$old" || return 1 ;;
         7) old=$(pid_running "$TANSU_PID" tansu) || { run_error "no broker of ours runs"; return 1; }
+           # SIGKILL, not a stop: tansu's graceful stop serves on for some 5 s, which the
+           # fault's window (from the broker seen gone) would not cover.
            fault_starts
-           stop_kafka || { run_error "stop_kafka failed"; return 1; }
+           kill -KILL "$old" || { run_error "kill -KILL $old failed"; return 1; }
+           wait_for -t 10 proc_gone "$old" tansu || { run_error "the broker (pid $old) survived SIGKILL"; return 1; }
+           rm -f "$TANSU_PID"
            service_down kafka || return 1
            seen_down
            start_kafka || { run_error "start_kafka failed"; return 1; }
@@ -662,7 +722,9 @@ inject() { # scenario
         14) kill_redis_primary || return 1 ;;
         16) if [[ $REDIS_MODE == cluster ]]; then lag_redis_replica || return 1
             else rollback_redis || return 1; fi ;;
-        15) kill_zk_leader || return 1
+        15) old=$(marker_moves) || { run_error "no gateway metrics before the fault"; return 1; }
+            kill_zk_leader || return 1
+            markers_moved "$old" || return 1
             check_sessions_kept ;;
     esac
     FAULT_END=$(now_us)
@@ -823,6 +885,8 @@ lag_redis_replica() {
             $(redis-cli -p "$replica" INFO replication | sed -n 's/^slave_repl_offset:\([0-9]*\).*/\1/p') ))
     old=$(node_run_id "$primary")
     fault_starts
+    # The takeover may take seconds: the workers go on meanwhile.
+    thaw
     redis-cli -p "$replica" CONFIG SET masterauth "" >/dev/null
     [[ $(redis-cli -p "$replica" CLUSTER FAILOVER TAKEOVER) == OK ]] || { run_error "CLUSTER FAILOVER TAKEOVER refused"; return 1; }
     wait_for -t 30 primary_moved "$key" "$primary" || { run_error "the replica did not take over within 30 s"; return 1; }
@@ -1184,6 +1248,8 @@ elif sc not in (1, 10):
         statuses = ", ".join(f"{n} × {k}" for k, n in sorted(seen.items())) or "none"
         overlap = (f"{len(in_flight)} in flight, {answered} answered ({statuses}) "
                    f"inside {(end - start) / 1e6:.1f} s")
+        if sc in (6, 15) and not seen.get(409):
+            errors.append("no buy was answered 409 sold_out while ZooKeeper was down: the fault missed the sell-out")
         if sc == 4:
             # The gateway died holding buys it had reserved and not answered: the buyers' side
             # of its own gauge (in the evidence) is requests to it cut without an answer.
@@ -1340,6 +1406,13 @@ run_one() { # scenario speed run
     W0_ABORT=""
     # Scenario 19: worker 0 commits about half of the orders.
     [[ $sc == 19 ]] && W0_ABORT=SECKILL_CHAOS_ABORT_AFTER_COMMIT=$((RUN_FAULT_AFTER / 2)) ready=aborted_now
+    # Scenarios 6 and 15 land near the sell-out, so that it comes while ZooKeeper is down (its
+    # stop takes about 1 s) or without a leader: paced, with 3 s (6) or 1 s (15) of the sale
+    # left; at herd speed the whole herd takes about 2 s.
+    if [[ $sc == 6 || $sc == 15 ]]; then
+        ready=near_sell_out NEAR_OUT=$RUN_STOCK
+        [[ $speed == paced ]] && { NEAR_OUT=$((RATE * 3)); [[ $sc == 15 ]] && NEAR_OUT=$RATE; }
+    fi
     for r in ${ALLOW[$sc]:-}; do allow_args+=(--allow-failure "$r"); done
     FAULT_START="" FAULT_END="" FREEZE_START="" EVIDENCE=()
     local services_at_start
@@ -1507,7 +1580,7 @@ TABLE=$(printf '%s\n' "$HEADER" "${ROWS[@]}")
 echo
 echo "$TABLE"
 if [[ -n $REPORT ]]; then
-    SETTINGS="Paced: stock $STOCK, $USERS users then fresh ones until sold out, $RATE req/s, fault once $FAULT_AFTER units are sold. Herd: stock $HERD_STOCK, $HERD_USERS users, unpaced, fault once $HERD_FAULT_AFTER units are sold. Concurrency $CONCURRENCY. Every fault waits for a reservation in flight, with the workers frozen (SIGSTOP) until 1 more unit is reserved (scenario 3: its victim alone, until 10 more) and thawed as it starts, so that orders are in flight when it lands; a killed process is restarted $RESTART_AFTER s later. Allowed failures: scenario 2 \`chaos\`; scenario 7 \`expired\` and \`lost\`, a stand-in limitation (tansu keeps messages in memory, so a restart loses messages it acknowledged; Kafka with acks=all would not). \"Fault hit the sale\": reservations in flight when the fault started, and buys answered while it lasted. A crash fails the run; ERROR means the fault did not happen as designed. Scenarios 10-12: stock $PAY_STOCK at a price, a $PAY_WINDOW s payment window, $PAY_USERS users then fresh ones until every unit is paid (\`--until-all-paid\`; herd is $PAY_HERD_RATE req/s), $PAY_RATE of the buyers pay; a simulated provider declines 10 % of charges and decides 200 ms after each; in 12 also 20 % late (4 s, after the deadline) and 30 % of callbacks twice. Paid and cancelled (\`payment_timeout\`, \`buyer_cancelled\`) count as kept promises; the run passes only when every unit ends paid (the load saw it, and audit check 12 with \`--expect-all-paid\`). Scenario 11: worker 0 SIGKILLs itself (\`SECKILL_CHAOS_ABORT_AFTER_EXPIRY=3\`) right after the MySQL commit of payment-timeout cancels, before their units go back to Redis, proven by its exit status and those orders cancelled with \`restore_due\` set when it is seen gone; its \"fault hit the sale\" counts the cancellations before and after. Scenario 12 must show late and twice-sent callbacks and at least one \`refund_due\` payment. Scenario 13: a waiting room (stock $WR_STOCK, $WR_USERS buyers joining before the start through both gateways, $WR_ADMIT_PER_SEC admissions/s, factor $WR_FACTOR; \`load --waiting-room --until-sold-out\`); gateway 0 SIGKILLed once buyers are admitted, restarted $RESTART_AFTER s later; it passes when every unit is sold and audit checks 13-15 pass (every buyer held a valid admission, the cap held in every admin-view sample, no place admitted twice). Scenario 16, Redis comes back old: on one server a snapshot once the fault is due and a restart from it at three times as many units; on a cluster the product's replica cut off then, and failed over to (\`CLUSTER FAILOVER TAKEOVER\`) at three times as many; nothing may fail. Scenarios 17 and 18: the product, provider and end of 10 (every unit paid), with every buyer paying but these: 17, a cancel storm: $CANCEL_RATE of the buyers cancel from their \`202\` on (\`load --cancel-rate\`: \`POST /v1/orders/{ticket}/cancel\` every 20-50 ms while refused as pending, until 200 or a final refusal), so cancels land as their orders are confirmed; it needs cancels answered 200 and refused as pending first (else ERROR), and fails unless every \`buyer_cancelled\` order in MySQL has the load's 200 cancel in the history and the other way round. 18, a double pay: each payment attempt is two requests at once with two \`Idempotency-Key\`s, one per gateway (\`load --double-pay\`); it fails if MySQL's payments show one recorded while another of its ticket was unsettled (recorded by its \`202\` or by its settling less the provider's 200 ms delay: \`created_at_ms\` is stamped before the row lock) or a ticket has more than one \`succeeded\` or \`refund_due\` payment, and needs \`409 payment_in_progress\` answers (else ERROR). Scenario 19: worker 0 SIGKILLs itself (\`SECKILL_CHAOS_ABORT_AFTER_COMMIT\`, half the fault's units) right after a MySQL commit, before the Redis confirm; proven by its exit status, and its last batch in MySQL and still \`processing\` in Redis when it is seen gone; restarted $RESTART_AFTER s later; nothing may fail. Stock buckets: $BUCKETS$( ((BUCKETS > 1)) && echo " (scenario 13 keeps 1)" || true). Redis: $REDIS_MODE$([[ $REDIS_MODE == cluster ]] && echo " (3 primaries, each with a replica; scenarios 8-9 restart every node; 14 SIGKILLs the product's primary, its replica takes over, the node rejoins $RESTART_AFTER s later)"). ZooKeeper: $ZK_MODE$([[ $ZK_MODE == ensemble ]] && echo " (three servers; 15 SIGKILLs the leader with 10 % of orders failing, and fails if a gateway loses its session)")."
+    SETTINGS="Paced: stock $STOCK, $USERS users then fresh ones until sold out, $RATE req/s, fault once $FAULT_AFTER units are sold. Herd: stock $HERD_STOCK, $HERD_USERS users, unpaced, fault once $HERD_FAULT_AFTER units are sold. Concurrency $CONCURRENCY. Every fault waits for a reservation in flight, with the workers frozen (SIGSTOP) until 1 more unit is reserved (scenario 3: its victim alone, until 10 more) and thawed once the faulted process or service is seen gone, which is when the fault's window starts, so that orders are in flight when it lands (scenarios 6 and 15 wait until the sale is near its sell-out, which must come while ZooKeeper is down: 409 sold_out answered inside the window); a killed process is restarted $RESTART_AFTER s later. Allowed failures: scenario 2 \`chaos\`; scenario 7 \`expired\` and \`lost\`, a stand-in limitation (tansu keeps messages in memory, so a restart loses messages it acknowledged; Kafka with acks=all would not). \"Fault hit the sale\": reservations in flight when the fault started, and buys answered while it lasted. A crash fails the run; ERROR means the fault did not happen as designed. Scenarios 10-12: stock $PAY_STOCK at a price, a $PAY_WINDOW s payment window, $PAY_USERS users then fresh ones until every unit is paid (\`--until-all-paid\`; herd is $PAY_HERD_RATE req/s), $PAY_RATE of the buyers pay; a simulated provider declines 10 % of charges and decides 200 ms after each; in 12 also 20 % late (4 s, after the deadline) and 30 % of callbacks twice. Paid and cancelled (\`payment_timeout\`, \`buyer_cancelled\`) count as kept promises; the run passes only when every unit ends paid (the load saw it, and audit check 12 with \`--expect-all-paid\`). Scenario 11: worker 0 SIGKILLs itself (\`SECKILL_CHAOS_ABORT_AFTER_EXPIRY=3\`) right after the MySQL commit of payment-timeout cancels, before their units go back to Redis, proven by its exit status and those orders cancelled with \`restore_due\` set when it is seen gone; its \"fault hit the sale\" counts the cancellations before and after. Scenario 12 must show late and twice-sent callbacks and at least one \`refund_due\` payment. Scenario 13: a waiting room (stock $WR_STOCK, $WR_USERS buyers joining before the start through both gateways, $WR_ADMIT_PER_SEC admissions/s, factor $WR_FACTOR; \`load --waiting-room --until-sold-out\`); gateway 0 SIGKILLed once buyers are admitted, restarted $RESTART_AFTER s later; it passes when every unit is sold and audit checks 13-15 pass (every buyer held a valid admission, the cap held in every admin-view sample, no place admitted twice). Scenario 16, Redis comes back old: on one server a snapshot once the fault is due and a restart from it at three times as many units; on a cluster the product's replica cut off then, and failed over to (\`CLUSTER FAILOVER TAKEOVER\`) at three times as many; nothing may fail. Scenarios 17 and 18: the product, provider and end of 10 (every unit paid), with every buyer paying but these: 17, a cancel storm: $CANCEL_RATE of the buyers cancel from their \`202\` on (\`load --cancel-rate\`: \`POST /v1/orders/{ticket}/cancel\` every 20-50 ms while refused as pending, until 200 or a final refusal), so cancels land as their orders are confirmed; it needs cancels answered 200 and refused as pending first (else ERROR), and fails unless every \`buyer_cancelled\` order in MySQL has the load's 200 cancel in the history and the other way round. 18, a double pay: each payment attempt is two requests at once with two \`Idempotency-Key\`s, one per gateway (\`load --double-pay\`); it fails if MySQL's payments show one recorded while another of its ticket was unsettled (recorded by its \`202\` or by its settling less the provider's 200 ms delay: \`created_at_ms\` is stamped before the row lock) or a ticket has more than one \`succeeded\` or \`refund_due\` payment, and needs \`409 payment_in_progress\` answers (else ERROR). Scenario 19: worker 0 SIGKILLs itself (\`SECKILL_CHAOS_ABORT_AFTER_COMMIT\`, half the fault's units) right after a MySQL commit, before the Redis confirm; proven by its exit status, and its last batch in MySQL and still \`processing\` in Redis when it is seen gone; restarted $RESTART_AFTER s later; nothing may fail. Stock buckets: $BUCKETS$( ((BUCKETS > 1)) && echo " (scenario 13 keeps 1)" || true). Redis: $REDIS_MODE$([[ $REDIS_MODE == cluster ]] && echo " (3 primaries, each with a replica; scenarios 8-9 restart every node; 14 SIGKILLs the product's primary, its replica takes over, the node rejoins $RESTART_AFTER s later)"). ZooKeeper: $ZK_MODE$([[ $ZK_MODE == ensemble ]] && echo " (three servers; 15 SIGKILLs the leader with 10 % of orders failing, and fails if a gateway loses its session)")."
     # The timelines next to the report, under img/chaos/ (the previous run's are removed).
     IMG_DIR=$(dirname "$REPORT")/img/chaos
     mkdir -p "$IMG_DIR"
