@@ -108,7 +108,7 @@ run_schemathesis() {
             run "http://127.0.0.1:$ST_GW_PORT/openapi.json" \
             --phases examples,coverage,fuzzing,stateful \
             --max-examples "${SCHEMATHESIS_EXAMPLES:-200}" --request-timeout 10 \
-            --report junit --report-dir "$dir") || rc=$?
+            --report junit --report-dir "$dir") 2>&1 | tee "$dir/st.log" || rc=$?
     else
         rc=1
     fi
@@ -117,6 +117,10 @@ run_schemathesis() {
     if ((rc != 0)); then
         die "schemathesis failed (exit $rc); its database $db and the logs in $dir are kept"
     fi
+    # An operation that only ever got 401/403 was not tested past its door: it fails the run
+    # unless scripts/schemathesis/auth_only.txt lists it with its reason.
+    python3 "$ROOT/scripts/schemathesis/auth_only.py" "$dir/st.log" ||
+        die "schemathesis reached an operation only with 401/403 answers; the logs are in $dir"
     # A panic the answers did not show (a task of the gateway or worker) fails the run too.
     if grep -l 'panicked at' "$dir/gateway.log" "$dir/worker.log" >/dev/null; then
         die "a panic under schemathesis: $(grep -h -m1 -o 'panicked at .*' "$dir/gateway.log" "$dir/worker.log" | head -1)"

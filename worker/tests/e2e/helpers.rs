@@ -15,6 +15,7 @@ use serde_json::{json, Value};
 use sqlx::mysql::MySqlPool;
 use sqlx::Row;
 use std::future::Future;
+use std::sync::{Arc, LazyLock, Mutex, Once};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
@@ -62,6 +63,60 @@ pub struct TestEnv {
     pub settings: Settings,
     pub db: MySqlPool,
     pub store: TicketStore,
+    /// When the test began, for the panics it must answer for ([`PANICS`]).
+    born: Instant,
+    /// The gateway and worker tasks of this test that ended with an error.
+    ended_badly: Arc<Mutex<Vec<String>>>,
+}
+
+/// Every panic in this test process: when, on which thread, and what. A panic in a task or a
+/// thread of an in-process gateway or worker does not fail its test by itself (the task just
+/// ends, or actix restarts the thread), so [`TestEnv`]'s drop looks here.
+static PANICS: LazyLock<Mutex<Vec<(Instant, String, String)>>> = LazyLock::new(Mutex::default);
+
+fn watch_panics() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let thread = std::thread::current()
+                .name()
+                .unwrap_or("<unnamed>")
+                .to_owned();
+            PANICS.lock().unwrap_or_else(|e| e.into_inner()).push((
+                Instant::now(),
+                thread,
+                info.to_string(),
+            ));
+            default(info);
+        }));
+    });
+}
+
+/// At the end of each test: every in-process gateway and worker task still runs or ended
+/// `Ok`, and nothing panicked since the test began, on its own thread (where its tasks run)
+/// or on a thread of no test (the gateways' actix threads, librdkafka's, tokio's blocking
+/// pool). Panics on other tests' threads are theirs. A test that fails already is left to
+/// its own failure.
+impl Drop for TestEnv {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
+        let me = std::thread::current().name().unwrap_or_default().to_owned();
+        let panics: Vec<String> = PANICS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter(|(at, thread, _)| *at >= self.born && (*thread == me || !thread.contains("::")))
+            .map(|(_, thread, what)| format!("{thread}: {what}"))
+            .collect();
+        let ended = self.ended_badly.lock().unwrap().clone();
+        assert!(
+            panics.is_empty() && ended.is_empty(),
+            "the test passed, but something under it did not: panics {panics:#?}, tasks that ended with an error {ended:#?}"
+        );
+    }
 }
 
 impl TestEnv {
@@ -74,6 +129,8 @@ impl TestEnv {
     /// [`Self::new`], with the settings changed by `tweak` before anything connects (say, to
     /// a Redis server of the test's own).
     pub async fn new_with(tweak: impl FnOnce(&mut Settings)) -> Self {
+        watch_panics();
+        let born = Instant::now();
         if std::env::var("TEST_LOG").is_ok() {
             seckill_shared::telemetry::init(LogFormat::Pretty);
         }
@@ -133,7 +190,28 @@ impl TestEnv {
             settings,
             db,
             store,
+            born,
+            ended_badly: Arc::default(),
         }
+    }
+
+    /// Runs a gateway's or worker's task, noting an error it ends with.
+    fn spawn_checked<E>(
+        &self,
+        what: String,
+        task: impl Future<Output = Result<(), E>> + Send + 'static,
+    ) -> tokio::task::JoinHandle<Result<(), E>>
+    where
+        E: std::fmt::Debug + Send + 'static,
+    {
+        let ended = self.ended_badly.clone();
+        tokio::spawn(async move {
+            let result = task.await;
+            if let Err(e) = &result {
+                ended.lock().unwrap().push(format!("{what}: {e:?}"));
+            }
+            result
+        })
     }
 
     pub async fn gateway(&self) -> TestGateway {
@@ -153,7 +231,7 @@ impl TestEnv {
                 .unwrap(),
             owners: Default::default(),
         };
-        tokio::spawn(app.run_until_stopped());
+        self.spawn_checked(format!("gateway {}", gw.base), app.run_until_stopped());
         gw
     }
 
@@ -167,7 +245,10 @@ impl TestEnv {
         let worker = Worker::build(s).await.expect("building the worker");
         let assignment = worker.assignment();
         let stop = CancellationToken::new();
-        let task = tokio::spawn(worker.run_until_stopped(stop.clone()));
+        let task = self.spawn_checked(
+            "a worker".to_owned(),
+            worker.run_until_stopped(stop.clone()),
+        );
         TestWorker {
             stop,
             task,
