@@ -312,6 +312,19 @@ pub async fn gather(
     let mut notes = vec![];
     let all = history::read_all(&args.history)?;
     let lines = all.lines;
+    // This product's payment lines: a ticket is `<product>-<hex>`.
+    let mine = |t: &str| {
+        t.split_once('-')
+            .is_some_and(|(p, _)| p == product.to_string())
+    };
+    let (mut pays, mut pay_ends) = (vec![], vec![]);
+    for l in all.payments {
+        match l {
+            history::PaymentLine::Pay(p) if mine(&p.ticket) => pays.push(p),
+            history::PaymentLine::PayEnd(e) if mine(&e.ticket) => pay_ends.push(e),
+            _ => {}
+        }
+    }
     let (history, foreign) = history_facts(&lines, product)?;
     if foreign > 0 {
         notes.push(format!(
@@ -405,6 +418,8 @@ pub async fn gather(
             mysql,
             ticket_states,
             waiting_room,
+            pays,
+            pay_ends,
         },
         notes,
     ))
@@ -719,6 +734,8 @@ mod tests {
             .into_iter()
             .collect(),
             waiting_room: None,
+            pays: vec![],
+            pay_ends: vec![],
         }
     }
 
@@ -731,8 +748,10 @@ mod tests {
         let v = serde_json::to_value(report(&input, "ns", &notes, &results)).unwrap();
         assert_eq!(v["ok"], true, "{v:#}");
         assert_eq!(v["order_rows"], 1);
-        assert_eq!(v["checks"].as_array().unwrap().len(), 12);
+        assert_eq!(v["checks"].as_array().unwrap().len(), 13);
         assert_eq!(v["checks"][11]["status"], "SKIP");
+        assert_eq!(v["checks"][12]["id"], 17);
+        assert_eq!(v["checks"][12]["status"], "SKIP");
         assert_eq!(v["checks"][0]["id"], 1);
         assert_eq!(v["checks"][0]["status"], "PASS");
         assert_eq!(v["promises"]["made"], 2);

@@ -1,4 +1,4 @@
-//! Checks 8-12: the payment window. An order is `confirmed`, then `paid` (a payment succeeded
+//! Checks 8-12 and 17: the payment window. An order is `confirmed`, then `paid` (a payment succeeded
 //! within its window) or `cancelled` (not paid in time, or by its buyer; its unit went back on
 //! sale). MySQL decides each with one conditional `UPDATE`, and Redis follows. Each check
 //! compares the orders with the payments, or MySQL with Redis.
@@ -9,7 +9,7 @@
 use super::{AuditInput, CheckResult, OrderRow, PaymentRow, Problems, Status, TicketState};
 use seckill_shared::payment::PaymentStatus;
 use seckill_shared::{CancelReason, OrderStatus};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The product's payments, by ticket.
 fn payments_by_ticket(input: &AuditInput) -> BTreeMap<&str, Vec<&PaymentRow>> {
@@ -393,7 +393,25 @@ pub fn late_successes_refunded(input: &AuditInput) -> CheckResult {
                     let why_not = match order {
                         None => Some("the ticket has no order row".to_owned()),
                         Some(o) => match o.status {
-                            OrderStatus::Cancelled => None,
+                            // Refunded rightly only when the success came once the order could
+                            // no longer be paid: after its deadline or its cancel, whichever
+                            // came first. Earlier, the buyer paid in time and lost the unit.
+                            OrderStatus::Cancelled => {
+                                let closed = match (o.pay_by_ms, o.cancelled_at_ms) {
+                                    (Some(by), Some(at)) => Some(by.min(at)),
+                                    (by, at) => by.or(at),
+                                };
+                                match (closed, p.settled_at_ms) {
+                                    (Some(closed), Some(at)) if at >= closed => None,
+                                    (closed, at) => Some(format!(
+                                        "{} was cancelled ({}), and this success came at {at:?}, \
+                                         before it stopped being payable at {closed:?}: paid in \
+                                         time, the buyer lost the unit",
+                                        order_name(o),
+                                        o.cancel_reason.map_or("no reason", |r| r.as_str())
+                                    )),
+                                }
+                            }
                             OrderStatus::Paid if succeeded > 0 => None,
                             OrderStatus::Paid => Some(format!(
                                 "{} is paid and no other payment succeeded: this one paid it",
@@ -435,6 +453,139 @@ pub fn late_successes_refunded(input: &AuditInput) -> CheckResult {
             "{unsettled} payments never heard back from the provider (unsent or processing)"
         ));
     }
+    r
+}
+
+/// Check 17: what each paying buyer was told matches the stores. Every payment answered `202`
+/// is in MySQL's payments, for its ticket; a buyer who last saw `paid` has a paid order, one
+/// who saw `cancelled` a cancelled order with that reason, one who saw `failed` a failed
+/// ticket; and every paid order was paid by a payment some buyer's `202` recorded. SKIP
+/// without `pay` lines (the load paid nothing).
+pub fn payers_told_truth(input: &AuditInput) -> CheckResult {
+    const ID: u8 = 17;
+    const NAME: &str = "payers told the truth";
+    if input.pays.is_empty() && input.pay_ends.is_empty() {
+        return CheckResult::skip(
+            ID,
+            NAME,
+            "no pay lines in the history: the load paid nothing",
+        );
+    }
+    let orders = input.orders_by_ticket();
+    let recorded: BTreeMap<&str, &PaymentRow> = input
+        .mysql
+        .payments
+        .iter()
+        .map(|p| (p.payment_id.as_str(), p))
+        .collect();
+    let mut problems = Problems::default();
+    let mut accepted = 0;
+    // Payments some buyer's 202 recorded, by ticket.
+    let mut told: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for l in &input.pays {
+        if l.status != Some(202) {
+            continue;
+        }
+        accepted += 1;
+        let Some(id) = l.payment_id.as_deref() else {
+            problems.add(|| format!("a 202 for ticket {} named no payment", l.ticket));
+            continue;
+        };
+        match recorded.get(id) {
+            Some(p) if p.ticket == l.ticket => {
+                told.entry(p.ticket.as_str()).or_default().insert(id);
+            }
+            Some(p) => problems.add(|| {
+                format!(
+                    "payment {id}, answered 202 for ticket {}, is ticket {}'s in MySQL",
+                    l.ticket, p.ticket
+                )
+            }),
+            None => problems.add(|| {
+                format!(
+                    "payment {id}, answered 202 for ticket {}, is not in MySQL",
+                    l.ticket
+                )
+            }),
+        }
+    }
+    let mut seen: BTreeMap<&str, u64> = BTreeMap::new();
+    for e in &input.pay_ends {
+        *seen.entry(e.status.as_str()).or_default() += 1;
+        let order = orders.get(e.ticket.as_str());
+        let stores = order.map_or("no order row".to_owned(), |o| {
+            format!(
+                "{} ({})",
+                o.status.as_str(),
+                o.cancel_reason.map_or("-", |r| r.as_str())
+            )
+        });
+        let right = match e.status.as_str() {
+            "paid" => order.is_some_and(|o| o.status == OrderStatus::Paid),
+            "cancelled" => order.is_some_and(|o| {
+                o.status == OrderStatus::Cancelled
+                    && e.reason.as_deref() == o.cancel_reason.map(|r| r.as_str())
+            }),
+            "failed" => matches!(input.state(&e.ticket), TicketState::Failed { .. }),
+            // Confirmed when the buyer stopped looking (a success may still have come, or the
+            // deadline's cancel), never confirmed, or never answered: nothing was promised.
+            _ => true,
+        };
+        if !right {
+            problems.add(|| {
+                format!(
+                    "the buyer of ticket {} last saw {}{}, and MySQL has {stores}",
+                    e.ticket,
+                    e.status,
+                    e.reason
+                        .as_deref()
+                        .map_or(String::new(), |r| format!(" ({r})"))
+                )
+            });
+        }
+    }
+    let mut phantom = 0;
+    for o in input
+        .mysql
+        .orders
+        .iter()
+        .filter(|o| o.status == OrderStatus::Paid)
+    {
+        let paid_by_told = input.mysql.payments.iter().any(|p| {
+            p.ticket == o.ticket
+                && p.status == PaymentStatus::Succeeded
+                && told
+                    .get(o.ticket.as_str())
+                    .is_some_and(|ids| ids.contains(p.payment_id.as_str()))
+        });
+        if !paid_by_told {
+            phantom += 1;
+            problems.add(|| {
+                format!(
+                    "{} is paid, by no payment a buyer was answered 202 for",
+                    order_name(o)
+                )
+            });
+        }
+    }
+    let ends = seen
+        .iter()
+        .map(|(k, n)| format!("{k} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut r =
+        CheckResult::new(
+            ID,
+            NAME,
+            problems.count == 0,
+            format!(
+            "pay requests={} answered 202={accepted}; buyers last saw: {}; paid orders without \
+             a payment a buyer was told of={phantom}",
+            input.pays.len(),
+            if ends.is_empty() { "nothing".to_owned() } else { ends }
+        ),
+        );
+    r.problems = problems.samples;
     r
 }
 
@@ -754,6 +905,27 @@ mod tests {
         assert_eq!(r.status, Status::Fail);
         assert!(r.problems[0].contains("before its deadline"), "{r:?}");
 
+        // A success refunded on a cancelled order: right once the order stopped being payable,
+        // at min(deadline, cancel); before that, the buyer paid in time and lost the unit.
+        let mut early = paid_sale();
+        row(&mut early, 2).cancelled_at_ms = Some(PAY_BY + 3);
+        payment(&mut early, "pay-2-late").settled_at_ms = Some(PAY_BY);
+        assert_eq!(late_successes_refunded(&early).status, Status::Pass);
+        payment(&mut early, "pay-2-late").settled_at_ms = Some(PAY_BY - 1);
+        let r = late_successes_refunded(&early);
+        assert_eq!(r.status, Status::Fail);
+        assert!(
+            r.problems[0].contains("paid in time, the buyer lost the unit"),
+            "{r:?}"
+        );
+        // A buyer's cancel before the deadline closes the order at the cancel.
+        let mut cancelled = paid_sale();
+        row(&mut cancelled, 2).cancelled_at_ms = Some(PAY_BY - 100);
+        payment(&mut cancelled, "pay-2-late").settled_at_ms = Some(PAY_BY - 100);
+        assert_eq!(late_successes_refunded(&cancelled).status, Status::Pass);
+        payment(&mut cancelled, "pay-2-late").settled_at_ms = Some(PAY_BY - 101);
+        assert_eq!(late_successes_refunded(&cancelled).status, Status::Fail);
+
         // A payment for a ticket that has no order; one the provider never answered.
         let mut stray = paid_sale();
         stray.mysql.payments.push(PaymentRow {
@@ -771,6 +943,58 @@ mod tests {
             r.info[0].starts_with("1 payments never heard back"),
             "{r:?}"
         );
+    }
+
+    #[test]
+    fn check17_payers_told_the_truth() {
+        let r = payers_told_truth(&paid_sale());
+        assert_eq!(r.status, Status::Pass, "{r:?}");
+        assert!(
+            r.found
+                .starts_with("pay requests=3 answered 202=3; buyers last saw: cancelled 2, paid 3"),
+            "{r:?}"
+        );
+        assert_eq!(payers_told_truth(&healthy()).status, Status::Skip);
+
+        // A 202 whose payment MySQL does not have.
+        let mut lost = paid_sale();
+        lost.pays[0].payment_id = Some("pay-404".into());
+        let r = payers_told_truth(&lost);
+        assert_eq!(r.status, Status::Fail);
+        assert!(
+            r.problems[0].contains("pay-404, answered 202 for ticket"),
+            "{r:?}"
+        );
+        // ... so order 1 was paid by no payment a buyer was told of.
+        assert!(
+            r.problems[1].contains("by no payment a buyer was answered 202 for"),
+            "{r:?}"
+        );
+
+        // The buyer saw paid; MySQL cancelled the order.
+        let mut lied = paid_sale();
+        let end = lied
+            .pay_ends
+            .iter_mut()
+            .find(|e| e.ticket == ticket(2))
+            .unwrap();
+        end.status = "paid".into();
+        end.reason = None;
+        let r = payers_told_truth(&lied);
+        assert_eq!(r.status, Status::Fail);
+        assert!(
+            r.problems[0].contains("last saw paid, and MySQL has cancelled (payment_timeout)"),
+            "{r:?}"
+        );
+
+        // Cancelled, but for another reason than the buyer was told.
+        let mut why = paid_sale();
+        why.pay_ends
+            .iter_mut()
+            .find(|e| e.ticket == ticket(3))
+            .unwrap()
+            .reason = Some("payment_timeout".into());
+        assert_eq!(payers_told_truth(&why).status, Status::Fail);
     }
 
     #[test]

@@ -434,7 +434,7 @@ mod tests {
         let mut input = input(&good_lines());
         input.waiting_room = None;
         assert!(run(&input).is_empty());
-        assert_eq!(super::super::run_all(&input).len(), 12);
+        assert_eq!(super::super::run_all(&input).len(), 13);
     }
 
     #[test]
