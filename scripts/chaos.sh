@@ -90,6 +90,8 @@
 # records, checked against MySQL and Redis as it is found gone); FAULT_START is when it was
 # seen gone. Restarted $RESTART_AFTER s later; nothing may fail.
 #
+# Every 409 sold_out is judged against the admin samples around it (FAIL when both show units
+# in Redis and none came back between them).
 # A run is PASS only if the audit passes (every promise kept: confirmed, paid, cancelled for
 # a payment timeout or by its buyer, or failed for an allowed reason), the sale sold out (10-12:
 # every unit ended paid), no process crashed (died on its own, exited
@@ -1018,6 +1020,37 @@ if sc in (1, 10):
                 five += 1
     if five or cut:
         fails.append(f"{five} answers 5xx and {cut} requests without a readable answer, in a run without a fault")
+
+# A 409 sold_out is allowed only while no unit is free. The admin samples bracket each 409:
+# the last one read before it was sent and the first one read after it was answered. When
+# both show units in Redis, the later no more than the earlier, and no unit came back between
+# them (failed and cancelled unchanged), Redis had free units the whole time it was refused.
+samples = sorted((x for x in (load_json("load.json") or {}).get("admin_samples") or []
+                  if x.get("view") and x.get("answered_ms") is not None), key=lambda x: x["at_ms"])
+wrong_409, judged_409 = [], 0
+if samples:
+    import bisect
+    answered_at = [x["answered_ms"] for x in samples]
+    read_from = [x["at_ms"] for x in samples]
+    for line in open(at("history.jsonl")) if os.path.exists(at("history.jsonl")) else []:
+        if '"status":409' not in line:
+            continue
+        o = json.loads(line)
+        if o.get("kind") != "request":
+            continue
+        sent, recv = o["sent_at_us"] // 1000, o["recv_at_us"] // 1000
+        i = bisect.bisect_right(answered_at, sent) - 1
+        j = bisect.bisect_left(read_from, recv)
+        if i < 0 or j >= len(samples):
+            continue
+        judged_409 += 1
+        a, b = samples[i]["view"], samples[j]["view"]
+        if (a.get("stock_redis") or 0) > 0 and (b.get("stock_redis") or 0) > 0 \
+                and b["stock_redis"] <= a["stock_redis"] \
+                and (b.get("failed"), b.get("cancelled")) == (a.get("failed"), a.get("cancelled")):
+            wrong_409.append(f"user {o.get('user_id')} at {recv} ms: Redis had {a['stock_redis']} then {b['stock_redis']} units")
+if wrong_409:
+    fails.append(f"{len(wrong_409)} of {judged_409} buys answered 409 sold_out while Redis had free units all along, e.g. {wrong_409[:2]}")
 
 # The audit: anything missing or unreadable fails the run.
 try:

@@ -28,11 +28,24 @@ pub fn history_facts(lines: &[Line], product: ProductId) -> anyhow::Result<(Hist
     let mut facts = HistoryFacts::default();
     let mut foreign = 0;
     let mut settled: Vec<&SettledLine> = vec![];
+    // Each user's last request: when it was sent, and whether it went unanswered.
+    let mut last_request: BTreeMap<u64, (u64, bool)> = BTreeMap::new();
     for line in lines {
         match line {
             Line::Request(r) => {
                 facts.requests += 1;
                 facts.last_answer_us = facts.last_answer_us.max(Some(r.recv_at_us));
+                if let Some(user) = r.user_id {
+                    // Unanswered: no answer, or a 2xx whose body could not be read.
+                    let unanswered = r.status.is_none()
+                        || (r.error.is_some() && r.status.is_some_and(|s| (200..300).contains(&s)));
+                    let last = last_request
+                        .entry(user)
+                        .or_insert((r.sent_at_us, unanswered));
+                    if r.sent_at_us >= last.0 {
+                        *last = (r.sent_at_us, unanswered);
+                    }
+                }
                 if r.status.is_none() {
                     // No answer at all (the connection broke): the buy may have gone through.
                     if let Some(user) = r.user_id {
@@ -100,6 +113,10 @@ pub fn history_facts(lines: &[Line], product: ProductId) -> anyhow::Result<(Hist
             }
         }
     }
+    facts.last_unanswered_users = last_request
+        .into_iter()
+        .filter_map(|(user, (_, unanswered))| unanswered.then_some(user))
+        .collect();
     // Settled lines follow the requests; match them up once every request is read.
     for s in settled {
         match facts.tickets.get_mut(&s.ticket) {
@@ -199,14 +216,17 @@ async fn mysql_facts(pool: &MySqlPool, product: ProductId) -> anyhow::Result<Mys
         .iter()
         .map(|r| order_row(r, payment_window))
         .collect::<anyhow::Result<_>>()?;
-    let failed_tickets = sqlx::query("SELECT ticket FROM failed_tickets WHERE product_id = ?")
-        .bind(product.as_i64())
-        .fetch_all(pool)
-        .await
-        .context("reading failed tickets")?
-        .into_iter()
-        .map(|r| r.get::<String, _>("ticket"))
-        .collect();
+    let failed: Vec<(String, i64)> =
+        sqlx::query("SELECT ticket, user_id FROM failed_tickets WHERE product_id = ?")
+            .bind(product.as_i64())
+            .fetch_all(pool)
+            .await
+            .context("reading failed tickets")?
+            .into_iter()
+            .map(|r| (r.get("ticket"), r.get("user_id")))
+            .collect();
+    let failed_users = failed.iter().map(|(_, u)| *u as u64).collect();
+    let failed_tickets = failed.into_iter().map(|(t, _)| t).collect();
     let payments = if schema_has(pool, "payments", None).await? {
         // A ticket is `<product>-<hex>`: the prefix finds the product's payments, those of
         // tickets without an order row too.
@@ -241,6 +261,7 @@ async fn mysql_facts(pool: &MySqlPool, product: ProductId) -> anyhow::Result<Mys
         initial_stock,
         orders,
         failed_tickets,
+        failed_users,
         payments,
         buckets,
         closed,
@@ -580,6 +601,26 @@ mod tests {
     const T2: &str = "5-00000000000000000000000000000002";
 
     #[test]
+    fn only_a_buyer_whose_last_request_went_unanswered_may_hold_an_untold_ticket() {
+        let text = r#"{"kind":"request","sent_at_us":1,"recv_at_us":2,"gateway":"g","user_id":3,"status":null,"ticket":null,"error":"reset"}
+{"kind":"request","sent_at_us":5,"recv_at_us":6,"gateway":"g","user_id":3,"status":409,"ticket":null,"error":null}
+{"kind":"request","sent_at_us":5,"recv_at_us":6,"gateway":"g","user_id":4,"status":409,"ticket":null,"error":null}
+{"kind":"request","sent_at_us":7,"recv_at_us":9,"gateway":"g","user_id":4,"status":null,"ticket":null,"error":"reset"}
+"#;
+        let lines = history::parse(text.as_bytes()).unwrap();
+        let (f, _) = history_facts(&lines, ProductId::new(5).unwrap()).unwrap();
+        assert_eq!(
+            f.unanswered_users.iter().copied().collect::<Vec<_>>(),
+            vec![3, 4]
+        );
+        // User 3 was answered after its unanswered request; user 4's last one went unanswered.
+        assert_eq!(
+            f.last_unanswered_users.iter().copied().collect::<Vec<_>>(),
+            vec![4]
+        );
+    }
+
+    #[test]
     fn history_lines_become_facts() {
         let text = r#"{"kind":"request","sent_at_us":1,"recv_at_us":2,"gateway":"g","user_id":1,"status":202,"ticket":"5-00000000000000000000000000000001","error":null}
 {"kind":"request","sent_at_us":1,"recv_at_us":2,"gateway":"g","user_id":1,"status":200,"ticket":"5-00000000000000000000000000000001","error":null}
@@ -606,6 +647,8 @@ mod tests {
             f.unanswered_users.iter().copied().collect::<Vec<_>>(),
             vec![3, 10]
         );
+
+        assert_eq!(f.last_unanswered_users, f.unanswered_users);
         assert_eq!(f.last_answer_us, Some(2));
         assert_eq!(f.tickets.len(), 2);
         let t1 = &f.tickets[T1];
@@ -710,6 +753,7 @@ mod tests {
                 initial_stock: 1,
                 orders: vec![OrderRow::confirmed(10, T1, 1)],
                 failed_tickets: [T2.to_owned()].into_iter().collect(),
+                failed_users: Default::default(),
                 payments: vec![],
                 buckets: 1,
                 closed: false,
