@@ -466,6 +466,7 @@ fault_starts() { # [victim]: the fault is issued (FAULT_START until seen_down mo
 # workers (but a victim) are thawed now, so that what they held is still in flight then.
 seen_down() {
     local issued=$FAULT_START
+    FAULT_ISSUED=$issued
     FAULT_START=$(now_us)
     thaw "$VICTIM"
     EVIDENCE+=("seen down $(((FAULT_START - issued) / 1000)) ms after the fault was issued")
@@ -709,6 +710,8 @@ inject() { # scenario
                stop_redis || { run_error "stop_redis failed"; return 1; }
                service_down redis || return 1
                seen_down
+               # Down for a second, as a restart of a loaded server is: buys meet it.
+               sleep 1
                start_redis || { run_error "start_redis failed"; return 1; }
                new=$(redis_run_id) || { run_error "no Redis run_id after the restart"; return 1; }
                [[ $new != "$old" ]] || { run_error "Redis run_id did not change ($old)"; return 1; }
@@ -835,8 +838,13 @@ rollback_redis() {
     [[ $(redis-cli -p "$REDIS_PORT" SAVE) == OK ]] || { run_error "SAVE failed"; return 1; }
     units_sold || { run_error "no admin view at the snapshot"; return 1; }
     EVIDENCE+=("snapshot (SAVE) with $SOLD units sold")
-    wait_for -t 120 -m "$((3 * RUN_FAULT_AFTER)) units sold" sold_past $((3 * RUN_FAULT_AFTER)) ||
-        { rm -f "$dump"; run_error "the sale did not reach $((3 * RUN_FAULT_AFTER)) units"; return 1; }
+    # Polled every 50 ms (wait_for's 0.5 s is a third of a herd): the fault must find it selling.
+    local deadline=$((SECONDS + 120))
+    until sold_past $((3 * RUN_FAULT_AFTER)); do
+        ((SECONDS < deadline)) ||
+            { rm -f "$dump"; run_error "the sale did not reach $((3 * RUN_FAULT_AFTER)) units"; return 1; }
+        sleep 0.05
+    done
     freeze_until_sold -o 1 w0 w1 || { rm -f "$dump"; return 1; }
     before=$(redis-cli -p "$REDIS_PORT" GET "$key")
     old=$(redis_run_id) || { rm -f "$dump"; run_error "no Redis run_id before the fault"; return 1; }
@@ -844,6 +852,7 @@ rollback_redis() {
     stop_redis || { rm -f "$dump"; run_error "stop_redis failed"; return 1; }
     service_down redis || { rm -f "$dump"; return 1; }
     seen_down
+    sleep 1
     start_redis || { rm -f "$dump"; run_error "start_redis failed"; return 1; }
     # Later restarts (scenarios 8, 9) start empty again.
     rm -f "$dump"
@@ -960,11 +969,12 @@ print(f"--allow-window {freeze // 1000 - 1000}..{end // 1000} --allow-at-most {l
 PY
 }
 write_fault_json() { # scenario verified
-    python3 - "$RUN_DIR/fault.json" "$1" "${NAME[$1]}" "${FAULT_START:-}" "${FAULT_END:-}" "$2" "${EVIDENCE[@]}" <<'PY'
+    python3 - "$RUN_DIR/fault.json" "$1" "${NAME[$1]}" "${FAULT_START:-}" "${FAULT_END:-}" "$2" "${FAULT_ISSUED:-}" "${EVIDENCE[@]}" <<'PY'
 import json, sys
-path, sc, name, start, end, verified, *evidence = sys.argv[1:]
+path, sc, name, start, end, verified, issued, *evidence = sys.argv[1:]
 num = lambda s: int(s) if s else None
 json.dump({"scenario": int(sc), "name": name, "start_us": num(start), "end_us": num(end),
+           "issued_us": num(issued) or num(start),
            "verified": verified == "1", "evidence": evidence}, open(path, "w"), indent=1)
 PY
 }
@@ -1008,23 +1018,40 @@ if sc != 17:
     if n:
         fails.append(f"{n} orders cancelled as buyer_cancelled, in a run whose load cancels none")
 
-# Every answer is judged: a run without a fault (1, 10) has no 5xx and no transport error.
-if sc in (1, 10):
-    five, cut = 0, 0
-    for line in open(at("history.jsonl")) if os.path.exists(at("history.jsonl")) else []:
-        o = json.loads(line)
-        if o.get("kind") == "request":
-            if o.get("status") is None or o.get("error"):
-                cut += 1
-            elif o["status"] >= 500:
-                five += 1
-    if five or cut:
-        fails.append(f"{five} answers 5xx and {cut} requests without a readable answer, in a run without a fault")
+# Every answer is judged. A run whose fault leaves every service up (1, 10 none; 2, 12, 17,
+# 18 the orders, the provider or the buyers) has no 5xx and no request without a readable
+# answer; any other has none outside its fault, from its issue to RECOVERY_S after its end.
+RECOVERY_S = 10
+fault_file = load_json("fault.json") or {}
+window = None
+if sc not in (1, 2, 10, 12, 17, 18):
+    lo, hi = fault_file.get("issued_us") or fault_file.get("start_us"), fault_file.get("end_us")
+    window = (lo, hi + RECOVERY_S * 1_000_000) if lo and hi else None
+five, cut, first_out = 0, 0, None
+for line in open(at("history.jsonl")) if os.path.exists(at("history.jsonl")) else []:
+    if '"kind":"request"' not in line:
+        continue
+    o = json.loads(line)
+    bad = o.get("status") is None or o.get("error") or o["status"] >= 500
+    if not bad or (window and window[0] <= o["recv_at_us"] <= window[1]):
+        continue
+    if o.get("status") is None or o.get("error"):
+        cut += 1
+    else:
+        five += 1
+    first_out = first_out or o["recv_at_us"]
+if (five or cut) and window is None and sc in (1, 2, 10, 12, 17, 18):
+    fails.append(f"{five} answers 5xx and {cut} requests without a readable answer, in a run whose fault leaves every service up")
+elif five or cut:
+    where = (f"outside the fault's window and {RECOVERY_S} s of recovery (first at "
+             f"{(first_out - window[1]) / 1e6:+.1f} s from its end)") if window else "with no fault window to excuse them"
+    fails.append(f"{five} answers 5xx and {cut} requests without a readable answer {where}")
 
 # A 409 sold_out is allowed only while no unit is free. The admin samples bracket each 409:
 # the last one read before it was sent and the first one read after it was answered. When
-# both show units in Redis, the later no more than the earlier, and no unit came back between
-# them (failed and cancelled unchanged), Redis had free units the whole time it was refused.
+# both show units in Redis and in MySQL, the later no more in Redis than the earlier, and no
+# unit came back between them (failed and cancelled unchanged), the stores had free units the
+# whole time it was refused.
 samples = sorted((x for x in (load_json("load.json") or {}).get("admin_samples") or []
                   if x.get("view") and x.get("answered_ms") is not None), key=lambda x: x["at_ms"])
 wrong_409, judged_409 = [], 0
@@ -1045,7 +1072,8 @@ if samples:
             continue
         judged_409 += 1
         a, b = samples[i]["view"], samples[j]["view"]
-        if (a.get("stock_redis") or 0) > 0 and (b.get("stock_redis") or 0) > 0 \
+        if min(a.get("stock_redis") or 0, a.get("stock_db") or 0) > 0 \
+                and min(b.get("stock_redis") or 0, b.get("stock_db") or 0) > 0 \
                 and b["stock_redis"] <= a["stock_redis"] \
                 and (b.get("failed"), b.get("cancelled")) == (a.get("failed"), a.get("cancelled")):
             wrong_409.append(f"user {o.get('user_id')} at {recv} ms: Redis had {a['stock_redis']} then {b['stock_redis']} units")
@@ -1447,7 +1475,7 @@ run_one() { # scenario speed run
         [[ $speed == paced ]] && { NEAR_OUT=$((RATE * 3)); [[ $sc == 15 ]] && NEAR_OUT=$RATE; }
     fi
     for r in ${ALLOW[$sc]:-}; do allow_args+=(--allow-failure "$r"); done
-    FAULT_START="" FAULT_END="" FREEZE_START="" EVIDENCE=()
+    FAULT_START="" FAULT_END="" FAULT_ISSUED="" FREEZE_START="" EVIDENCE=()
     local services_at_start
     services_at_start=$(service_pids)
     body="{\"name\": \"chaos $ns\", \"stock\": $RUN_STOCK, \"buckets\": $BUCKETS}"

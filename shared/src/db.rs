@@ -295,6 +295,27 @@ pub async fn live_products_with_buckets(pool: &MySqlPool) -> anyhow::Result<Vec<
     .collect())
 }
 
+/// Products whose sale was closed at or after `since_ms` (their Redis keys may still be read,
+/// for [`crate::recovery::CLOSED_SALE_GRACE`]), with their bucket counts.
+pub async fn recently_closed_products(
+    pool: &MySqlPool,
+    since_ms: i64,
+) -> anyhow::Result<Vec<(ProductId, u16)>> {
+    Ok(
+        sqlx::query("SELECT id, buckets FROM products WHERE closed_at_ms >= ? ORDER BY id")
+            .bind(since_ms)
+            .fetch_all(pool)
+            .await
+            .context("listing recently closed products")?
+            .into_iter()
+            .filter_map(|r| {
+                let id = ProductId::new(r.get::<i64, _>("id") as u64).ok()?;
+                Some((id, r.get::<u16, _>("buckets").max(1)))
+            })
+            .collect(),
+    )
+}
+
 /// Whether an order of the product may still give its unit back: confirmed with a payment
 /// deadline, or cancelled with its unit not yet back in Redis.
 pub async fn awaiting_payment<'e>(

@@ -224,6 +224,28 @@ pub async fn sweep(
             }
         }
     }
+    // A closed sale's keys live on for its buyers' polls. A Redis that came back from another
+    // run (a snapshot, a lagging replica) may hold an old state of it: records still pending
+    // that MySQL has settled, stock that was sold. It is rebuilt from MySQL, and keeps its
+    // closing grace.
+    let grace = CLOSED_SALE_GRACE.as_millis() as i64;
+    for (product, buckets) in db::recently_closed_products(db, now - grace).await? {
+        store.learn_buckets(product, buckets);
+        if store.check_epoch(product).await? == 0 {
+            continue;
+        }
+        tracing::warn!(%product, "Redis came back with another run's state of a closed sale; rebuilding it from MySQL");
+        match reconcile_lost(store, db, product, fence).await {
+            Ok(Some(_)) => {
+                store.expire_sale(product, CLOSED_SALE_GRACE).await?;
+                report.reconciled.push(product);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::error!(%product, error = format!("{e:#}"), "could not rebuild the closed sale")
+            }
+        }
+    }
     Ok(report)
 }
 

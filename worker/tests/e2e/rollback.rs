@@ -9,7 +9,7 @@
 
 use crate::helpers::*;
 use reqwest::StatusCode;
-use seckill_shared::ProductId;
+use seckill_shared::{ProductId, Ticket};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::process::Command;
@@ -240,4 +240,99 @@ async fn a_redis_restarted_from_an_old_snapshot_is_rebuilt_and_every_202_is_kept
         redis.cli(&["HGET", &env.store.keys(product).meta(), "run_id"]),
         redis.run_id()
     );
+}
+
+/// A sale sells out and is closed; then Redis restarts from a snapshot taken while one of its
+/// tickets was still pending. A closed sale is not swept like a live one, so before the fix
+/// nothing noticed: that buyer's poll said `pending` for good (MySQL has the order), and the
+/// old stock showed a unit the sale no longer had. The sweep now checks each recently closed
+/// sale's epoch too and rebuilds it from MySQL: the poll says `confirmed`, Redis's stock is 0,
+/// a newcomer is told sold out, and the sale stays closed.
+#[tokio::test]
+async fn a_closed_sale_whose_redis_comes_back_old_is_rebuilt_from_mysql() {
+    let redis = PrivateRedis::start();
+    redis.ready().await;
+    let url = redis.url();
+    let env = TestEnv::new_with(|s| s.redis_url = url.into()).await;
+    let fast = |s: &mut seckill_shared::Settings| {
+        s.kafka_delivery_timeout_ms = 500;
+        s.pending_timeout_ms = 1000;
+    };
+    let gw = env.gateway_with(fast).await;
+    let product = env.product(&gw, 3).await;
+
+    let first = env.worker_with(fast).await;
+    let (status, body) = gw.buy(product, 1).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let t1 = body["ticket"].as_str().unwrap().to_owned();
+    assert_eq!(
+        gw.settled(&t1, Duration::from_secs(30)).await["status"],
+        "confirmed"
+    );
+    // Ticket 2 is pending (no worker runs) when the snapshot is taken.
+    first.shutdown().await;
+    let (status, body) = gw.buy(product, 2).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let t2 = body["ticket"].as_str().unwrap().to_owned();
+    redis.snapshot();
+
+    let _worker = env.worker_with(fast).await;
+    assert_eq!(
+        gw.settled(&t2, Duration::from_secs(30)).await["status"],
+        "confirmed"
+    );
+    let (status, body) = gw.buy(product, 3).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let t3 = body["ticket"].as_str().unwrap().to_owned();
+    assert_eq!(
+        gw.settled(&t3, Duration::from_secs(30)).await["status"],
+        "confirmed"
+    );
+    let closed = || async {
+        let at: Option<i64> = sqlx::query_scalar("SELECT closed_at_ms FROM products WHERE id = ?")
+            .bind(product.as_i64())
+            .fetch_one(&env.db)
+            .await
+            .unwrap();
+        at.map(|_| ())
+    };
+    eventually(
+        "the sweeper to close the sale",
+        Duration::from_secs(30),
+        closed,
+    )
+    .await;
+
+    redis.restart_from_snapshot().await;
+    let record = {
+        let t = Ticket::parse(&t2).unwrap();
+        env.store.ticket_keys(&t).ticket(&t)
+    };
+    assert_eq!(
+        redis.cli(&["HGET", &record, "status"]),
+        "pending",
+        "Redis came back old: ticket 2 in flight"
+    );
+    eventually(
+        "ticket 2's poll to say what MySQL has",
+        Duration::from_secs(30),
+        || async {
+            let (status, body) = gw.get_json(&format!("/v1/orders/{t2}")).await;
+            (status == StatusCode::OK && body["status"] == "confirmed").then_some(())
+        },
+    )
+    .await;
+    eventually(
+        "Redis's stock to be MySQL's",
+        Duration::from_secs(30),
+        || async {
+            let counts = env.store.counts(product).await.ok()?;
+            (counts.stock == Some(0) && counts.pending == 0).then_some(())
+        },
+    )
+    .await;
+    let (status, body) = buy_through_503(&gw, product, 4).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(env.order_rows(product).await.len(), 3);
+    assert!(closed().await.is_some(), "still closed");
 }
