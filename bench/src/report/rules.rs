@@ -262,6 +262,31 @@ impl Mark {
     }
 }
 
+/// A figure run at a rate taken from `base` (say (9) at half of (2)'s): INVALID when its base
+/// is, whatever its own run says.
+pub fn based_on(own: Option<Validity>, name: &str, base: Option<&Validity>) -> Option<Validity> {
+    match (own, base) {
+        (Some(Ok(())), Some(Err(why))) => Some(Err(format!("its base {name} is INVALID: {why}"))),
+        (own, _) => own,
+    }
+}
+
+/// The floor of a ratio: the faster of two bare-HTTP runs that count, ours `(1)` and wrk's
+/// `(1w)`, with its name and validity. With neither valid, `(1)`'s (its goal is then not
+/// judged).
+pub fn best_floor<'a>(
+    ours: (Option<f64>, Option<&'a Validity>),
+    wrk: (Option<f64>, Option<&'a Validity>),
+) -> (Option<f64>, &'static str, Option<&'a Validity>) {
+    let counts = |v: Option<&Validity>| matches!(v, Some(Ok(())));
+    match (ours, wrk) {
+        ((o, ov), (Some(w), wv)) if counts(wv) && (!counts(ov) || o.is_none_or(|o| w > o)) => {
+            (Some(w), "(1w)", wv)
+        }
+        ((o, ov), _) => (o, "(1)", ov),
+    }
+}
+
 /// A goal: the figures it is a ratio of (name and validity, `None` when not run), and whether
 /// the ratio meets it (`None` when it cannot be computed).
 pub struct Goal<'a> {
