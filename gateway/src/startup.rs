@@ -104,9 +104,15 @@ impl Application {
             health: Default::default(),
             // A publish waits up to the delivery timeout for room in the producer's queue,
             // then as long again (and 0.5 s) for its report; 1 s more for clocks that differ.
-            republish_after_ms: 2 * settings.kafka_delivery_timeout_ms as i64
+            // But never past 1 s before the sweeper fails a ticket with no location (the
+            // pending timeout): a second message of one order changes nothing, while a buy
+            // again that waited that long answered `200` with a ticket the sweeper had failed
+            // (chaos scenario 13, herd: delivery 2 s, pending timeout 5 s).
+            republish_after_ms: (2 * settings.kafka_delivery_timeout_ms as i64
                 + 1500
-                + seckill_shared::store::HOLD_LOCATED_MS as i64,
+                + seckill_shared::store::HOLD_LOCATED_MS as i64)
+                .min(settings.pending_timeout_ms as i64 - 1000)
+                .max(0),
         });
         // Whose database is this? Another namespace's stops the gateway here. With MySQL down
         // (or not migrated yet), every rebuild and preload checks it first instead.

@@ -814,6 +814,38 @@ async fn a_buy_again_while_the_first_gateway_dies_keeps_the_ticket() {
     assert_eq!(body["status"], "confirmed", "{body}");
 }
 
+/// As above, with a pending timeout (3 s) shorter than a publish can take (delivery timeout
+/// 2 s, twice over and 1.5 s more), and the sweeper running: the buy again publishes the order
+/// again before the sweeper would fail the ticket. Before, it waited 5.5 s, the sweeper failed
+/// the ticket `expired` at 3 s, and the buyer was answered `200` with a failed ticket (chaos
+/// scenario 13, herd, on one server: 1 of 201 promises).
+#[tokio::test]
+async fn a_buy_again_publishes_before_the_sweeper_fails_the_held_ticket() {
+    let env = TestEnv::new().await;
+    let timeouts = |s: &mut seckill_shared::Settings| {
+        s.kafka_delivery_timeout_ms = 2000;
+        s.pending_timeout_ms = 3000;
+    };
+    let gw = env.gateway_with(timeouts).await;
+    let product = env.product(&gw, 3).await;
+    let _worker = env.worker_with(timeouts).await;
+    let user = UserId::new(84).unwrap();
+    let (ticket, _) = env
+        .store
+        .reserve(product, user, now_ms(), false)
+        .await
+        .unwrap();
+    let (status, body) = gw.buy(product, user.get()).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["ticket"], ticket.as_str());
+    assert_ne!(
+        body["status"], "failed",
+        "a 200 for a failed ticket: {body}"
+    );
+    let body = gw.settled(ticket.as_str(), Duration::from_secs(30)).await;
+    assert_eq!(body["status"], "confirmed", "{body}");
+}
+
 /// A namespace owns its MySQL database: a gateway or worker of another namespace refuses to
 /// start against it, and says whose it is. Before, it started, took the other deployment's
 /// products for ones its own Redis had lost (`503` "being restored", found by schemathesis
