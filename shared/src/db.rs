@@ -281,18 +281,23 @@ pub async fn live_products(pool: &MySqlPool) -> anyhow::Result<Vec<ProductId>> {
 
 /// [`live_products`], each with its bucket count.
 pub async fn live_products_with_buckets(pool: &MySqlPool) -> anyhow::Result<Vec<(ProductId, u16)>> {
-    Ok(sqlx::query(
+    let rows = sqlx::query(
         "SELECT id, buckets FROM products WHERE loaded_at_ms IS NOT NULL AND closed_at_ms IS NULL ORDER BY id",
     )
     .fetch_all(pool)
     .await
-    .context("listing live products")?
-    .into_iter()
-    .filter_map(|r| {
-        let id = ProductId::new(r.get::<i64, _>("id") as u64).ok()?;
-        Some((id, r.get::<u16, _>("buckets").max(1)))
-    })
-    .collect())
+    .context("listing live products")?;
+    Ok(with_buckets(rows))
+}
+
+/// `(id, buckets)` rows as products and their bucket counts (at least 1).
+fn with_buckets(rows: Vec<sqlx::mysql::MySqlRow>) -> Vec<(ProductId, u16)> {
+    rows.into_iter()
+        .filter_map(|r| {
+            let id = ProductId::new(r.get::<i64, _>("id") as u64).ok()?;
+            Some((id, r.get::<u16, _>("buckets").max(1)))
+        })
+        .collect()
 }
 
 /// Products whose sale was closed at or after `since_ms` (their Redis keys may still be read,
@@ -301,19 +306,12 @@ pub async fn recently_closed_products(
     pool: &MySqlPool,
     since_ms: i64,
 ) -> anyhow::Result<Vec<(ProductId, u16)>> {
-    Ok(
-        sqlx::query("SELECT id, buckets FROM products WHERE closed_at_ms >= ? ORDER BY id")
-            .bind(since_ms)
-            .fetch_all(pool)
-            .await
-            .context("listing recently closed products")?
-            .into_iter()
-            .filter_map(|r| {
-                let id = ProductId::new(r.get::<i64, _>("id") as u64).ok()?;
-                Some((id, r.get::<u16, _>("buckets").max(1)))
-            })
-            .collect(),
-    )
+    let rows = sqlx::query("SELECT id, buckets FROM products WHERE closed_at_ms >= ? ORDER BY id")
+        .bind(since_ms)
+        .fetch_all(pool)
+        .await
+        .context("listing recently closed products")?;
+    Ok(with_buckets(rows))
 }
 
 /// Whether an order of the product may still give its unit back: confirmed with a payment

@@ -1066,6 +1066,20 @@ mod tests {
             .contains("**INVALID**: answers other than 201"));
     }
 
+    /// An open-loop arrival at the 100/s it offered, never near its in-flight cap.
+    fn open_arrival_at_100() -> ArrivalStats {
+        ArrivalStats {
+            model: ArrivalModel::Open,
+            offered_per_s: Some(100.0),
+            achieved_per_s: 100.0,
+            in_flight_cap: 64,
+            max_in_flight: 3,
+            lag_p50_ms: None,
+            lag_p99_ms: None,
+            lag_max_ms: None,
+        }
+    }
+
     #[test]
     fn e2e_with_nothing_confirmed_is_invalid_not_met() {
         let mut f9 = load(&[("202", 1000, 100.0)]);
@@ -1076,16 +1090,7 @@ mod tests {
             unsettled: 1000,
         };
         f9.e2e = Some(E2eLatency::default());
-        f9.arrival = Some(ArrivalStats {
-            model: ArrivalModel::Open,
-            offered_per_s: Some(100.0),
-            achieved_per_s: 100.0,
-            in_flight_cap: 64,
-            max_in_flight: 3,
-            lag_p50_ms: None,
-            lag_p99_ms: None,
-            lag_max_ms: None,
-        });
+        f9.arrival = Some(open_arrival_at_100());
         let r = Results {
             f9: Some(f9.clone()),
             ..Default::default()
@@ -1151,16 +1156,7 @@ mod tests {
             p99_ms: 30.0,
             ..Default::default()
         });
-        f9.arrival = Some(ArrivalStats {
-            model: ArrivalModel::Open,
-            offered_per_s: Some(100.0),
-            achieved_per_s: 100.0,
-            in_flight_cap: 64,
-            max_in_flight: 3,
-            lag_p50_ms: None,
-            lag_p99_ms: None,
-            lag_max_ms: None,
-        });
+        f9.arrival = Some(open_arrival_at_100());
         let mut r = Results {
             f2: Some(load(&[("202", 1000, 30_000.0)])),
             f9: Some(f9),

@@ -137,6 +137,22 @@ async fn buy_through_503(gw: &TestGateway, product: ProductId, user: u64) -> (St
     .await
 }
 
+/// Short timeouts: a lost publish is given up on in 0.5 s, a stale reservation swept after 1 s.
+fn fast(s: &mut seckill_shared::Settings) {
+    s.kafka_delivery_timeout_ms = 500;
+    s.pending_timeout_ms = 1000;
+}
+
+/// A Redis server of the test's own, a namespace on it, and a gateway with [`fast`] timeouts.
+async fn on_private_redis() -> (PrivateRedis, TestEnv, TestGateway) {
+    let redis = PrivateRedis::start();
+    redis.ready().await;
+    let url = redis.url();
+    let env = TestEnv::new_with(|s| s.redis_url = url.into()).await;
+    let gw = env.gateway_with(fast).await;
+    (redis, env, gw)
+}
+
 /// Four units sold, then a snapshot; six more buyers get their `202`s while no worker runs
 /// (their orders wait in Kafka); then Redis restarts from the snapshot. Its stock says 16
 /// left where 10 are, and the six records are gone. Buyers keep coming until the sale is
@@ -145,15 +161,7 @@ async fn buy_through_503(gw: &TestGateway, product: ProductId, user: u64) -> (St
 /// stores agree, and the product was rebuilt under the new run.
 #[tokio::test]
 async fn a_redis_restarted_from_an_old_snapshot_is_rebuilt_and_every_202_is_kept() {
-    let redis = PrivateRedis::start();
-    redis.ready().await;
-    let url = redis.url();
-    let env = TestEnv::new_with(|s| s.redis_url = url.into()).await;
-    let fast = |s: &mut seckill_shared::Settings| {
-        s.kafka_delivery_timeout_ms = 500;
-        s.pending_timeout_ms = 1000;
-    };
-    let gw = env.gateway_with(fast).await;
+    let (redis, env, gw) = on_private_redis().await;
     let product = env.product(&gw, 20).await;
 
     let first = env.worker_with(fast).await;
@@ -244,21 +252,13 @@ async fn a_redis_restarted_from_an_old_snapshot_is_rebuilt_and_every_202_is_kept
 
 /// A sale sells out and is closed; then Redis restarts from a snapshot taken while one of its
 /// tickets was still pending. A closed sale is not swept like a live one, so before the fix
-/// nothing noticed: that buyer's poll said `pending` for good (MySQL has the order), and the
-/// old stock showed a unit the sale no longer had. The sweep now checks each recently closed
+/// nothing noticed: Redis kept that ticket's record `pending` (MySQL has the order) and the
+/// old stock showed a unit the sale no longer had, for a gateway without a marker to sell. The sweep now checks each recently closed
 /// sale's epoch too and rebuilds it from MySQL: the poll says `confirmed`, Redis's stock is 0,
 /// a newcomer is told sold out, and the sale stays closed.
 #[tokio::test]
 async fn a_closed_sale_whose_redis_comes_back_old_is_rebuilt_from_mysql() {
-    let redis = PrivateRedis::start();
-    redis.ready().await;
-    let url = redis.url();
-    let env = TestEnv::new_with(|s| s.redis_url = url.into()).await;
-    let fast = |s: &mut seckill_shared::Settings| {
-        s.kafka_delivery_timeout_ms = 500;
-        s.pending_timeout_ms = 1000;
-    };
-    let gw = env.gateway_with(fast).await;
+    let (redis, env, gw) = on_private_redis().await;
     let product = env.product(&gw, 3).await;
 
     let first = env.worker_with(fast).await;
