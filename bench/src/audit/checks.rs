@@ -1074,6 +1074,15 @@ pub fn buyer_told_truth(input: &AuditInput) -> CheckResult {
         ),
         None => "answer->confirmed: no timings".into(),
     };
+    if settled == 0 {
+        // No buyer's polling ended: nothing to compare (check 5 fails a ticket without its
+        // settled line).
+        return CheckResult::skip(
+            6,
+            "buyer told the final state",
+            "no ticket was polled to its end: nothing to judge",
+        );
+    }
     let mut r = CheckResult::new(
         6,
         "buyer told the final state",
@@ -1230,11 +1239,21 @@ fn late_cancels(input: &AuditInput) -> i64 {
 }
 
 pub fn run_all(input: &AuditInput) -> Vec<CheckResult> {
+    // Checks 1, 2 and 4 judge the promises made: with none they have nothing to judge (a run
+    // that had to sell out and made none fails check 7; rows without a promise fail check 5).
+    let none_made = input.history.tickets.is_empty();
+    let promises = |id, name, check: fn(&AuditInput) -> CheckResult| {
+        if none_made {
+            CheckResult::skip(id, name, "no promise was made: nothing to judge")
+        } else {
+            check(input)
+        }
+    };
     vec![
-        promise_kept(input),
-        promises_within_stock(input),
+        promises(1, "promise kept", promise_kept),
+        promises(2, "no more promises than units", promises_within_stock),
         stores_agree(input),
-        identity(input),
+        promises(4, "one ticket, one user", identity),
         history_complete(input),
         buyer_told_truth(input),
         sale_ended(input),
@@ -1530,6 +1549,34 @@ mod tests {
             assert_eq!(r.status, want, "{r:?}");
             assert!(r.problems.is_empty(), "{r:?}");
         }
+    }
+
+    #[test]
+    fn checks_with_nothing_to_judge_say_skip_not_pass() {
+        // No promise made (a sale of 0 units, audited without --until-sold-out): checks 1, 2,
+        // 4 and 6 have nothing to judge. Before, they passed.
+        let mut input = sale(0);
+        input.until_sold_out = false;
+        input.history.until_sold_out = false;
+        input.history.sold_out_reached = None;
+        let status = |input: &AuditInput, id: u8| {
+            run_all(input)
+                .into_iter()
+                .find(|r| r.id == id)
+                .map(|r| r.status)
+                .unwrap()
+        };
+        for id in [1, 2, 4, 6] {
+            assert_eq!(status(&input, id), Status::Skip, "check {id}");
+        }
+        // Promises made but no buyer's polling ended: check 6 skips, check 5 fails.
+        let mut input = healthy();
+        for t in input.history.tickets.values_mut() {
+            t.settled = None;
+        }
+        assert_eq!(status(&input, 6), Status::Skip);
+        assert_eq!(status(&input, 5), Status::Fail);
+        assert_eq!(status(&input, 1), Status::Pass);
     }
 
     #[test]
