@@ -346,11 +346,16 @@ start_redis_cluster() {
 
 stop_redis_node() { stop_pidfile "redis node $1" "$(redis_node_pid "$1")" redis-server 30; }
 
+# All nodes at once: one after another (half a second's poll each), the last ones served on
+# for some 3 s, in which a herd sold out before the chaos fault landed (scenarios 8 and 9).
 stop_redis_cluster() {
-    local port
+    local port pids=() pid rc=0
     for port in $(redis_cluster_ports); do
-        STOP_STRICT=0 stop_redis_node "$port" || return 1
+        STOP_STRICT=0 stop_redis_node "$port" &
+        pids+=($!)
     done
+    for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
+    return "$rc"
 }
 
 # The port of the primary that holds KEY's slot.
