@@ -254,7 +254,17 @@ pub async fn record(
         return Ok(Recorded::WindowClosed);
     }
     if let Some(repeat) = by_key(&mut *tx, &p.ticket, key).await? {
-        return Ok(Recorded::Repeat(repeat));
+        if repeat.status != PaymentStatus::Unsent {
+            return Ok(Recorded::Repeat(repeat));
+        }
+        // The same key's attempt, not taken by the provider: send it only if no one else is.
+        let claimed = claim(&mut tx, &repeat.payment_id, sending_since_ms, now_ms).await?;
+        tx.commit().await.context("committing a claim")?;
+        return Ok(if claimed {
+            Recorded::Repeat(repeat)
+        } else {
+            Recorded::InProgress
+        });
     }
     if let Some(other) = sqlx::query(
         "SELECT payment_id, ticket, user_id, status, amount, currency, created_at_ms FROM payments \
@@ -265,11 +275,18 @@ pub async fn record(
     .await
     .context("reading payments")?
     {
-        let created: i64 = other.get("created_at_ms");
         let other = from_row(&other)?;
-        return Ok(match other.status {
-            PaymentStatus::Unsent if created < sending_since_ms => Recorded::Unsent(other),
-            _ => Recorded::InProgress,
+        if other.status != PaymentStatus::Unsent {
+            return Ok(Recorded::InProgress);
+        }
+        // Claimed under the order's lock, and committed: a second pay right after this one
+        // finds it being sent, and waits (before, both sent it: two charges asked for).
+        let claimed = claim(&mut tx, &other.payment_id, sending_since_ms, now_ms).await?;
+        tx.commit().await.context("committing a claim")?;
+        return Ok(if claimed {
+            Recorded::Unsent(other)
+        } else {
+            Recorded::InProgress
         });
     }
     sqlx::query(
@@ -288,6 +305,44 @@ pub async fn record(
     .context("recording a payment")?;
     tx.commit().await.context("committing a payment")?;
     Ok(Recorded::New)
+}
+
+/// Claims an `unsent` attempt for sending: its `created_at_ms` becomes `now_ms`, so that for
+/// as long as a call to the provider can take it counts as in progress. `false` when it was
+/// stamped after `sending_since_ms` (someone is sending it now) or is no longer `unsent`.
+async fn claim(
+    tx: &mut sqlx::Transaction<'_, sqlx::MySql>,
+    payment_id: &str,
+    sending_since_ms: i64,
+    now_ms: i64,
+) -> anyhow::Result<bool> {
+    let done = sqlx::query(
+        "UPDATE payments SET created_at_ms = ? \
+         WHERE payment_id = ? AND status = 'unsent' AND created_at_ms < ?",
+    )
+    .bind(now_ms)
+    .bind(payment_id)
+    .bind(sending_since_ms)
+    .execute(&mut **tx)
+    .await
+    .context("claiming an unsent payment")?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// A send that failed (the provider refused the charge or could not be reached): the attempt
+/// is no longer being sent, so its claim is given back (its stamp moved `window_ms` earlier)
+/// and the next pay may send it at once.
+pub async fn release(db: &MySqlPool, payment_id: &str, window_ms: i64) -> anyhow::Result<()> {
+    sqlx::query(
+        "UPDATE payments SET created_at_ms = created_at_ms - ? \
+         WHERE payment_id = ? AND status = 'unsent'",
+    )
+    .bind(window_ms)
+    .bind(payment_id)
+    .execute(db)
+    .await
+    .context("releasing an unsent payment")?;
+    Ok(())
 }
 
 /// The provider took the charge: `unsent` → `processing`.

@@ -148,8 +148,28 @@ pub async fn pay(
     if order.pay_by_ms.is_some_and(|by| now >= by) {
         return Err(ApiError::PaymentWindowClosed);
     }
+    let sending_since = state.payments.sending_since(now);
     let payment = match existing {
-        Some(p) => p,
+        // This key's attempt, never taken by the provider: send it again only if no other
+        // request is sending it (the same key twice at once).
+        Some(p) => {
+            match payments::record(&state.db, &p, &key, sending_since)
+                .await
+                .map_err(|e| ApiError::unavailable("MySQL", e))?
+            {
+                Recorded::Repeat(p) if p.status != PaymentStatus::Unsent => {
+                    return Ok(HttpResponse::Accepted().json(PaymentBody::of(&p)));
+                }
+                Recorded::Repeat(p) | Recorded::Unsent(p) => p,
+                Recorded::New | Recorded::InProgress => return Err(ApiError::PaymentInProgress),
+                Recorded::WindowClosed => return Err(ApiError::PaymentWindowClosed),
+                Recorded::NotPayable(_) => {
+                    return Err(ApiError::NotPayable {
+                        state: order.status,
+                    })
+                }
+            }
+        }
         None => {
             let product = db::product(&state.db, ticket.product())
                 .await
@@ -163,7 +183,6 @@ pub async fn pay(
                 amount: product.price,
                 currency: product.currency,
             };
-            let sending_since = state.payments.sending_since(now);
             match payments::record(&state.db, &p, &key, sending_since)
                 .await
                 .map_err(|e| ApiError::unavailable("MySQL", e))?
@@ -189,6 +208,11 @@ pub async fn pay(
         }
     };
     if let Err(e) = state.payments.send(&payment).await {
+        // Not being sent any more: the next pay (this key again, or another) sends it.
+        if let Err(e) = payments::release(&state.db, &payment.payment_id, now - sending_since).await
+        {
+            tracing::warn!(error = format!("{e:#}"), payment = %payment.payment_id, "a failed send keeps its claim until it ages out");
+        }
         return Err(ApiError::unavailable("the payment provider", e));
     }
     payments::mark_sent(&state.db, &payment.payment_id)

@@ -796,6 +796,60 @@ async fn a_pay_after_an_unsent_attempt_sends_that_attempt_again() {
     assert_eq!(sale.provider.charges().len(), 1);
 }
 
+/// Two pays at once after a pay the provider never took (it was down): only one sends that
+/// attempt again; the other answers `409 payment_in_progress`, and the provider is asked to
+/// charge each order once. Found from outside: both read the unsent attempt under the order's
+/// lock one after the other, and both sent it (6 of 20 orders asked to charge twice).
+#[tokio::test]
+async fn two_pays_at_once_after_an_unsent_attempt_send_it_once() {
+    let sale = Sale::new().await;
+    const N: u64 = 12;
+    let product = sale.product(N as i64, 600).await;
+    let mut tickets = Vec::new();
+    for user in 1..=N {
+        tickets.push((sale.confirmed_ticket(product, 700 + user).await, 700 + user));
+    }
+    sale.provider
+        .down
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    for (t, user) in &tickets {
+        let (status, body) = sale.pay(t, *user, "first").await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    }
+    sale.provider
+        .down
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    // As the outside test did: wait past the time a call to the provider can take (its
+    // timeout, 3 s, + 1 s), read from MySQL, so the attempts are free to send whatever claim
+    // they held.
+    let newest: i64 = sqlx::query_scalar("SELECT MAX(created_at_ms) FROM payments")
+        .fetch_one(&sale.env.db)
+        .await
+        .unwrap();
+    let wait_ms = (newest + 4_100 - now_ms()).max(0) as u64;
+    tokio::time::sleep(Duration::from_millis(wait_ms)).await;
+    let sale = &sale;
+    let answers = futures::future::join_all(tickets.iter().map(|(t, user)| async move {
+        let (a, b) = tokio::join!(sale.pay(t, *user, "tap-1"), sale.pay(t, *user, "tap-2"));
+        (t.clone(), a, b)
+    }))
+    .await;
+    let charges = sale.provider.charges();
+    for (ticket, (s1, b1), (s2, b2)) in &answers {
+        let mut statuses = [*s1, *s2];
+        statuses.sort();
+        assert_eq!(
+            statuses,
+            [StatusCode::ACCEPTED, StatusCode::CONFLICT],
+            "{ticket}: {b1} {b2}"
+        );
+        let refused = if *s1 == StatusCode::CONFLICT { b1 } else { b2 };
+        assert_eq!(refused["error"], "payment_in_progress", "{refused}");
+        let asked = charges.iter().filter(|c| &c.ticket == ticket).count();
+        assert_eq!(asked, 1, "{ticket}: the provider was asked {asked} times");
+    }
+}
+
 /// A callback the provider never sends: the gateway asks the provider about a payment still
 /// waiting after `SECKILL_PAYMENT_RECONCILE_AFTER_MS`, and settles it as the callback would
 /// have. One the provider decided pays the order; one the provider never took (it forgot
