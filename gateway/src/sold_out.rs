@@ -289,7 +289,7 @@ async fn one_session(
             return Session::Failed;
         }
     };
-    markers.session_up(Some(client));
+    markers.session_up(Some(client.clone()));
     tracing::info!("ZooKeeper session up; watching {root}");
     loop {
         let event = tokio::select! {
@@ -298,7 +298,29 @@ async fn one_session(
         };
         match event.event_type {
             zkc::EventType::Session => match event.session_state {
-                zkc::SessionState::SyncConnected => markers.session_up(None),
+                zkc::SessionState::SyncConnected => {
+                    // The session is back, on this server or another. zookeeper-client 0.11.2
+                    // does not send persistent watches again on a reconnect (its
+                    // `resend_watches` keeps the index of the first watch kind, so it sends
+                    // `SetWatches` without them): without a watch of ours again no `"false"`
+                    // would reach this gateway, and each marker set from now on would live out
+                    // its TTL while units were back (chaos scenario 15, herd: 2 of 5 runs).
+                    match client
+                        .watch(&root, zkc::AddWatchMode::PersistentRecursive)
+                        .await
+                    {
+                        Ok(w) => {
+                            watcher = w;
+                            markers.session_up(None);
+                            tracing::info!("ZooKeeper session resumed; watching {root} again");
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "could not watch the sold-out nodes again; reconnecting");
+                            markers.session_down(true);
+                            return Session::Failed;
+                        }
+                    }
+                }
                 state if state.is_terminated() => {
                     tracing::warn!(?state, "ZooKeeper session ended; dropping all markers");
                     markers.session_down(true);
