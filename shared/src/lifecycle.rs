@@ -551,7 +551,8 @@ pub const TRANSITIONS: &[Transition] = &[
                 op: "MySQL tx (pay)",
                 effect: "lock the order row; only a confirmed order with no payment \
                          processing (nor unsent and younger than a provider call): insert a \
-                         payment (unsent). An older unsent one is sent again instead",
+                         payment (unsent). An older unsent one is claimed (stamped now) and sent \
+                         again instead; a failed send gives the claim back",
                 crash_leaves: "an unsent payment (not modelled: the pay request does not \
                                crash in the model)",
                 before: Some(

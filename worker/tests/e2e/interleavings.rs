@@ -814,3 +814,73 @@ fn every_order_of_the_actors_keeps_every_promise() {
     let runs = runs.into_inner();
     assert!(runs >= cases, "ran {runs} of {cases} cases");
 }
+
+/// Found from outside (issue 32): an attempt the provider never took (it was down) is `unsent`,
+/// and two pays of the order then come at once. Their transactions run one after the other
+/// under the order's lock; before the claim, both read the old attempt as free and both sent
+/// it (the provider asked twice). Here, step by step on the real transactions: the first
+/// claims it, the second finds it being sent; a failed send gives the claim back.
+#[tokio::test]
+async fn two_pays_after_an_unsent_attempt_send_it_once() {
+    let bench = Bench::new().await;
+    let sale = bench.sale(2, &[true]).await;
+    let order = sale.bought[0].order.clone();
+    // The worker settles the order: claim, commit, confirm.
+    let settled = [Pick::Actor(0), Pick::Actor(0), Pick::Actor(0)];
+    if let Err(e) = stage(sale, &[(Role::Worker, 0)])
+        .run(&bench.env, &settled)
+        .await
+    {
+        panic!("{e}");
+    }
+    let db = &bench.env.db;
+    // A provider call may take this long: an attempt stamped later is being sent.
+    const CALL_MS: i64 = 4_000;
+    let attempt = || payments::Payment {
+        payment_id: payments::new_payment_id(),
+        ticket: order.ticket.to_string(),
+        user_id: order.user_id.get(),
+        status: payment::PaymentStatus::Unsent,
+        amount: 500,
+        currency: "EUR".into(),
+    };
+    let record = |p: payments::Payment, key: &'static str| async move {
+        payments::record(db, &p, key, now_ms() - CALL_MS)
+            .await
+            .unwrap()
+    };
+    // Pay 0: recorded; its send fails (the provider is down), and it gives its claim back.
+    let first = attempt();
+    assert_eq!(record(first.clone(), "k0").await, payments::Recorded::New);
+    payments::release(db, &first.payment_id, CALL_MS)
+        .await
+        .unwrap();
+    // Pays 1 and 2, with new keys, one transaction after the other.
+    let one = record(attempt(), "k1").await;
+    let two = record(attempt(), "k2").await;
+    assert_eq!(
+        one,
+        payments::Recorded::Unsent(first.clone()),
+        "pay 1 sends it"
+    );
+    assert_eq!(two, payments::Recorded::InProgress, "pay 2 waits");
+    // Pay 1's send fails too: the claim goes back, and pay 2 again sends it.
+    payments::release(db, &first.payment_id, CALL_MS)
+        .await
+        .unwrap();
+    assert_eq!(
+        record(attempt(), "k2").await,
+        payments::Recorded::Unsent(first.clone())
+    );
+    // The same key twice while it is being sent: the second waits too.
+    assert_eq!(
+        record(first.clone(), "k0").await,
+        payments::Recorded::InProgress
+    );
+    let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM payments WHERE ticket = ?")
+        .bind(order.ticket.to_string())
+        .fetch_one(db)
+        .await
+        .unwrap();
+    assert_eq!(n, 1, "one attempt, never a second beside it");
+}
