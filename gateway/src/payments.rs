@@ -258,13 +258,13 @@ pub async fn record(
             return Ok(Recorded::Repeat(repeat));
         }
         // The same key's attempt, not taken by the provider: send it only if no one else is.
-        let claimed = claim(&mut tx, &repeat.payment_id, sending_since_ms, now_ms).await?;
-        tx.commit().await.context("committing a claim")?;
-        return Ok(if claimed {
-            Recorded::Repeat(repeat)
-        } else {
-            Recorded::InProgress
-        });
+        return Ok(
+            if claim(tx, &repeat.payment_id, sending_since_ms, now_ms).await? {
+                Recorded::Repeat(repeat)
+            } else {
+                Recorded::InProgress
+            },
+        );
     }
     if let Some(other) = sqlx::query(
         "SELECT payment_id, ticket, user_id, status, amount, currency, created_at_ms FROM payments \
@@ -281,9 +281,7 @@ pub async fn record(
         }
         // Claimed under the order's lock, and committed: a second pay right after this one
         // finds it being sent, and waits (before, both sent it: two charges asked for).
-        let claimed = claim(&mut tx, &other.payment_id, sending_since_ms, now_ms).await?;
-        tx.commit().await.context("committing a claim")?;
-        return Ok(if claimed {
+        return Ok(if claim(tx, &other.payment_id, sending_since_ms, now_ms).await? {
             Recorded::Unsent(other)
         } else {
             Recorded::InProgress
@@ -310,8 +308,9 @@ pub async fn record(
 /// Claims an `unsent` attempt for sending: its `created_at_ms` becomes `now_ms`, so that for
 /// as long as a call to the provider can take it counts as in progress. `false` when it was
 /// stamped after `sending_since_ms` (someone is sending it now) or is no longer `unsent`.
+/// Commits `tx`, which holds the order's lock.
 async fn claim(
-    tx: &mut sqlx::Transaction<'_, sqlx::MySql>,
+    mut tx: sqlx::Transaction<'_, sqlx::MySql>,
     payment_id: &str,
     sending_since_ms: i64,
     now_ms: i64,
@@ -323,9 +322,10 @@ async fn claim(
     .bind(now_ms)
     .bind(payment_id)
     .bind(sending_since_ms)
-    .execute(&mut **tx)
+    .execute(&mut *tx)
     .await
     .context("claiming an unsent payment")?;
+    tx.commit().await.context("committing a claim")?;
     Ok(done.rows_affected() == 1)
 }
 

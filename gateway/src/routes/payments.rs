@@ -149,62 +149,45 @@ pub async fn pay(
         return Err(ApiError::PaymentWindowClosed);
     }
     let sending_since = state.payments.sending_since(now);
-    let payment = match existing {
-        // This key's attempt, never taken by the provider: send it again only if no other
-        // request is sending it (the same key twice at once).
-        Some(p) => {
-            match payments::record(&state.db, &p, &key, sending_since)
-                .await
-                .map_err(|e| ApiError::unavailable("MySQL", e))?
-            {
-                Recorded::Repeat(p) if p.status != PaymentStatus::Unsent => {
-                    return Ok(HttpResponse::Accepted().json(PaymentBody::of(&p)));
-                }
-                Recorded::Repeat(p) | Recorded::Unsent(p) => p,
-                Recorded::New | Recorded::InProgress => return Err(ApiError::PaymentInProgress),
-                Recorded::WindowClosed => return Err(ApiError::PaymentWindowClosed),
-                Recorded::NotPayable(_) => {
-                    return Err(ApiError::NotPayable {
-                        state: order.status,
-                    })
-                }
-            }
-        }
+    // This key's attempt, never taken by the provider (`record` claims it, or finds another
+    // request sending it: the same key twice at once), or a new one.
+    let attempt = match existing {
+        Some(p) => p,
         None => {
             let product = db::product(&state.db, ticket.product())
                 .await
                 .map_err(|e| ApiError::unavailable("MySQL", e))?
                 .ok_or(ApiError::UnknownTicket)?;
-            let p = Payment {
+            Payment {
                 payment_id: payments::new_payment_id(),
                 ticket: ticket.to_string(),
                 user_id: order.user_id,
                 status: PaymentStatus::Unsent,
                 amount: product.price,
                 currency: product.currency,
-            };
-            match payments::record(&state.db, &p, &key, sending_since)
-                .await
-                .map_err(|e| ApiError::unavailable("MySQL", e))?
-            {
-                Recorded::New => p,
-                // A concurrent repeat recorded it first.
-                Recorded::Repeat(p) if p.status != PaymentStatus::Unsent => {
-                    return Ok(HttpResponse::Accepted().json(PaymentBody::of(&p)));
-                }
-                Recorded::Repeat(p) | Recorded::Unsent(p) => p,
-                Recorded::InProgress => return Err(ApiError::PaymentInProgress),
-                Recorded::WindowClosed => return Err(ApiError::PaymentWindowClosed),
-                Recorded::NotPayable(status) => {
-                    return Err(ApiError::NotPayable {
-                        state: match status.as_deref() {
-                            Some("paid") => TicketStatus::Paid,
-                            Some("cancelled") => TicketStatus::Cancelled,
-                            _ => order.status,
-                        },
-                    })
-                }
             }
+        }
+    };
+    let payment = match payments::record(&state.db, &attempt, &key, sending_since)
+        .await
+        .map_err(|e| ApiError::unavailable("MySQL", e))?
+    {
+        Recorded::New => attempt,
+        // A concurrent repeat recorded it first.
+        Recorded::Repeat(p) if p.status != PaymentStatus::Unsent => {
+            return Ok(HttpResponse::Accepted().json(PaymentBody::of(&p)));
+        }
+        Recorded::Repeat(p) | Recorded::Unsent(p) => p,
+        Recorded::InProgress => return Err(ApiError::PaymentInProgress),
+        Recorded::WindowClosed => return Err(ApiError::PaymentWindowClosed),
+        Recorded::NotPayable(status) => {
+            return Err(ApiError::NotPayable {
+                state: match status.as_deref() {
+                    Some("paid") => TicketStatus::Paid,
+                    Some("cancelled") => TicketStatus::Cancelled,
+                    _ => order.status,
+                },
+            })
         }
     };
     if let Err(e) = state.payments.send(&payment).await {
