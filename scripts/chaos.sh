@@ -481,10 +481,19 @@ ready_for_fault() {
     ((RUN_STOCK - BASH_REMATCH[1] >= RUN_FAULT_AFTER)) || return 1
     [[ $body =~ \"pending\":([0-9]+) ]] && ((BASH_REMATCH[1] > 0))
 }
-# Scenario 13: the waiting room is admitting (the admin view's waiting_room.admitted > 0); the
-# count in ADMITTED_AT_KILL.
+# Admission tokens gateway (index) has handed out itself: its own
+# seckill_gateway_requests_total{outcome="admitted"} on joins and polls.
+gateway_admitted() {
+    curl -fsS "http://127.0.0.1:${GW_PORTS[$1]}/metrics" |
+        awk '$1 ~ /^seckill_gateway_requests_total\{outcome="admitted",/ { n += $2; seen = 1 }
+             END { if (!seen) exit 1; print n }'
+}
+# Scenario 13: gateway 0 itself has handed out admission tokens (its own counter, in
+# G0_ADMITTED), and the room has buyers admitted and not bought (the admin view's
+# waiting_room.admitted, in ADMITTED_AT_KILL).
 admitting_now() {
     local body
+    G0_ADMITTED=$(gateway_admitted 0) && ((G0_ADMITTED > 0)) || return 1
     body=$(admin GET "/admin/products/$PRODUCT" 2>/dev/null) || return 1
     [[ $body =~ \"admitted\":([0-9]+) ]] && ((BASH_REMATCH[1] > 0)) || return 1
     ADMITTED_AT_KILL=${BASH_REMATCH[1]}
@@ -672,7 +681,9 @@ inject() { # scenario
         4) kill_awaiting_ack 0 || return 1
            sleep "$RESTART_AFTER"
            start_gateway 0 || { run_error "gateway 0 did not come back"; return 1; } ;;
-        13) kill_process g0 || return 1
+        13) G0_ADMITTED=$(gateway_admitted 0) || { run_error "no metrics from gateway 0 before the kill"; return 1; }
+           kill_process g0 || return 1
+           EVIDENCE+=("gateway 0's own count: $G0_ADMITTED admission tokens handed out when it was SIGKILLed")
            EVIDENCE+=("$ADMITTED_AT_KILL admitted, not bought, when gateway 0 was SIGKILLed")
            sleep "$RESTART_AFTER"
            start_gateway 0 || { run_error "gateway 0 did not come back"; return 1; } ;;
@@ -734,26 +745,31 @@ inject() { # scenario
     esac
     FAULT_END=$(now_us)
 }
-# Scenario 19: worker 0 killed itself (SIGKILL) right after a MySQL commit, before its Redis
-# confirm. Proven where it landed: its exit status, its last words (the batch's tickets and
-# their Redis records), every one of those tickets in MySQL's orders, and some of their records
-# still `processing` in Redis as the worker is found gone. Restarted $RESTART_AFTER s later.
-died_at_commit() {
-    local pid=${PIDS[w0]} rc=0 line tickets records in_db processing=0 key status
-    wait "$pid" 2>/dev/null || rc=$?
+# Worker 0 killed itself (SIGKILL) at a crash point: its exit status says so, and its last
+# words, the first line of worker-0.log matching the pattern, go in LAST_WORDS.
+died_at_crash_point() { # pattern
+    local rc=0
+    wait "${PIDS[w0]}" 2>/dev/null || rc=$?
     ((rc == 137)) || { run_error "worker 0 ended ($(exit_text "$rc")), not by its crash point's SIGKILL"; return 1; }
-    line=$(grep -m 1 '^chaos: killing this worker after the commit of' "$RUN_DIR/worker-0.log") ||
+    LAST_WORDS=$(grep -m 1 "$1" "$RUN_DIR/worker-0.log") ||
         { run_error "worker 0 died without reaching its crash point (no last words in worker-0.log)"; return 1; }
-    tickets=$(sed -n 's/.* tickets \([^ ]*\) records .*/\1/p' <<<"$line")
-    records=$(sed -n 's/.* records \([^ ]*\)$/\1/p' <<<"$line")
-    [[ -n $tickets && -n $records ]] || { run_error "worker 0's last words name no tickets: $line"; return 1; }
+}
+# Scenario 19: worker 0 killed itself right after a MySQL commit, before its Redis confirm.
+# Proven where it landed: its exit status, its last words (the batch's tickets and their Redis
+# records), every one of those tickets in MySQL's orders, and some of their records still
+# `processing` in Redis as the worker is found gone. Restarted $RESTART_AFTER s later.
+died_at_commit() {
+    local tickets records in_db processing=0 key status n
+    died_at_crash_point '^chaos: killing this worker after the commit of' || return 1
+    tickets=$(sed -n 's/.* tickets \([^ ]*\) records .*/\1/p' <<<"$LAST_WORDS")
+    records=$(sed -n 's/.* records \([^ ]*\)$/\1/p' <<<"$LAST_WORDS")
+    [[ -n $tickets && -n $records ]] || { run_error "worker 0's last words name no tickets: $LAST_WORDS"; return 1; }
     for key in ${records//,/ }; do
         status=$(redis_any HGET "$key" status) || { run_error "reading $key from Redis failed"; return 1; }
         [[ $status == processing ]] && processing=$((processing + 1))
     done
     in_db=$(mysql_root -N -B -e "SELECT COUNT(*) FROM \`$db\`.orders WHERE ticket IN ('${tickets//,/\',\'}')") ||
         { run_error "counting worker 0's last batch in MySQL failed"; return 1; }
-    local n
     n=$(tr ',' '\n' <<<"$tickets" | wc -l)
     EVIDENCE+=("worker 0 SIGKILLed itself after committing $n orders: $in_db of them in MySQL, $processing still processing in Redis when it was found gone")
     ((in_db == n)) || { run_error "worker 0's last batch is not all in MySQL ($in_db of $n): it did not die after a commit"; return 1; }
@@ -762,18 +778,15 @@ died_at_commit() {
     sleep "$RESTART_AFTER"
     start_worker 0 || { run_error "worker 0 did not come back"; return 1; }
 }
-# Scenario 11: worker 0 killed itself (SIGKILL) right after the MySQL commit of payment-timeout
-# cancels, before their units went back to Redis. Proven where it landed: its exit status, its
-# last words (the cancelled tickets), and those orders cancelled in MySQL with `restore_due`
-# still set as it is found gone (another worker finishes them 2 s later).
+# Scenario 11: worker 0 killed itself right after the MySQL commit of payment-timeout cancels,
+# before their units went back to Redis. Proven where it landed: its exit status, its last
+# words (the cancelled tickets), and those orders cancelled in MySQL with `restore_due` still
+# set as it is found gone (another worker finishes them 2 s later).
 died_at_expiry() {
-    local pid=${PIDS[w0]} rc=0 line tickets n counts cancelled due
-    wait "$pid" 2>/dev/null || rc=$?
-    ((rc == 137)) || { run_error "worker 0 ended ($(exit_text "$rc")), not by its crash point's SIGKILL"; return 1; }
-    line=$(grep -m 1 '^chaos: killing this worker after the commit of .* payment-timeout cancels' "$RUN_DIR/worker-0.log") ||
-        { run_error "worker 0 died without reaching its crash point (no last words in worker-0.log)"; return 1; }
-    tickets=$(sed -n 's/.* tickets \([^ ]*\)$/\1/p' <<<"$line")
-    [[ -n $tickets ]] || { run_error "worker 0's last words name no tickets: $line"; return 1; }
+    local tickets n counts cancelled due
+    died_at_crash_point '^chaos: killing this worker after the commit of .* payment-timeout cancels' || return 1
+    tickets=$(sed -n 's/.* tickets \([^ ]*\)$/\1/p' <<<"$LAST_WORDS")
+    [[ -n $tickets ]] || { run_error "worker 0's last words name no tickets: $LAST_WORDS"; return 1; }
     n=$(tr ',' '\n' <<<"$tickets" | wc -l)
     counts=$(mysql_root -N -B -e "SELECT SUM(status = 'cancelled'), SUM(restore_due = 1) FROM \`$db\`.orders WHERE ticket IN ('${tickets//,/\',\'}')") ||
         { run_error "reading worker 0's last cancels in MySQL failed"; return 1; }
@@ -909,8 +922,6 @@ lag_redis_replica() {
     wait_for -t 30 node_is_replica "$primary" || { run_error "node $primary did not become a replica"; return 1; }
 }
 new_zk_leader() { local l; l=$(zke_leader) && [[ $l != "$1" ]]; }
-# Scenario 15: SIGKILL the ensemble's leader; the others elect a new one; the killed server
-# comes back RESTART_AFTER s later, as a follower.
 # The ensemble's leader, asked again for up to 10 s: one `srvr` that times out on a busy
 # machine (nc -w 2) is no proof of an ensemble without a leader (2 of 5 paced runs were ERROR).
 zke_leader_polled() {
@@ -921,6 +932,8 @@ zke_leader_polled() {
     done
     return 1
 }
+# Scenario 15: SIGKILL the ensemble's leader; the others elect a new one; the killed server
+# comes back RESTART_AFTER s later, as a follower.
 kill_zk_leader() {
     local leader pid t0 new
     leader=$(zke_leader_polled) || { run_error "the ensemble has no leader"; return 1; }
@@ -1343,12 +1356,16 @@ elif sc not in (1, 10):
                     shown += 1
                 elif o.get("kind") == "wr_buy" and o.get("status") in (200, 202) and start <= o["sent_at_us"] <= end:
                     bought += 1
-            overlap = (f"{fault['evidence'][-1] if fault['evidence'] else '?'}; {shown} admissions shown, "
+            overlap = ("; ".join(e for e in fault["evidence"] if "gateway 0" in e) + f"; {shown} admissions shown, "
                        f"{bought} buys answered with a ticket; " + overlap)
             if not shown and not bought:
                 errors.append("no buyer was admitted or bought while the gateway was down")
             if not any("admitted, not bought" in e and not e.startswith("0 ") for e in fault["evidence"]):
                 errors.append("the room was not admitting when the gateway was killed")
+            own = [int(e.split(": ")[1].split()[0]) for e in fault["evidence"]
+                   if e.startswith("gateway 0's own count: ")]
+            if not own or not own[0]:
+                errors.append("gateway 0 had handed out no admission token itself when it was killed")
         elif sc == 11:
             # The fault is on the expiries, not the reservations: the victim was cancelling
             # unpaid orders when it was killed, and orders were still cancelled once it was back.
@@ -1516,7 +1533,7 @@ run_one() { # scenario speed run
         # load paces itself by the room's refresh_after_ms: no --rate.
         RUN_STOCK=$WR_STOCK RUN_USERS=$WR_USERS rate_args=()
         sale_args=(--waiting-room --until-sold-out --wr-timeout 150)
-        ready=admitting_now ADMITTED_AT_KILL=""
+        ready=admitting_now ADMITTED_AT_KILL="" G0_ADMITTED=""
     fi
     log "scenario $sc (${NAME[$sc]}), $speed, run $run: namespace $ns, logs in $RUN_DIR"
     mysql_root -e "CREATE DATABASE \`$db\`"
@@ -1569,7 +1586,7 @@ run_one() { # scenario speed run
             if [[ $sc == 11 || $sc == 19 ]]; then
                 run_error "worker 0 did not reach its crash point within 120 s: no fault injected"
             elif [[ $sc == 13 ]]; then
-                run_error "the admin view showed nobody admitted within 120 s: no fault injected"
+                run_error "gateway 0 handed out no admission token itself (or the admin view showed nobody admitted) within 120 s: no fault injected"
             else
                 run_error "no reservation in flight after $RUN_FAULT_AFTER units sold within 120 s: no fault injected"
             fi

@@ -7,8 +7,9 @@ use crate::auth::Buyer;
 use crate::error::{documented as e, ApiError};
 use crate::rate_limit::Decision;
 use crate::routes::openapi::schema;
+use crate::routes::Outcome;
 use crate::state::{AppState, ThreadRedis};
-use actix_web::{web, HttpResponse};
+use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
 use rand::RngCore;
 use seckill_shared::store::{QueueOp, QueueState};
 use seckill_shared::{now_ms, ProductId, UserId};
@@ -164,6 +165,7 @@ async fn run(
     ),
 )]
 pub async fn join(
+    req: HttpRequest,
     buyer: Buyer,
     state: web::Data<AppState>,
     redis: web::Data<ThreadRedis>,
@@ -189,6 +191,7 @@ pub async fn join(
         None,
     )
     .await?;
+    label_admitted(&req, &body);
     Ok(HttpResponse::Accepted().json(body))
 }
 
@@ -214,6 +217,7 @@ pub async fn join(
     ),
 )]
 pub async fn poll(
+    req: HttpRequest,
     buyer: Buyer,
     state: web::Data<AppState>,
     redis: web::Data<ThreadRedis>,
@@ -240,5 +244,15 @@ pub async fn poll(
         Some(&queue_id),
     )
     .await?;
+    label_admitted(&req, &body);
     Ok(HttpResponse::Ok().json(body))
+}
+
+/// An answer that hands out an admission token counts as `outcome="admitted"`: the gateway's
+/// own count of the admissions it signed (the chaos suite's evidence that a killed gateway
+/// was admitting buyers).
+fn label_admitted(req: &HttpRequest, body: &QueueBody) {
+    if body.admission_token.is_some() {
+        req.extensions_mut().insert(Outcome("admitted"));
+    }
 }

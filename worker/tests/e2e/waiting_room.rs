@@ -233,6 +233,12 @@ async fn buys_need_a_valid_admission_and_nothing_is_reserved_without_one() {
     assert_eq!(env.redis_stock(product).await, 4);
     let (_, body) = poll(&gw, product, 2, b["queue_id"].as_str().unwrap()).await;
     assert_eq!(body["state"], "bought", "{body}");
+    // The gateway counted the two answers that handed out a token as `admitted`, and only them.
+    assert_eq!(
+        gw.metric("seckill_gateway_requests_total{outcome=\"admitted\",route=\"queue_poll\"}")
+            .await,
+        2.0
+    );
     // Someone else's entry is not theirs to see; a product without a room has no queue.
     let (status, _) = poll(&gw, product, 3, b["queue_id"].as_str().unwrap()).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
