@@ -7,14 +7,41 @@
 //! lock, the duplicate checks and the stock update. The rate is the denominator of the worker's
 //! drain rate.
 
-use crate::cli::MysqlCeilingArgs;
 use anyhow::Context;
+use clap::Args;
 use hdrhistogram::Histogram;
 use seckill_shared::{now_ms, ProductId, Settings, Ticket};
 use secrecy::ExposeSecret;
 use serde::Serialize;
 use sqlx::{Connection, MySql, QueryBuilder};
 use std::time::Instant;
+
+#[derive(Debug, Clone, Args)]
+pub struct MysqlCeilingArgs {
+    /// Default: SECKILL_MYSQL_URL. The database must have the `orders` table (`worker migrate`).
+    #[arg(long, value_name = "URL")]
+    pub mysql_url: Option<String>,
+
+    /// The rows' product id. Use one that nothing else writes: every row is a new order.
+    #[arg(long, value_name = "ID")]
+    pub product: u64,
+
+    /// Rows to write in all.
+    #[arg(long, default_value_t = 20_000, value_name = "N")]
+    pub rows: u64,
+
+    /// Rows per INSERT and transaction (the worker's SECKILL_WORKER_BATCH_SIZE).
+    #[arg(long, default_value_t = 500, value_name = "N")]
+    pub batch: usize,
+
+    /// User ids are FIRST_USER, FIRST_USER + 1, …
+    #[arg(long, default_value_t = 1, value_name = "ID")]
+    pub first_user: u64,
+
+    /// Print the result as one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
 
 /// What `mysql-ceiling` measured.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -54,7 +54,7 @@ pub struct ExpiryArgs {
         env = "SECKILL_ADMIN_TOKEN",
         hide_env_values = true,
         value_name = "TOKEN",
-        value_parser = crate::cli::secret
+        value_parser = crate::args::secret
     )]
     pub admin_token: SecretString,
 
@@ -92,7 +92,7 @@ pub struct ExpiryArgs {
         env = "SECKILL_AUTH_HS256_SECRET",
         hide_env_values = true,
         value_name = "SECRET",
-        value_parser = crate::cli::secret
+        value_parser = crate::args::secret
     )]
     pub jwt_secret: Option<SecretString>,
 

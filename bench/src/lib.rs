@@ -21,6 +21,7 @@
 //!   CPU per poll, and the time to sell out next to the same sale without a waiting room.
 
 pub mod admin;
+pub mod args;
 pub mod audit;
 pub mod ceiling;
 pub mod cli;

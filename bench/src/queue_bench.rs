@@ -55,7 +55,7 @@ pub struct QueueSaleArgs {
         env = "SECKILL_ADMIN_TOKEN",
         hide_env_values = true,
         value_name = "TOKEN",
-        value_parser = crate::cli::secret
+        value_parser = crate::args::secret
     )]
     pub admin_token: SecretString,
 
@@ -65,7 +65,7 @@ pub struct QueueSaleArgs {
         env = "SECKILL_AUTH_HS256_SECRET",
         hide_env_values = true,
         value_name = "SECRET",
-        value_parser = crate::cli::secret
+        value_parser = crate::args::secret
     )]
     pub jwt_secret: SecretString,
 

@@ -1,7 +1,7 @@
 //! Building and running the gateway.
 
-use crate::admin_guard::AdminGuard;
 use crate::admission::Admission;
+use crate::auth::admin::Admins;
 use crate::auth::{self, Authenticator};
 use crate::counting::count_requests;
 use crate::error::{json_error, path_error, query_error};
@@ -72,7 +72,7 @@ impl Application {
         }
         let store_conn = store.connection();
         let state = web::Data::new(AppState {
-            auth,
+            auth: web::Data::new(auth),
             admission: Admission::new(settings.max_in_flight),
             settler: Settler {
                 store: store.clone(),
@@ -90,7 +90,6 @@ impl Application {
             publisher,
             sold_out,
             metrics,
-            admin_token: settings.admin_token.clone(),
             namespace: settings.namespace.clone(),
             sync_mode: settings.gateway_mode == GatewayMode::Sync,
             recovery: Recovery::new(&settings)?,
@@ -100,7 +99,10 @@ impl Application {
                 settings.admission_secret.clone(),
                 settings.admission_ttl_secs * 1000,
             )?,
-            admin_guard: AdminGuard::new(settings.admin_auth_failures_per_min),
+            admins: web::Data::new(Admins::new(
+                settings.admin_token.clone(),
+                settings.admin_auth_failures_per_min,
+            )),
             health: Default::default(),
             // A publish waits up to the delivery timeout for room in the producer's queue,
             // then as long again (and 0.5 s) for its report; 1 s more for clocks that differ.
@@ -154,6 +156,8 @@ impl Application {
             App::new()
                 .wrap(from_fn(count_requests))
                 .app_data(data.clone())
+                .app_data(data.auth.clone())
+                .app_data(data.admins.clone())
                 .app_data(thread_redis)
                 .app_data(
                     web::JsonConfig::default()
@@ -291,7 +295,7 @@ async fn forget_idle_addresses(state: web::Data<AppState>, stop: CancellationTok
             _ = stop.cancelled() => return,
             _ = tick.tick() => {
                 state.auth.addresses.forget_idle();
-                state.admin_guard.forget_idle();
+                state.admins.forget_idle();
             }
         }
     }

@@ -1,7 +1,7 @@
 //! [`AppState`]: what every request handler shares.
 
-use crate::admin_guard::AdminGuard;
 use crate::admission::Admission;
+use crate::auth::admin::Admins;
 use crate::auth::Authenticator;
 use crate::metrics::Metrics;
 use crate::payments::Payments;
@@ -10,22 +10,22 @@ use crate::rate_limit::RateLimiter;
 use crate::recovery::Recovery;
 use crate::sold_out::SoldOutMarkers;
 use crate::waiting_room::Admissions;
+use actix_web::web;
 use seckill_shared::settle::Settler;
 use seckill_shared::store::TicketStore;
-use secrecy::SecretString;
 use sqlx::MySqlPool;
 use std::sync::Arc;
 
 /// Everything a request needs. Shared by all of actix's worker threads.
 pub struct AppState {
-    /// Buyer identity: the per-address limit and token verification.
-    pub auth: Authenticator,
+    /// Buyer identity: the per-address limit and token verification. Also app data of its
+    /// own, for the identity extractors.
+    pub auth: web::Data<Authenticator>,
     pub store: TicketStore,
     pub db: MySqlPool,
     pub publisher: OrderPublisher,
     pub sold_out: Arc<SoldOutMarkers>,
     pub metrics: Metrics,
-    pub admin_token: SecretString,
     /// `SECKILL_NAMESPACE`: the prefix of every Redis key, topic and ZooKeeper node.
     pub namespace: String,
     pub sync_mode: bool,
@@ -40,10 +40,11 @@ pub struct AppState {
     pub default_payment_window_secs: u64,
     /// Waiting rooms' admission tokens.
     pub admissions: Admissions,
-    /// Wrong admin tokens per client address (`SECKILL_ADMIN_AUTH_FAILURES_PER_MIN`).
-    pub admin_guard: AdminGuard,
+    /// The admin token, and wrong ones per client address
+    /// (`SECKILL_ADMIN_AUTH_FAILURES_PER_MIN`). Also app data of its own, for [`crate::auth::admin::Admin`].
+    pub admins: web::Data<Admins>,
     /// The last dependency check, which `/healthz` answers from.
-    pub health: crate::routes::health::HealthCache,
+    pub health: crate::dependencies::HealthCache,
     /// A held `pending` ticket with no Kafka location older than this (ms) lost its order
     /// with its gateway: any publish of it is over (the delivery timeout, its report's grace,
     /// the location's hold).

@@ -21,6 +21,10 @@ use serde::{Deserialize, Serialize, Serializer};
 use std::collections::{BTreeSet, HashSet};
 use std::fmt;
 use std::net::SocketAddr;
+
+/// The Kafka consumer's `heartbeat.interval.ms`. `SECKILL_WORKER_SESSION_TIMEOUT_MS` must
+/// allow more than three of them.
+pub const HEARTBEAT_INTERVAL_MS: u64 = 1000;
 use std::time::Duration;
 
 /// Environment variables that configure the system start with this.
@@ -227,7 +231,7 @@ pub struct Settings {
     /// Worker: the consumer's `session.timeout.ms`. A worker that dies without leaving the
     /// group keeps its partitions, unconsumed, until the broker has heard nothing from it for
     /// this long; one that stops cleanly leaves the group, and its partitions move on without
-    /// that wait. More than 3 heartbeats ([`crate::kafka::HEARTBEAT_INTERVAL_MS`]). With the
+    /// that wait. More than 3 heartbeats ([`HEARTBEAT_INTERVAL_MS`]). With the
     /// local tansu broker every rebalance (the first join of a new group included) takes
     /// about half of it.
     pub worker_session_timeout_ms: u64,
@@ -648,7 +652,7 @@ impl Settings {
         )?;
         check(
             (1000..=300_000).contains(&self.worker_session_timeout_ms)
-                && self.worker_session_timeout_ms > 3 * crate::kafka::HEARTBEAT_INTERVAL_MS,
+                && self.worker_session_timeout_ms > 3 * HEARTBEAT_INTERVAL_MS,
             "worker_session_timeout_ms",
             "must be 3001..=300000 (more than 3 heartbeats of 1000 ms)",
         )?;

@@ -7,6 +7,13 @@ use std::fmt;
 /// Largest id we accept. Ids are stored as signed BIGINT in MySQL.
 pub const MAX_ID: u64 = i64::MAX as u64;
 
+/// Largest stock one product may have.
+pub const MAX_STOCK: i64 = 1_000_000_000;
+/// Highest price, in minor units.
+pub const MAX_PRICE: i64 = 1_000_000_000_000;
+/// Longest product name, in characters, once trimmed.
+pub const MAX_NAME_CHARS: usize = 200;
+
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ParseError {
     #[error("{0} must be a whole number between 1 and {MAX_ID}")]

@@ -1,7 +1,7 @@
 //! Kafka settings shared by the gateway (producer) and the worker (consumer), and topic
 //! creation.
 
-use crate::config::Settings;
+use crate::config::{Settings, HEARTBEAT_INTERVAL_MS};
 use anyhow::Context;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
@@ -25,10 +25,6 @@ pub const FENCE_HEADER: &str = "seckill-fence";
 pub fn is_fence(headers: Option<&rdkafka::message::BorrowedHeaders>) -> bool {
     headers.is_some_and(|h| h.iter().any(|x| x.key == FENCE_HEADER))
 }
-
-/// The consumer's `heartbeat.interval.ms`. `SECKILL_WORKER_SESSION_TIMEOUT_MS` must allow
-/// more than three of them.
-pub const HEARTBEAT_INTERVAL_MS: u64 = 1000;
 
 /// Producer settings: idempotent, `acks=all`, and a delivery timeout of seconds, not minutes.
 pub fn producer_config(s: &Settings) -> ClientConfig {

@@ -45,7 +45,7 @@ async fn run(
     shutdown: CancellationToken,
 ) {
     let mut due: BTreeSet<ProductId> = BTreeSet::new();
-    let policy = crate::consume::retry_policy();
+    let policy = crate::retry::retry_policy();
     let mut delays = policy.build();
     loop {
         if due.is_empty() {

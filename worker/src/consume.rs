@@ -2,7 +2,8 @@
 
 use crate::announce::Announcer;
 use crate::metrics::Metrics;
-use backon::{BackoffBuilder, ExponentialBuilder};
+use crate::retry::{retry_policy, MAX_RETRY_DELAY};
+use backon::BackoffBuilder;
 use rdkafka::consumer::{
     BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer,
 };
@@ -15,22 +16,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
-/// The longest wait between two tries of a failing batch step.
-const MAX_RETRY_DELAY: Duration = Duration::from_secs(5);
-
 /// How long a stopping worker waits for each blocking step of leaving Kafka (the final
 /// commit and leaving the group; closing the consumer).
 pub(crate) const LEAVE_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Backoff between tries of a failing step (a batch step, a publish, an expiry round): 100 ms
-/// doubling to 5 s, with jitter.
-pub(crate) fn retry_policy() -> ExponentialBuilder {
-    ExponentialBuilder::new()
-        .with_min_delay(Duration::from_millis(100))
-        .with_max_delay(MAX_RETRY_DELAY)
-        .with_jitter()
-        .without_max_times()
-}
 
 /// Partitions currently assigned to this worker.
 pub type Assignment = Arc<Mutex<BTreeSet<i32>>>;

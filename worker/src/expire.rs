@@ -35,7 +35,7 @@ pub struct Expirer {
 
 impl Expirer {
     pub async fn run(self, shutdown: CancellationToken) {
-        let policy = crate::consume::retry_policy();
+        let policy = crate::retry::retry_policy();
         let mut delays = policy.build();
         loop {
             let wait = match self.round().await {

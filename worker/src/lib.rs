@@ -12,6 +12,7 @@
 //! - [`expire`]: every worker cancels orders not paid by their deadline and puts their units
 //!   back on sale (see `seckill_shared::cancel`).
 //! - [`health`]: `/livez`, `/healthz` (dependencies and assigned partitions) and `/metrics`.
+//! - `retry`: the backoff every loop retries a failing step with.
 //! - [`metrics`]: Prometheus counters and histograms of this process.
 //! - [`live`]: once a second, the gauges read rather than counted, and this worker's share of
 //!   the admin dashboard's live figures.
@@ -22,6 +23,7 @@ pub mod expire;
 pub mod health;
 pub mod live;
 pub mod metrics;
+mod retry;
 pub mod startup;
 pub mod sweep;
 

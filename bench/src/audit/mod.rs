@@ -1,12 +1,13 @@
 //! `seckill-bench audit`: gathers the facts ([`gather`]) and runs the pure
 //! [`checks`] over them.
 
+pub mod args;
 pub mod checks;
 mod room_redis;
 
-use crate::cli::AuditArgs;
 use crate::history::{self, Line, SettledLine};
 use anyhow::Context;
+use args::AuditArgs;
 use checks::{
     AuditInput, CheckResult, HistoryFacts, HistoryTicket, MysqlFacts, OrderRow, PaymentRow,
     Promises, RedisFacts, RoomFacts, RoomHistory, SettleMs, TicketState,

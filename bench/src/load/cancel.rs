@@ -31,9 +31,9 @@ pub const PAUSE_MAX: Duration = Duration::from_millis(50);
 const NOT_YET: &str = "pending";
 
 /// Whether `user` cancels, at `rate` (0 to 1), for the run seeded with `seed`: a draw of its
-/// own, independent of [`super::payment::pays`]'s.
+/// own, independent of [`super::draw::pays`]'s.
 pub fn cancels(seed: u64, user: u64, rate: f64) -> bool {
-    super::payment::picked(seed, user, CANCEL_STREAM, rate)
+    super::draw::picked(seed, user, CANCEL_STREAM, rate)
 }
 
 /// Sets the cancel draw apart from the pay draw (stream 0).
@@ -194,7 +194,7 @@ mod tests {
         assert_eq!(picked(7, 0.5), n);
         // Independent of who pays: about half of the half who pay cancel too.
         let both = (1..=10_000u64)
-            .filter(|u| cancels(7, *u, 0.5) && super::super::payment::pays(7, *u, 0.5))
+            .filter(|u| cancels(7, *u, 0.5) && super::super::draw::pays(7, *u, 0.5))
             .count();
         assert!((2_300..2_700).contains(&both), "{both}");
     }

@@ -35,8 +35,10 @@
 
 pub mod admin_samples;
 pub mod all_paid;
+pub mod args;
 pub mod buyer_token;
 pub mod cancel;
+mod draw;
 pub mod engine;
 #[cfg(test)]
 mod fake_gateway;
@@ -48,12 +50,12 @@ pub mod stats;
 pub mod timeline;
 pub mod waiting_room;
 
-use crate::cli::LoadArgs;
 use crate::history::{HistorySink, HistoryWriter, RequestRecord};
 use crate::now_us;
 use admin_samples::AdminSampler;
 use all_paid::AllPaid;
 use anyhow::Context;
+use args::LoadArgs;
 use buyer_token::{BuyerTokens, SigningKey, TokenIssuer};
 use bytes::BytesMut;
 use engine::{Conns, EngineKind, Target};

@@ -383,7 +383,7 @@ pub struct Summary {
     pub history: Option<String>,
     /// `--waiting-room`: what became of the buyers in the line (absent otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub waiting_room: Option<super::waiting_room::WaitingRoomReport>,
+    pub waiting_room: Option<WaitingRoomReport>,
     /// The answers over time, per outcome (absent for `--waiting-room`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timeline: Option<super::timeline::Timeline>,
@@ -656,6 +656,29 @@ impl Summary {
         }
         s
     }
+}
+
+/// What became of the buyers, in the summary's `waiting_room`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct WaitingRoomReport {
+    /// Buyers whose join was answered `202`.
+    pub joined: u64,
+    /// Buyers that never got a join answered.
+    pub not_joined: u64,
+    /// Buyers admitted at least once, and admissions seen in all.
+    pub admitted_buyers: u64,
+    pub admissions: u64,
+    /// How the buyers ended: `bought`, `expired`, `sold_out`, `waiting`, `admitted`...
+    pub ended: std::collections::BTreeMap<String, u64>,
+    pub join_attempts: u64,
+    pub polls: u64,
+    /// Joins, polls and buys that got no usable answer (and were retried).
+    pub retries: u64,
+    /// Admin view samples, and the most admitted-not-bought seen in one.
+    pub samples: u64,
+    pub max_admitted_seen: u64,
+    /// Samples whose admitted count was above `ceil(factor × stock_redis)`.
+    pub samples_over_cap: u64,
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@
 //! view's `waiting_room.admitted` against `stock_redis` that the audit checks the cap with.
 
 use super::admin_samples::AdminSampler;
+use super::args::LoadArgs;
 use super::buyer_token::BuyerTokens;
 use super::engine::EngineKind;
 use super::plan::Outcome;
@@ -23,9 +24,9 @@ use super::sale_end::{AdminApi, Ended, Reading, SaleEndReport, StockView};
 use super::settle::{self, IssuedTicket};
 use super::stats::{
     ArrivalModel, ArrivalStats, E2eLatency, ShardedHistograms, Summary, TicketTotals,
+    WaitingRoomReport,
 };
 use super::{error_chain, ticket_of, SettledOut, POOL_IDLE_TIMEOUT};
-use crate::cli::LoadArgs;
 use crate::history::{
     HistorySink, HistoryWriter, RequestRecord, WaitingRoomLine, WrAdmittedLine, WrBuyLine,
     WrEndLine, WrJoinLine, WrSampleLine,
@@ -36,7 +37,7 @@ use bytes::Bytes;
 use hyper::header::HeaderValue;
 use indicatif::ProgressBar;
 use seckill_shared::now_ms;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -81,29 +82,6 @@ struct AdminView {
 struct AdminRoom {
     admitted: u64,
     max_admitted_factor: f64,
-}
-
-/// What became of the buyers, in the summary's `waiting_room`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct WaitingRoomReport {
-    /// Buyers whose join was answered `202`.
-    pub joined: u64,
-    /// Buyers that never got a join answered.
-    pub not_joined: u64,
-    /// Buyers admitted at least once, and admissions seen in all.
-    pub admitted_buyers: u64,
-    pub admissions: u64,
-    /// How the buyers ended: `bought`, `expired`, `sold_out`, `waiting`, `admitted`...
-    pub ended: BTreeMap<String, u64>,
-    pub join_attempts: u64,
-    pub polls: u64,
-    /// Joins, polls and buys that got no usable answer (and were retried).
-    pub retries: u64,
-    /// Admin view samples, and the most admitted-not-bought seen in one.
-    pub samples: u64,
-    pub max_admitted_seen: u64,
-    /// Samples whose admitted count was above `ceil(factor × stock_redis)`.
-    pub samples_over_cap: u64,
 }
 
 /// State every buyer shares.

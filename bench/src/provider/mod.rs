@@ -13,6 +13,7 @@
 //! - [`callback`]: deciding after the delay, signing and delivering the callback with backoff.
 //! - [`routes`]: the HTTP endpoints and their errors.
 
+pub mod args;
 pub mod callback;
 pub mod ledger;
 pub mod routes;
@@ -20,9 +21,9 @@ pub mod routes;
 #[cfg(test)]
 mod tests;
 
-use crate::cli::ProviderArgs;
 use actix_web::{dev::ServerHandle, web, App, HttpServer};
 use anyhow::Context;
+use args::ProviderArgs;
 use callback::{Dispatcher, Retry};
 use ledger::{Ledger, Odds};
 use std::future::Future;

@@ -1,10 +1,10 @@
 //! The provider in-process on port 0, calling back a small actix receiver that records what it
 //! gets (and can fail its first requests).
 
+use super::args::ProviderArgs;
 use super::callback::Retry;
 use super::routes::{DECISION_HEADER, DELAY_HEADER};
 use super::Provider;
-use crate::cli::ProviderArgs;
 use actix_web::dev::ServerHandle;
 use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
 use bytes::Bytes;

@@ -11,13 +11,13 @@
 //! verifies the token.
 
 pub mod address;
+pub mod admin;
 mod keys;
 
 pub use address::AddressLimiter;
 pub use keys::{parse as parse_jwks, JwksFile};
 
 use crate::error::ApiError;
-use crate::state::AppState;
 use actix_web::dev::Payload;
 use actix_web::{http::header, web, FromRequest, HttpRequest};
 use anyhow::Context;
@@ -237,10 +237,10 @@ impl FromRequest for Buyer {
     type Future = Ready<Result<Self, ApiError>>;
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
-        ready(match req.app_data::<web::Data<AppState>>() {
-            Some(state) => state.auth.buyer(req).map(Buyer),
+        ready(match req.app_data::<web::Data<Authenticator>>() {
+            Some(auth) => auth.buyer(req).map(Buyer),
             None => Err(ApiError::Unexpected(anyhow::anyhow!(
-                "the gateway's state is not configured"
+                "the gateway's buyer identity is not configured"
             ))),
         })
     }

@@ -1,55 +1,22 @@
 //! Admin endpoints, behind `Authorization: Bearer <SECKILL_ADMIN_TOKEN>`.
 
+use crate::auth::admin::Admin;
 use crate::error::{documented as e, whole, ApiError, Object};
-use crate::routes::openapi::{schema, ProductCreated};
+use crate::routes::openapi::answers::{json_answer, location};
+use crate::routes::openapi::schema;
 use crate::state::AppState;
 use actix_web::http::header;
-use actix_web::{web, HttpRequest, HttpResponse};
+use actix_web::{web, HttpResponse};
 use chrono::{DateTime, Utc};
 use futures::{StreamExt, TryStreamExt};
+use seckill_shared::domain::{MAX_NAME_CHARS, MAX_PRICE, MAX_STOCK};
 use seckill_shared::{db, OrderStatus, ProductId};
-use secrecy::ExposeSecret;
 use serde::{Deserialize, Serialize};
-use subtle::ConstantTimeEq;
+use std::collections::BTreeMap;
+use utoipa::openapi::link::LinkBuilder;
+use utoipa::openapi::{RefOr, Response};
+use utoipa::IntoResponses;
 use utoipa::ToSchema;
-
-/// Checks the bearer token in constant time: `401` without one, `403` when it is wrong, and
-/// `429` from a client address past its budget of wrong tokens (`crate::admin_guard`), whatever
-/// the token.
-pub(crate) fn authorize(req: &HttpRequest, state: &AppState) -> Result<(), ApiError> {
-    // Keyed like the buyers' per-address limit (trusted proxies; an IPv6 client by its /64).
-    let client = state
-        .auth
-        .addresses
-        .client(req)
-        .map(crate::auth::address::limit_key);
-    if let Some(addr) = client {
-        state.admin_guard.check(addr)?;
-    }
-    let given = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .ok_or(ApiError::Unauthorized)?;
-    if constant_time_eq(
-        given.trim().as_bytes(),
-        state.admin_token.expose_secret().as_bytes(),
-    ) {
-        Ok(())
-    } else {
-        if let Some(addr) = client {
-            state.admin_guard.failed(addr)?;
-        }
-        Err(ApiError::Forbidden)
-    }
-}
-
-/// Compares in constant time (`subtle`), so the time taken says nothing about the token's
-/// contents. Only its length can show: tokens of another length are refused at once.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.ct_eq(b).into()
-}
 
 fn product_id(path: &str) -> Result<ProductId, ApiError> {
     Ok(ProductId::parse(path)?)
@@ -112,13 +79,6 @@ pub struct NewWaitingRoom {
     #[schema(examples("2026-12-01T09:50:00Z"))]
     opens_at: Option<DateTime<Utc>>,
 }
-
-/// Largest stock one product may have.
-pub(crate) const MAX_STOCK: i64 = 1_000_000_000;
-/// Highest price, in minor units.
-pub(crate) const MAX_PRICE: i64 = 1_000_000_000_000;
-/// Longest product name, in characters, once trimmed.
-pub(crate) const MAX_NAME_CHARS: usize = 200;
 
 /// The body of `201` to `POST /admin/products`.
 #[derive(Debug, Serialize, ToSchema)]
@@ -316,11 +276,10 @@ pub struct OrdersByState {
     ),
 )]
 pub async fn create_product(
-    req: HttpRequest,
+    _admin: Admin,
     state: web::Data<AppState>,
     body: web::Json<Object<NewProduct>>,
 ) -> Result<HttpResponse, ApiError> {
-    authorize(&req, &state)?;
     let p = body.into_inner().0;
     let name = p.name.trim();
     if name.is_empty() || name.chars().count() > MAX_NAME_CHARS {
@@ -466,11 +425,10 @@ async fn announce_for_sale(state: &AppState, id: ProductId) -> bool {
     ),
 )]
 pub async fn preload(
-    req: HttpRequest,
+    _admin: Admin,
     state: web::Data<AppState>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    authorize(&req, &state)?;
     let id = product_id(&path)?;
     let product = mysql_product(&state, id).await?;
     state.recovery.ensure_owned(&state.db).await?;
@@ -558,11 +516,10 @@ async fn reconcile_product(
     ),
 )]
 pub async fn reconcile(
-    req: HttpRequest,
+    _admin: Admin,
     state: web::Data<AppState>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    authorize(&req, &state)?;
     let id = product_id(&path)?;
     let seckill_shared::recovery::ReconcileReport {
         stock_db,
@@ -607,11 +564,10 @@ pub async fn reconcile(
     ),
 )]
 pub async fn get_product(
-    req: HttpRequest,
+    _admin: Admin,
     state: web::Data<AppState>,
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    authorize(&req, &state)?;
     let id = product_id(&path)?;
     let product = mysql_product(&state, id).await?;
     Ok(HttpResponse::Ok().json(product_view(&state, product).await?))
@@ -787,24 +743,40 @@ fn product_id_of(id: u64) -> Result<ProductId, ApiError> {
     ),
 )]
 pub async fn list_products(
-    req: HttpRequest,
+    _admin: Admin,
     state: web::Data<AppState>,
     query: web::Query<PageQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    authorize(&req, &state)?;
     let q = query.into_inner();
     Ok(HttpResponse::Ok().json(product_page(&state, q.limit, q.before).await?))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::constant_time_eq;
+/// The `201` of `POST /admin/products`: the new id, where the product is, and what to do with it.
+pub struct ProductCreated;
 
-    #[test]
-    fn token_comparison() {
-        assert!(constant_time_eq(b"secret", b"secret"));
-        assert!(!constant_time_eq(b"secret", b"secreT"));
-        assert!(!constant_time_eq(b"secret", b"secret2"));
-        assert!(!constant_time_eq(b"", b"x"));
+impl IntoResponses for ProductCreated {
+    fn responses() -> BTreeMap<String, RefOr<Response>> {
+        let mut response = json_answer::<Created>("Created; not for sale until preloaded.").header(
+            "Location",
+            location(
+                "/admin/products/{}",
+                &schema::decimal_up_to(seckill_shared::domain::MAX_ID),
+                true,
+            ),
+        );
+        for (name, operation) in [
+            ("GetProduct", "getProduct"),
+            ("PreloadProduct", "preloadProduct"),
+            ("ReconcileProduct", "reconcileProduct"),
+        ] {
+            response = response.link(
+                name,
+                LinkBuilder::new()
+                    .operation_id(operation)
+                    .parameter("id", "$response.body#/id")
+                    .build(),
+            );
+        }
+        BTreeMap::from([("201".to_owned(), response.build().into())])
     }
 }

@@ -3,7 +3,8 @@
 use crate::auth::Buyer;
 use crate::error::{documented as e, whole, ApiError, Object};
 use crate::rate_limit::Decision;
-use crate::routes::openapi::{schema, BuyAnswers};
+use crate::routes::openapi::answers::{json_answer, location};
+use crate::routes::openapi::schema;
 use crate::routes::Outcome as OutcomeLabel;
 use crate::state::{AppState, ThreadRedis};
 use actix_web::http::header;
@@ -17,8 +18,12 @@ use seckill_shared::{
     db, now_ms, FailureReason, OrderMessage, ProductId, Ticket, TicketStatus, UserId,
 };
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use tracing::Instrument;
+use utoipa::openapi::link::LinkBuilder;
+use utoipa::openapi::{RefOr, Response};
+use utoipa::IntoResponses;
 
 /// The buyer is the token's `sub`. `user_id` is optional; when present it must equal
 /// `sub` (`403 user_mismatch`). Without authentication (`SECKILL_AUTH_MODE=none`, `--dev`
@@ -597,6 +602,43 @@ pub async fn current_ticket(
             .map(|s| TicketBody::from_settled(ticket, s))
             .unwrap_or_else(|| TicketBody::pending(ticket, user))),
         Err(e) => Err(ApiError::unavailable("Redis", e)),
+    }
+}
+
+/// The successful answers of a buy (`202`, `201`, `200`): the ticket, where to poll it, and
+/// the link to poll it with.
+pub struct BuyAnswers;
+
+impl IntoResponses for BuyAnswers {
+    fn responses() -> BTreeMap<String, RefOr<Response>> {
+        let poll = LinkBuilder::new()
+            .operation_id("getOrder")
+            .parameter("ticket", "$response.body#/ticket")
+            .description("Poll the ticket.")
+            .build();
+        let order = |required| location("/v1/orders/{}", &schema::ticket_regex(), required);
+        [
+            (
+                "202",
+                "Reserved and handed to Kafka (async mode); poll the ticket.",
+                true,
+            ),
+            ("201", "Confirmed in MySQL (sync mode).", true),
+            (
+                "200",
+                "The user already holds a ticket for this product: that ticket in its current state, with `Location`. Or, in sync mode, the order failed for good (`status: failed`, `reason`), without `Location`.",
+                false,
+            ),
+        ]
+        .into_iter()
+        .map(|(status, description, required)| {
+            let response = json_answer::<TicketBody>(description)
+                .header("Location", order(required))
+                .link("GetOrder", poll.clone())
+                .build();
+            (status.to_owned(), response.into())
+        })
+        .collect()
     }
 }
 

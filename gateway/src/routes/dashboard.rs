@@ -9,11 +9,12 @@
 //! heartbeat to Redis once a second ([`seckill_shared::live`]), so any gateway answers for all
 //! of them, without knowing their addresses.
 
-use super::admin::{authorize, product_page, ProductView};
+use super::admin::{product_page, ProductView};
+use crate::auth::admin::Admin;
 use crate::error::{documented as e, ApiError};
 use crate::state::AppState;
 use actix_web::http::header;
-use actix_web::{web, HttpRequest, HttpResponse};
+use actix_web::{web, HttpResponse};
 use seckill_shared::live::{self, field, Heartbeat, LiveReader, ProcessKind};
 use seckill_shared::now_ms;
 use serde::{Deserialize, Serialize};
@@ -197,11 +198,10 @@ impl Series {
     ),
 )]
 pub async fn overview(
-    req: HttpRequest,
+    _admin: Admin,
     state: web::Data<AppState>,
     query: web::Query<OverviewQuery>,
 ) -> Result<HttpResponse, ApiError> {
-    authorize(&req, &state)?;
     let limit = query.limit.unwrap_or(MAX_OVERVIEW_PRODUCTS);
     if !(1..=MAX_OVERVIEW_PRODUCTS).contains(&limit) {
         return Err(ApiError::BadRequest(format!(

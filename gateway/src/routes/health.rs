@@ -1,18 +1,16 @@
 //! Health and metrics.
 //!
 //! `/healthz` is open, so it answers from the check the gateway runs every second anyway (at
-//! most [`HEALTH_MAX_AGE`] old; one check at a time when that is stale), and names what is
+//! most [`crate::dependencies::HEALTH_MAX_AGE`] old; one check at a time when that is stale), and names what is
 //! down without the dependency's own error text (addresses, driver messages): that goes to
 //! the log, and to a caller with the admin token.
 
+use crate::dependencies::{Dependencies, DependencyCheck};
 use crate::state::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::Serialize;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use utoipa::ToSchema;
-
-/// The oldest check `/healthz` answers from.
-pub const HEALTH_MAX_AGE: Duration = Duration::from_secs(2);
 
 /// The body of `GET /livez`.
 #[derive(Debug, Serialize, ToSchema)]
@@ -44,98 +42,6 @@ enum HealthStatus {
     Degraded,
 }
 
-/// Each dependency, checked separately.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct Dependencies {
-    redis: DependencyCheck,
-    mysql: DependencyCheck,
-    kafka: DependencyCheck,
-    zookeeper: DependencyCheck,
-}
-
-/// One dependency: up, or down and why.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-struct DependencyCheck {
-    ok: bool,
-    /// Why it is down: `unreachable`, `timed out`, or for ZooKeeper a sentence; with the admin
-    /// token, the dependency's own error.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(nullable = false)]
-    error: Option<String>,
-    /// The dependency's own error, for the log and the admin.
-    #[serde(skip)]
-    detail: Option<String>,
-}
-
-impl DependencyCheck {
-    fn up() -> Self {
-        Self {
-            ok: true,
-            error: None,
-            detail: None,
-        }
-    }
-
-    fn down(error: &str, detail: Option<String>) -> Self {
-        Self {
-            ok: false,
-            error: Some(error.to_owned()),
-            detail,
-        }
-    }
-}
-
-/// The last dependency check, shared by `/healthz` and the live loop that checks every second.
-#[derive(Default)]
-pub struct HealthCache {
-    last: std::sync::Mutex<Option<(Instant, Dependencies)>>,
-    checking: tokio::sync::Mutex<()>,
-}
-
-impl HealthCache {
-    pub(crate) fn put(&self, d: &Dependencies) {
-        let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
-        let was_up = last.as_ref().map(|(_, d)| d.up());
-        for (name, check) in d.each() {
-            let before = was_up.and_then(|u| u.iter().find(|(n, _)| *n == name).map(|x| x.1));
-            if !check.ok && before != Some(false) {
-                tracing::warn!(
-                    dependency = name,
-                    error = check.detail.as_deref().or(check.error.as_deref()),
-                    "a dependency is down"
-                );
-            }
-        }
-        *last = Some((Instant::now(), d.clone()));
-    }
-
-    fn fresh(&self) -> Option<Dependencies> {
-        self.last
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-            .filter(|(at, _)| at.elapsed() <= HEALTH_MAX_AGE)
-            .map(|(_, d)| d.clone())
-    }
-
-    /// The last check if it is fresh, else a new one (one at a time: callers meanwhile wait
-    /// for it and share it).
-    async fn get(&self, state: &AppState) -> Dependencies {
-        if let Some(d) = self.fresh() {
-            return d;
-        }
-        let _one = self.checking.lock().await;
-        if let Some(d) = self.fresh() {
-            return d;
-        }
-        let d = check_dependencies(state, Duration::from_secs(2)).await;
-        self.put(&d);
-        d
-    }
-}
-
 /// The process is up. Touches no dependency.
 #[utoipa::path(
     get,
@@ -164,22 +70,23 @@ pub async fn livez() -> HttpResponse {
     ),
 )]
 pub async fn healthz(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
-    let mut dependencies = state.health.get(&state).await;
+    let mut dependencies = state
+        .health
+        .get(|| check_dependencies(&state, Duration::from_secs(2)))
+        .await;
     // Always live: a session that just came (or went) shows at once.
     dependencies.zookeeper = zookeeper_check(&state);
     let admin = req
         .headers()
         .contains_key(actix_web::http::header::AUTHORIZATION)
-        && super::admin::authorize(&req, &state).is_ok();
+        && state.admins.authorize(&req, &state.auth).is_ok();
     if admin {
         for d in [
             &mut dependencies.redis,
             &mut dependencies.mysql,
             &mut dependencies.kafka,
         ] {
-            if let Some(detail) = d.detail.take() {
-                d.error = Some(detail);
-            }
+            d.show_detail();
         }
     }
     let ok = dependencies.all_up();
@@ -195,26 +102,6 @@ pub async fn healthz(req: HttpRequest, state: web::Data<AppState>) -> HttpRespon
         HttpResponse::Ok().json(body)
     } else {
         HttpResponse::ServiceUnavailable().json(body)
-    }
-}
-
-impl Dependencies {
-    fn all_up(&self) -> bool {
-        self.up().iter().all(|d| d.1)
-    }
-
-    /// Each dependency's name, and whether it is up.
-    pub(crate) fn up(&self) -> [(&'static str, bool); 4] {
-        self.each().map(|(n, d)| (n, d.ok))
-    }
-
-    fn each(&self) -> [(&'static str, &DependencyCheck); 4] {
-        [
-            ("redis", &self.redis),
-            ("mysql", &self.mysql),
-            ("kafka", &self.kafka),
-            ("zookeeper", &self.zookeeper),
-        ]
     }
 }
 

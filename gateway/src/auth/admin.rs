@@ -1,3 +1,6 @@
+//! The admin's identity: `Authorization: Bearer <SECKILL_ADMIN_TOKEN>`, checked by the
+//! [`Admin`] extractor in constant time, and the limit on wrong tokens.
+//!
 //! The limit on wrong admin tokens (`SECKILL_ADMIN_AUTH_FAILURES_PER_MIN`): each client
 //! address may send that many wrong tokens to `/admin` per minute (a burst of that many, then
 //! one more every `60 / n` seconds), in this gateway's memory. Past it the address is
@@ -9,15 +12,97 @@
 //! the buyers' per-address limit uses (trusted proxies, and an IPv6 client's /64: see
 //! [`crate::auth::address`]); the caller passes it keyed.
 
+use super::Authenticator;
 use crate::error::ApiError;
+use actix_web::dev::Payload;
+use actix_web::{http::header, web, FromRequest, HttpRequest};
 use dashmap::DashMap;
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota};
+use secrecy::{ExposeSecret, SecretString};
+use std::future::{ready, Ready};
 use std::net::IpAddr;
 use std::num::NonZeroU32;
 use std::time::{Duration, Instant};
+use subtle::ConstantTimeEq;
 
-pub struct AdminGuard {
+/// The admin token and the wrong tokens seen per address, shared by every request handler.
+pub struct Admins {
+    token: SecretString,
+    guard: AdminGuard,
+}
+
+impl Admins {
+    pub fn new(token: SecretString, failures_per_min: u32) -> Self {
+        Self {
+            token,
+            guard: AdminGuard::new(failures_per_min),
+        }
+    }
+
+    /// Forgets addresses whose wrong tokens are long past.
+    pub fn forget_idle(&self) {
+        self.guard.forget_idle()
+    }
+
+    /// Checks the bearer token in constant time: `401` without one, `403` when it is wrong,
+    /// and `429` from a client address past its budget of wrong tokens, whatever the token.
+    /// The address is keyed like the buyers' per-address limit (trusted proxies; an IPv6
+    /// client by its /64).
+    pub fn authorize(&self, req: &HttpRequest, auth: &Authenticator) -> Result<(), ApiError> {
+        let client = auth.addresses.client(req).map(super::address::limit_key);
+        if let Some(addr) = client {
+            self.guard.check(addr)?;
+        }
+        let given = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .ok_or(ApiError::Unauthorized)?;
+        if constant_time_eq(
+            given.trim().as_bytes(),
+            self.token.expose_secret().as_bytes(),
+        ) {
+            Ok(())
+        } else {
+            if let Some(addr) = client {
+                self.guard.failed(addr)?;
+            }
+            Err(ApiError::Forbidden)
+        }
+    }
+}
+
+/// Compares in constant time (`subtle`), so the time taken says nothing about the token's
+/// contents. Only its length can show: tokens of another length are refused at once.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.ct_eq(b).into()
+}
+
+/// Extractor: the request carries the admin token ([`Admins::authorize`]). A handler that
+/// takes it answers nothing else to anyone without it.
+#[derive(Debug, Clone, Copy)]
+pub struct Admin;
+
+impl FromRequest for Admin {
+    type Error = ApiError;
+    type Future = Ready<Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let (Some(admins), Some(auth)) = (
+            req.app_data::<web::Data<Admins>>(),
+            req.app_data::<web::Data<Authenticator>>(),
+        ) else {
+            return ready(Err(ApiError::Unexpected(anyhow::anyhow!(
+                "the gateway's admin identity is not configured"
+            ))));
+        };
+        ready(admins.authorize(req, auth).map(|()| Admin))
+    }
+}
+
+struct AdminGuard {
     /// Wrong tokens per address; `None` when the limit is off.
     failures: Option<DefaultKeyedRateLimiter<IpAddr>>,
     /// Addresses past their budget, and until when. governor cannot look at a bucket without
@@ -89,6 +174,14 @@ impl AdminGuard {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn token_comparison() {
+        assert!(constant_time_eq(b"secret", b"secret"));
+        assert!(!constant_time_eq(b"secret", b"secreT"));
+        assert!(!constant_time_eq(b"secret", b"secret2"));
+        assert!(!constant_time_eq(b"", b"x"));
+    }
 
     fn ip(s: &str) -> IpAddr {
         s.parse().unwrap()
