@@ -13,7 +13,6 @@
 //! - [`error`]: the API's error enum and its mapping to status codes and JSON bodies.
 //! - [`sold_out`]: the local sold-out markers and the ZooKeeper watch that drops them.
 //! - [`publish`]: the idempotent Kafka producer that hands orders to the workers.
-//! - [`payments`]: payment attempts in MySQL, the provider call, and its callback's effect.
 //! - [`metrics`]: Prometheus counters and histograms of this process.
 //! - [`live`]: once a second, dependency gauges and this gateway's share of the dashboard's
 //!   live figures (`routes::dashboard` serves the page and `GET /admin/overview`).
@@ -32,7 +31,6 @@ pub mod dependencies;
 pub mod error;
 pub mod live;
 pub mod metrics;
-pub mod payments;
 pub mod publish;
 pub mod rate_limit;
 pub mod recovery;

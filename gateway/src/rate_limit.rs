@@ -10,7 +10,8 @@
 
 use anyhow::Context;
 use redis::Script;
-use seckill_shared::store::{RedisConn, UserLimit, TOKEN_BUCKET_LUA};
+use seckill_shared::reservation::{UserLimit, TOKEN_BUCKET_LUA};
+use seckill_shared::store::RedisConn;
 use seckill_shared::{Settings, UserId};
 use std::sync::LazyLock;
 use std::time::Duration;

@@ -14,7 +14,7 @@ use crate::metrics::Metrics;
 use backon::{BackoffBuilder, ExponentialBuilder};
 use dashmap::DashMap;
 use seckill_shared::store::TicketStore;
-use seckill_shared::{zk, ProductId};
+use seckill_shared::{sold_out, ProductId};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -111,7 +111,7 @@ impl SoldOutMarkers {
 
     /// Redis said sold out. Set the marker unless that could leave it stale, then check that no
     /// unit came back meanwhile. (No node is created here: `"false"` is always published as
-    /// a data change, creating the node first when needed; see `zk::publish_not_sold_out`.)
+    /// a data change, creating the node first when needed; see `sold_out::publish_not_sold_out`.)
     pub async fn on_sold_out(&self, product: ProductId, store: &TicketStore) {
         let epoch = self.epoch.load(Ordering::SeqCst);
         if !self.is_watching() {
@@ -196,7 +196,7 @@ impl SoldOutMarkers {
         };
         match tokio::time::timeout(
             Duration::from_secs(2),
-            zk::publish_not_sold_out(&client, &self.namespace, product),
+            sold_out::publish_not_sold_out(&client, &self.namespace, product),
         )
         .await
         {
@@ -267,9 +267,9 @@ async fn one_session(
     hosts: &str,
     shutdown: &CancellationToken,
 ) -> Session {
-    let root = zk::root(&markers.namespace);
+    let root = sold_out::root(&markers.namespace);
     let connected = tokio::select! {
-        r = zk::connect(hosts, &markers.namespace, Duration::from_secs(3)) => r,
+        r = sold_out::connect(hosts, &markers.namespace, Duration::from_secs(3)) => r,
         _ = shutdown.cancelled() => return Session::Ended,
     };
     let client = match connected {
@@ -332,7 +332,7 @@ async fn one_session(
                 }
             },
             zkc::EventType::NodeDataChanged => {
-                if let Some(product) = zk::product_of(&markers.namespace, &event.path) {
+                if let Some(product) = sold_out::product_of(&markers.namespace, &event.path) {
                     markers.drop_marker(product, DropCause::ZkFalse);
                 }
             }

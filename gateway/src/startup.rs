@@ -6,7 +6,6 @@ use crate::auth::{self, Authenticator};
 use crate::counting::count_requests;
 use crate::error::{json_error, path_error, query_error};
 use crate::metrics::Metrics;
-use crate::payments::{self, Payments};
 use crate::publish::OrderPublisher;
 use crate::recovery::Recovery;
 use crate::routes;
@@ -18,7 +17,8 @@ use actix_web::middleware::from_fn;
 use actix_web::{web, App, HttpServer};
 use anyhow::Context;
 use seckill_shared::live::LivePublisher;
-use seckill_shared::payment::ChargeOutcome;
+use seckill_shared::payments::attempts::{self as payments, Payments};
+use seckill_shared::payments::ChargeOutcome;
 use seckill_shared::settle::{Chaos, Settler};
 use seckill_shared::store::TicketStore;
 use seckill_shared::{db, GatewayMode, Settings};
@@ -112,7 +112,7 @@ impl Application {
             // (chaos scenario 13, herd: delivery 2 s, pending timeout 5 s).
             republish_after_ms: (2 * settings.kafka_delivery_timeout_ms as i64
                 + 1500
-                + seckill_shared::store::HOLD_LOCATED_MS as i64)
+                + seckill_shared::locations::HOLD_LOCATED_MS as i64)
                 .min(settings.pending_timeout_ms as i64 - 1000)
                 .max(0),
         });

@@ -1,6 +1,6 @@
 //! Waiting rooms: the admission token a buyer gets when their place comes up.
 //!
-//! The queue itself, and who is admitted when, live in Redis (`shared/src/store/queue.lua`).
+//! The queue itself, and who is admitted when, live in Redis (`shared/src/waiting_room/queue.lua`).
 //! The token is the buyer's pass to the buy path: `v1.<product>.<user>.<until ms>.<hex
 //! HMAC-SHA256 of "v1.<product>.<user>.<until ms>">` with `SECKILL_ADMISSION_SECRET`, so every
 //! gateway verifies any gateway's tokens locally, before the buy touches Redis stock. The

@@ -668,7 +668,7 @@ impl Settings {
         // failed ticket. (Gateways and workers must share these settings to agree.)
         check(
             self.pending_timeout_ms
-                > self.kafka_delivery_timeout_ms + crate::store::HOLD_LOCATED_MS,
+                > self.kafka_delivery_timeout_ms + crate::locations::HOLD_LOCATED_MS,
             "pending_timeout_ms",
             "must exceed kafka_delivery_timeout_ms plus 10 ms (the hold of a Kafka location)",
         )?;

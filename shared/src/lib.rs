@@ -1,23 +1,32 @@
 //! Everything the gateway and the worker agree on.
 //!
 //! # Layout
-//! - [`cancel`]: cancelling unpaid (or buyer-cancelled) orders, and giving their units back.
-//! - [`crash_point`]: fault injection that kills the process between a MySQL commit and Redis.
+//! One folder (or file) per feature, each with its own Redis operations (`impl TicketStore`)
+//! and Lua scripts beside them:
+//! - [`lifecycle`]: the ticket's lifecycle written down as data (the model the checker runs).
+//! - [`reservation`]: the buy decision in one script per stock bucket, batched, with loans
+//!   between buckets; releasing a reservation Kafka never took.
+//! - [`locations`]: where each accepted order landed in Kafka.
+//! - [`settle`]: the worker's batch step: claim, persist, confirm or compensate.
+//! - [`recovery`]: the stale-reservation sweeper, and rebuilding what Redis lost.
+//! - [`payments`]: payment states, the provider callback's signature, and cancelling unpaid or
+//!   buyer-cancelled orders ([`payments::cancel`]).
+//! - [`waiting_room`]: joins, polls and admissions.
+//! - [`sale`]: preloading a product, ending its sale, and its counts.
+//! - [`sold_out`]: the ZooKeeper sold-out nodes: paths, connecting, publishing `"false"`.
+//! - [`kafka`]: producer and consumer settings, topic creation, fences.
+//! - [`live`]: the live figures behind the admin dashboard.
+//!
+//! Beneath them:
+//! - [`domain`]: ids that parse once (`ProductId`, `UserId`, `Ticket`), ticket states and
+//!   reasons, and the Kafka order message. No I/O.
+//! - [`store`]: the Redis adapter: connection, key layout, typed records.
+//! - [`db`]: the MySQL adapter: pool, embedded migrations, products and order look-ups.
 //! - [`config`]: the one typed `Settings`, layered as defaults, an optional TOML file, then
 //!   `SECKILL_*` environment variables.
-//! - [`domain`]: ids that parse once (`ProductId`, `UserId`, `Ticket`), ticket states and the
-//!   Kafka order message.
-//! - [`store`]: the Redis side. Key layout and the atomic Lua scripts that move a ticket through
-//!   its states (reserve, release, claim, confirm, compensate) and load a product for sale.
-//! - [`recovery`]: the stale-reservation sweeper and reconcile after Redis data loss.
-//! - [`db`]: the MySQL side. Pool, embedded migrations, products and order look-ups.
-//! - [`settle`]: the batch step that claims, persists and confirms or compensates orders.
-//! - [`kafka`]: producer and consumer settings, topic creation.
-//! - [`zk`]: the ZooKeeper sold-out nodes: paths, connecting, publishing `"false"`.
-//! - [`payment`]: payment states and the provider callback's signature.
+//! - [`crash_point`]: fault injection that kills the process between a MySQL commit and Redis.
 //! - [`telemetry`]: `tracing` set-up.
 
-pub mod cancel;
 pub mod config;
 pub mod crash_point;
 pub mod db;
@@ -25,12 +34,16 @@ pub mod domain;
 pub mod kafka;
 pub mod lifecycle;
 pub mod live;
-pub mod payment;
+pub mod locations;
+pub mod payments;
 pub mod recovery;
+pub mod reservation;
+pub mod sale;
 pub mod settle;
+pub mod sold_out;
 pub mod store;
 pub mod telemetry;
-pub mod zk;
+pub mod waiting_room;
 
 pub use config::{AuthMode, GatewayMode, LogFormat, Settings};
 pub use domain::{

@@ -168,7 +168,7 @@ impl OrderStatus {
 }
 
 /// The status of one MySQL `payments` row (one charge attempt of an order): the code's own.
-pub use crate::payment::PaymentStatus;
+pub use crate::payments::PaymentStatus;
 
 /// What a settle's MySQL transaction decided for a ticket; Redis follows with the script of
 /// [`Outcome::redis_script`].

@@ -8,7 +8,7 @@
 //! (`SECKILL_SOLD_OUT_TTL_MS`).
 
 use backon::BackoffBuilder;
-use seckill_shared::{zk, ProductId};
+use seckill_shared::{sold_out, ProductId};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,7 +25,7 @@ pub struct Announcer {
 
 impl Announcer {
     /// Starts the publishing task; it stops with `shutdown`.
-    pub fn start(publisher: Arc<zk::Publisher>, shutdown: CancellationToken) -> Self {
+    pub fn start(publisher: Arc<sold_out::Publisher>, shutdown: CancellationToken) -> Self {
         let (tx, rx) = mpsc::channel(QUEUE);
         tokio::spawn(run(publisher, rx, shutdown));
         Self { tx }
@@ -40,7 +40,7 @@ impl Announcer {
 }
 
 async fn run(
-    publisher: Arc<zk::Publisher>,
+    publisher: Arc<sold_out::Publisher>,
     mut rx: mpsc::Receiver<ProductId>,
     shutdown: CancellationToken,
 ) {

@@ -1,5 +1,5 @@
 //! The payment deadline: cancels unpaid orders once their `pay_by_ms` has passed, and puts
-//! their units back on sale. The logic is `seckill_shared::cancel`.
+//! their units back on sale. The logic is `seckill_shared::payments::cancel`.
 //!
 //! Every worker runs this loop; `FOR UPDATE SKIP LOCKED` shares the due orders between them.
 //! A round takes up to [`BATCH`] orders, oldest deadline first, and runs again at once while
@@ -9,8 +9,8 @@
 use crate::announce::Announcer;
 use crate::metrics::Metrics;
 use backon::BackoffBuilder;
-use seckill_shared::cancel;
 use seckill_shared::now_ms;
+use seckill_shared::payments::cancel;
 use seckill_shared::store::TicketStore;
 use sqlx::MySqlPool;
 use std::time::Duration;

@@ -10,7 +10,7 @@
 //! - [`sweep`]: every worker runs the sweeper (safe to run concurrently; see
 //!   `seckill_shared::recovery`): stale reservations, and products Redis lost.
 //! - [`expire`]: every worker cancels orders not paid by their deadline and puts their units
-//!   back on sale (see `seckill_shared::cancel`).
+//!   back on sale (see `seckill_shared::payments::cancel`).
 //! - [`health`]: `/livez`, `/healthz` (dependencies and assigned partitions) and `/metrics`.
 //! - `retry`: the backoff every loop retries a failing step with.
 //! - [`metrics`]: Prometheus counters and histograms of this process.

@@ -1,7 +1,7 @@
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use seckill_shared::store::TicketStore;
-use seckill_shared::{db, kafka, recovery, telemetry, zk, ProductId, Settings};
+use seckill_shared::{db, kafka, recovery, sold_out, telemetry, ProductId, Settings};
 use seckill_worker::Worker;
 use secrecy::ExposeSecret;
 use std::path::PathBuf;
@@ -86,7 +86,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         let report = recovery::reconcile(&store, &pool, product, Some(&fence))
             .await?
             .ok_or_else(|| anyhow::anyhow!("product {product} is not in MySQL"))?;
-        zk::Publisher::new(&settings.zk_hosts, &settings.namespace)
+        sold_out::Publisher::new(&settings.zk_hosts, &settings.namespace)
             .not_sold_out(product, Duration::from_secs(5))
             .await?;
         println!("{}", serde_json::to_string_pretty(&report)?);

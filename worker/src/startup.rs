@@ -11,7 +11,7 @@ use rdkafka::consumer::{Consumer, StreamConsumer};
 use seckill_shared::live::LivePublisher;
 use seckill_shared::settle::{BatchReport, Chaos, Settler};
 use seckill_shared::store::TicketStore;
-use seckill_shared::{db, kafka, recovery, zk, OrderMessage, Settings};
+use seckill_shared::{db, kafka, recovery, sold_out, OrderMessage, Settings};
 use secrecy::ExposeSecret;
 use std::future::Future;
 use std::net::TcpListener;
@@ -110,7 +110,10 @@ impl Worker {
             metrics.clone(),
         )?;
 
-        let zk = Arc::new(zk::Publisher::new(&settings.zk_hosts, &settings.namespace));
+        let zk = Arc::new(sold_out::Publisher::new(
+            &settings.zk_hosts,
+            &settings.namespace,
+        ));
         let announcer_stop = CancellationToken::new();
         Ok(Self {
             pipeline: Pipeline {

@@ -23,8 +23,8 @@ pub use payments::{
 pub use waiting_room::{CapSample, RoomFacts, RoomHistory, RoomRedis};
 
 use crate::history::{SaleEndCheck, SettledLine};
-use seckill_shared::payment::PaymentStatus;
-use seckill_shared::store::BucketCounts;
+use seckill_shared::payments::PaymentStatus;
+use seckill_shared::sale::BucketCounts;
 use seckill_shared::{CancelReason, OrderStatus};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};

@@ -13,7 +13,7 @@ use checks::{
     Promises, RedisFacts, RoomFacts, RoomHistory, SettleMs, TicketState,
 };
 use futures::stream::{self, StreamExt, TryStreamExt};
-use seckill_shared::payment::PaymentStatus;
+use seckill_shared::payments::PaymentStatus;
 use seckill_shared::store::{TicketStore, Topology};
 use seckill_shared::{db, CancelReason, OrderStatus, ProductId, Ticket, TicketStatus};
 use serde::Serialize;

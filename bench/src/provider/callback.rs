@@ -5,7 +5,7 @@ use super::ledger::{Ledger, Plan};
 use anyhow::Context;
 use backon::{ExponentialBuilder, Retryable};
 use bytes::Bytes;
-use seckill_shared::payment::{self, Callback, Charge};
+use seckill_shared::payments::{self, Callback, Charge};
 use secrecy::{ExposeSecret, SecretString};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -24,7 +24,7 @@ pub struct Retry {
 
 impl Default for Retry {
     /// About ten retries over about 30 s. The signature's `t` stays well inside
-    /// [`payment::MAX_SKEW_SECS`] of the last one.
+    /// [`payments::MAX_SKEW_SECS`] of the last one.
     fn default() -> Self {
         Self {
             first_delay: Duration::from_millis(100),
@@ -98,7 +98,7 @@ impl Dispatcher {
             })
             .expect("a callback serializes"),
         );
-        let signature = payment::sign(self.secret.expose_secret().as_bytes(), unix_now(), &body);
+        let signature = payments::sign(self.secret.expose_secret().as_bytes(), unix_now(), &body);
         let copies = if plan.duplicate { 2 } else { 1 };
         for _ in 0..copies {
             if let Err(e) = self
@@ -127,7 +127,7 @@ impl Dispatcher {
                 .client
                 .post(url)
                 .header(reqwest::header::CONTENT_TYPE, "application/json")
-                .header(payment::SIGNATURE_HEADER, signature)
+                .header(payments::SIGNATURE_HEADER, signature)
                 .body(body.clone())
                 .send()
                 .await

@@ -4,7 +4,7 @@
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use seckill_shared::payment::{Charge, ChargeOutcome};
+use seckill_shared::payments::{Charge, ChargeOutcome};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};

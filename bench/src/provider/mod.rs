@@ -1,9 +1,9 @@
 //! `seckill-bench provider`: a simulated payment provider, for development, tests and demos.
 //!
-//! `POST /charges` takes a [`Charge`](seckill_shared::payment::Charge) and answers `201
+//! `POST /charges` takes a [`Charge`](seckill_shared::payments::Charge) and answers `201
 //! pending` at once (idempotent by `payment_id`). After a delay it decides the charge,
 //! succeeded or declined, and POSTs the signed
-//! [`Callback`](seckill_shared::payment::Callback) to the charge's `callback_url`, retrying
+//! [`Callback`](seckill_shared::payments::Callback) to the charge's `callback_url`, retrying
 //! while the receiver fails. The odds of a decline, a late callback and a duplicate come from
 //! the command line; the `Provider-Decision` and `Provider-Delay-Ms` request headers override
 //! them for one charge.

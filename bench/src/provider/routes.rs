@@ -4,7 +4,7 @@ use super::callback::Dispatcher;
 use super::ledger::{Ledger, Opened, Overrides};
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse, ResponseError};
-use seckill_shared::payment::{Charge, ChargeOutcome};
+use seckill_shared::payments::{Charge, ChargeOutcome};
 use serde::Serialize;
 use std::time::Duration;
 

@@ -8,7 +8,7 @@ use super::Provider;
 use actix_web::dev::ServerHandle;
 use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
 use bytes::Bytes;
-use seckill_shared::payment::{self, Callback, ChargeOutcome};
+use seckill_shared::payments::{self, Callback, ChargeOutcome};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -80,7 +80,7 @@ async fn receive(req: HttpRequest, body: Bytes, inbox: web::Data<Inbox>) -> Http
             .map(|v| v.to_str().unwrap().to_owned())
     };
     inbox.got.lock().unwrap().push(Received {
-        signature: header(payment::SIGNATURE_HEADER),
+        signature: header(payments::SIGNATURE_HEADER),
         content_type: header("content-type"),
         body,
     });
@@ -236,12 +236,12 @@ async fn a_charge_is_pending_then_called_back_with_a_signature_verify_accepts() 
     let cb = &got[0];
     let signature = cb.signature.as_deref().expect("a Seckill-Signature header");
     assert_eq!(
-        payment::verify(SECRET.as_bytes(), signature, &cb.body, unix_now()),
+        payments::verify(SECRET.as_bytes(), signature, &cb.body, unix_now()),
         Ok(())
     );
     assert_eq!(
-        payment::verify(b"another secret", signature, &cb.body, unix_now()),
-        Err(payment::SignatureError::Mismatch)
+        payments::verify(b"another secret", signature, &cb.body, unix_now()),
+        Err(payments::SignatureError::Mismatch)
     );
     assert_eq!(
         cb.callback(),
@@ -322,7 +322,7 @@ async fn the_provider_decision_header_overrides_the_random_outcome() {
     for r in ok.iter().chain(&no) {
         let sig = r.signature.as_deref().unwrap();
         assert_eq!(
-            payment::verify(SECRET.as_bytes(), sig, &r.body, unix_now()),
+            payments::verify(SECRET.as_bytes(), sig, &r.body, unix_now()),
             Ok(())
         );
     }

@@ -190,8 +190,8 @@ pub struct BucketView {
     borrowing: i64,
 }
 
-impl From<&seckill_shared::store::BucketCounts> for BucketView {
-    fn from(b: &seckill_shared::store::BucketCounts) -> Self {
+impl From<&seckill_shared::sale::BucketCounts> for BucketView {
+    fn from(b: &seckill_shared::sale::BucketCounts) -> Self {
         Self {
             bucket: b.bucket,
             stock: b.stock,

@@ -9,11 +9,11 @@ use crate::routes::Outcome as OutcomeLabel;
 use crate::state::{AppState, ThreadRedis};
 use actix_web::http::header;
 use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
+use seckill_shared::locations::Located;
 use seckill_shared::recovery::{self, Stuck};
+use seckill_shared::reservation::{Reservation, UserLimit};
 use seckill_shared::settle::Outcome;
-use seckill_shared::store::{
-    Located, RecordStatus, Reservation, TicketRecord, TicketStore, UserLimit,
-};
+use seckill_shared::store::{RecordStatus, TicketRecord, TicketStore};
 use seckill_shared::{
     db, now_ms, FailureReason, OrderMessage, ProductId, Ticket, TicketStatus, UserId,
 };

@@ -1,15 +1,15 @@
 //! The payment window: `POST /v1/orders/{ticket}/pay`, `POST /v1/orders/{ticket}/cancel`
-//! and the provider's `POST /v1/payments/callback`. See [`crate::payments`].
+//! and the provider's `POST /v1/payments/callback`. See [`seckill_shared::payments::attempts`].
 
 use crate::auth::Buyer;
 use crate::error::{documented as e, ApiError};
-use crate::payments::{self, Payment, Recorded};
 use crate::routes::openapi::schema;
 use crate::routes::TicketBody;
 use crate::state::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
-use seckill_shared::cancel::{self, BuyerCancel};
-use seckill_shared::payment::{self as pay, Callback, PaymentStatus};
+use seckill_shared::payments::attempts::{self as payments, Payment, Recorded};
+use seckill_shared::payments::cancel::{self, BuyerCancel};
+use seckill_shared::payments::{self as pay, Callback, PaymentStatus};
 use seckill_shared::{db, now_ms, Ticket, TicketStatus, UserId};
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -20,7 +20,7 @@ const MAX_CALLBACK_BYTES: usize = 4096;
 /// The longest `Idempotency-Key`.
 const MAX_KEY_LEN: usize = 255;
 
-/// The body of `POST /v1/payments/callback` (`seckill_shared::payment::Callback`).
+/// The body of `POST /v1/payments/callback` (`seckill_shared::payments::Callback`).
 #[derive(Debug, ToSchema)]
 #[allow(dead_code)] // documents the body the handler parses as `Callback`
 pub struct CallbackBody {

@@ -11,7 +11,7 @@ use crate::routes::Outcome;
 use crate::state::{AppState, ThreadRedis};
 use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
 use rand::RngCore;
-use seckill_shared::store::{QueueOp, QueueState};
+use seckill_shared::waiting_room::{QueueOp, QueueState};
 use seckill_shared::{now_ms, ProductId, UserId};
 use serde::Serialize;
 use utoipa::ToSchema;

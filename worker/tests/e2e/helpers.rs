@@ -6,7 +6,7 @@ use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::util::Timeout;
 use reqwest::StatusCode;
 use seckill_gateway::Application;
-use seckill_shared::payment::Charge;
+use seckill_shared::payments::Charge;
 use seckill_shared::store::TicketStore;
 use seckill_shared::{db, kafka, LogFormat, OrderMessage, ProductId, Settings, Ticket};
 use seckill_worker::Worker;

@@ -755,7 +755,7 @@ async fn every_documented_status_is_produced_and_every_answer_matches_the_docume
     // The provider's callbacks.
     let signed = |body: &Value| {
         let raw = body.to_string();
-        let sig = seckill_shared::payment::sign(
+        let sig = seckill_shared::payments::sign(
             WEBHOOK_SECRET.as_bytes(),
             seckill_shared::now_ms() / 1000,
             raw.as_bytes(),

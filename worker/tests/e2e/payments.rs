@@ -6,8 +6,8 @@
 
 use crate::helpers::*;
 use reqwest::StatusCode;
-use seckill_shared::cancel;
-use seckill_shared::payment;
+use seckill_shared::payments;
+use seckill_shared::payments::cancel;
 use seckill_shared::{now_ms, ProductId};
 use serde_json::{json, Value};
 use sqlx::Row;
@@ -110,8 +110,8 @@ impl Sale {
             .post(format!("{}/v1/payments/callback", self.gw.base))
             .header("Content-Type", "application/json")
             .header(
-                payment::SIGNATURE_HEADER,
-                payment::sign(secret.as_bytes(), t, &raw),
+                payments::SIGNATURE_HEADER,
+                payments::sign(secret.as_bytes(), t, &raw),
             )
             .body(raw)
             .send()
@@ -496,7 +496,7 @@ async fn a_forged_or_stale_callback_gets_401_and_changes_nothing() {
     }
     // A valid signature over another body, and no signature at all.
     let raw = serde_json::to_vec(&body).unwrap();
-    let signed_other = payment::sign(
+    let signed_other = payments::sign(
         WEBHOOK_SECRET.as_bytes(),
         now,
         br#"{"payment_id":"x","status":"succeeded"}"#,
@@ -508,7 +508,7 @@ async fn a_forged_or_stale_callback_gets_401_and_changes_nothing() {
             .post(format!("{}/v1/payments/callback", sale.gw.base))
             .body(raw.clone());
         if let Some(h) = header {
-            req = req.header(payment::SIGNATURE_HEADER, h);
+            req = req.header(payments::SIGNATURE_HEADER, h);
         }
         assert_eq!(req.send().await.unwrap().status(), StatusCode::UNAUTHORIZED);
     }
@@ -908,18 +908,21 @@ async fn a_payment_is_not_recorded_once_the_window_has_closed() {
         .execute(&sale.env.db)
         .await
         .unwrap();
-    let p = seckill_gateway::payments::Payment {
-        payment_id: seckill_gateway::payments::new_payment_id(),
+    let p = seckill_shared::payments::attempts::Payment {
+        payment_id: seckill_shared::payments::attempts::new_payment_id(),
         ticket: ticket.clone(),
         user_id: 71,
-        status: payment::PaymentStatus::Unsent,
+        status: payments::PaymentStatus::Unsent,
         amount: 1999,
         currency: "EUR".into(),
     };
-    let recorded = seckill_gateway::payments::record(&sale.env.db, &p, "late", 0)
+    let recorded = seckill_shared::payments::attempts::record(&sale.env.db, &p, "late", 0)
         .await
         .unwrap();
-    assert_eq!(recorded, seckill_gateway::payments::Recorded::WindowClosed);
+    assert_eq!(
+        recorded,
+        seckill_shared::payments::attempts::Recorded::WindowClosed
+    );
     let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM payments WHERE ticket = ?")
         .bind(&ticket)
         .fetch_one(&sale.env.db)

@@ -3,8 +3,10 @@
 use crate::helpers::*;
 use redis::AsyncCommands;
 use reqwest::StatusCode;
+use seckill_shared::locations::Located;
+use seckill_shared::settle::ClaimStatus;
 use seckill_shared::settle::Outcome;
-use seckill_shared::store::{ClaimStatus, Located, RecordStatus};
+use seckill_shared::store::RecordStatus;
 use seckill_shared::{db, now_ms, OrderMessage, Ticket, UserId};
 use seckill_worker::Worker;
 use secrecy::ExposeSecret;
@@ -734,7 +736,7 @@ async fn a_buyer_who_buys_again_after_their_gateway_died_keeps_the_ticket() {
         .reserve(product, user, now_ms() - 10_000, false)
         .await
         .unwrap();
-    assert_eq!(r, seckill_shared::store::Reservation::Reserved);
+    assert_eq!(r, seckill_shared::reservation::Reservation::Reserved);
     let (status, body) = gw.buy(product, user.get()).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["ticket"], ticket.as_str());

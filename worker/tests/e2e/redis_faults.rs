@@ -5,7 +5,9 @@
 use crate::helpers::*;
 use reqwest::StatusCode;
 use seckill_shared::recovery;
-use seckill_shared::store::{GiveBack, RecordStatus, Reservation};
+use seckill_shared::reservation::Reservation;
+use seckill_shared::settle::GiveBack;
+use seckill_shared::store::RecordStatus;
 use seckill_shared::{now_ms, ProductId, Ticket, UserId};
 use sqlx::Row;
 

@@ -2,8 +2,9 @@
 //! them out.
 
 use crate::helpers::*;
+use seckill_shared::settle::ClaimStatus;
 use seckill_shared::settle::{OrderIds, Outcome, Settler};
-use seckill_shared::store::{ClaimStatus, RecordStatus};
+use seckill_shared::store::RecordStatus;
 use seckill_shared::{now_ms, OrderMessage, ProductId, UserId};
 use sqlx::Row;
 

@@ -87,7 +87,7 @@ mod tests {
     use super::super::tests::sale;
     use super::super::Status;
     use super::*;
-    use seckill_shared::store::BucketCounts;
+    use seckill_shared::sale::BucketCounts;
 
     fn bucket(bucket: u16, initial: i64, stock: i64, confirmed: i64) -> BucketCounts {
         BucketCounts {

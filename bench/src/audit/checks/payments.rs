@@ -8,7 +8,7 @@
 //! 17 only with the load's `pay` lines.
 
 use super::{AuditInput, CheckResult, OrderRow, PaymentRow, Problems, Status, TicketState};
-use seckill_shared::payment::PaymentStatus;
+use seckill_shared::payments::PaymentStatus;
 use seckill_shared::{CancelReason, OrderStatus};
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -12,8 +12,12 @@
 //!
 //! Every step is idempotent, so the caller retries the whole batch on any error.
 
+mod redis_ops;
+
+pub use redis_ops::{ClaimStatus, GiveBack};
+
 use crate::domain::{CancelReason, FailureReason, OrderMessage, OrderStatus, ProductId, Ticket};
-use crate::store::{ClaimStatus, GiveBack, TicketStore};
+use crate::store::TicketStore;
 use anyhow::Context;
 use sqlx::mysql::MySqlPool;
 use sqlx::{MySql, QueryBuilder, Row};

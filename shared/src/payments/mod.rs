@@ -1,9 +1,20 @@
-//! Payments: the states of a payment attempt, and the signature of the provider's callback.
+//! The payment window: a confirmed order is paid within its window or cancelled. Here: the
+//! states of a payment attempt and the signature of the provider's callback; the attempts in
+//! MySQL and the provider call ([`attempts`]); cancelling unpaid or buyer-cancelled orders and
+//! giving their units back ([`cancel`]); and the Redis steps ([`TicketStore::cancel`],
+//! [`TicketStore::paid`]).
+//!
+//! [`TicketStore::cancel`]: crate::store::TicketStore::cancel
+//! [`TicketStore::paid`]: crate::store::TicketStore::paid
 //!
 //! The provider signs each callback with the shared webhook secret:
 //! `Seckill-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>">`. The
 //! gateway refuses a callback whose signature does not match, or whose `t` is more than
 //! [`MAX_SKEW_SECS`] away from its clock, so a captured callback cannot be replayed later.
+
+pub mod attempts;
+pub mod cancel;
+mod redis_ops;
 
 use hmac::{KeyInit, Mac};
 use serde::{Deserialize, Serialize};

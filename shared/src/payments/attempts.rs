@@ -1,4 +1,4 @@
-//! Payments: the attempts in MySQL, the call to the provider, and its signed callback.
+//! Payment attempts: recorded in MySQL, sent to the provider, settled by its signed callback.
 //!
 //! Paying and cancelling decide on the same order row, each with one conditional `UPDATE`:
 //! a success makes the order `paid` only while it is `confirmed` and its deadline is ahead;
@@ -8,10 +8,10 @@
 //! A new attempt is recorded under the same row lock ([`record`]), so two pays of one order
 //! at once never both reach the provider.
 
+use super::{Charge, ChargeOutcome, PaymentStatus};
+use crate::Settings;
 use anyhow::Context;
 use rand::RngCore;
-use seckill_shared::payment::{Charge, ChargeOutcome, PaymentStatus};
-use seckill_shared::Settings;
 use secrecy::{ExposeSecret, SecretString};
 use sqlx::{MySqlPool, Row};
 use std::time::Duration;
@@ -249,7 +249,7 @@ pub async fn record(
     }
     // Stamped under the lock: attempts of one order are recorded in this order, and none is
     // sent once the window has closed (the request may have waited for the lock past it).
-    let now_ms = seckill_shared::now_ms();
+    let now_ms = crate::now_ms();
     if pay_by_ms.flatten().is_some_and(|by| now_ms >= by) {
         return Ok(Recorded::WindowClosed);
     }

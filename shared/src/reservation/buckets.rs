@@ -17,76 +17,18 @@
 //! loans in every other bucket (`void.lua`: a loan taken goes back, one not taken can no
 //! longer be), and fails it. The buyer never had a `202` for it.
 
-use super::{
-    Rebuild, Reservation, ReserveStep, TicketStore, UserLimit, BORROW, SETTLE_BORROW, VOID,
-};
+use super::call::{Reservation, ReserveStep, UserLimit};
 use crate::domain::{home_bucket, ProductId, Ticket, UserId};
+use crate::recovery::Rebuild;
+use crate::store::TicketStore;
 use anyhow::Context;
 use redis::{AsyncCommands, Script};
-use std::collections::HashMap;
-use std::sync::{LazyLock, RwLock};
+use std::sync::LazyLock;
 
-/// Redis Cluster's slots.
-const SLOTS: u32 = 16384;
-/// How close to its target slot a bucket's tag must land.
-const NEAR: u32 = 16;
-
-/// The Redis Cluster slot of a hash tag: CRC16 (XMODEM) mod 16384.
-pub fn slot(tag: &str) -> u16 {
-    (u32::from(crc16::State::<crc16::XMODEM>::calculate(tag.as_bytes())) % SLOTS) as u16
-}
-
-/// Bucket `b`'s place on the slot ring, as a fraction from bucket 0's: the van der Corput
-/// sequence (½, ¼, ¾, ⅛, …), so that the first N buckets sit about 1/N of the ring apart
-/// whatever N is.
-fn ring_offset(b: u16) -> f64 {
-    let (mut x, mut f, mut b) = (0.0, 0.5, b);
-    while b > 0 {
-        if b & 1 == 1 {
-            x += f;
-        }
-        f /= 2.0;
-        b >>= 1;
-    }
-    x
-}
-
-/// Bucket tags kept per process at most.
-const MAX_CACHED_TAGS: usize = 65_536;
-
-/// (namespace, product, bucket) → tag.
-type TagCache = HashMap<(String, ProductId, u16), String>;
-static TAGS: LazyLock<RwLock<TagCache>> = LazyLock::new(Default::default);
-
-/// The hash tag of bucket `b` (≥ 1): `<namespace>:<product>.<b>.<k>`, with the first `k` whose
-/// slot lies within 16 slots of bucket 0's slot plus [`ring_offset`] of the ring. A cluster
-/// made by `redis-cli --cluster create` gives each of its P primaries one contiguous 1/P of the
-/// ring, so 2 buckets always land on 2 of 3 primaries, and N buckets on N primaries (N = 2 or
-/// 4) unless bucket 0 sits within 16 slots of a range's edge (about 1 product in 60); random
-/// tags would share a primary by chance. A cluster resharded unevenly loses this. Found once per process and bucket (about
-/// 512 tries of CRC16), then cached.
-pub fn bucket_tag(namespace: &str, product: ProductId, b: u16) -> String {
-    let key = (namespace.to_owned(), product, b);
-    if let Some(t) = TAGS.read().unwrap_or_else(|e| e.into_inner()).get(&key) {
-        return t.clone();
-    }
-    let base = u32::from(slot(&format!("{namespace}:{product}")));
-    let target = (base + (ring_offset(b) * f64::from(SLOTS)) as u32) % SLOTS;
-    let tag = (0u64..)
-        .map(|k| format!("{namespace}:{product}.{b}.{k}"))
-        .find(|t| {
-            let d = u32::from(slot(t)).abs_diff(target);
-            d.min(SLOTS - d) < NEAR
-        })
-        .expect("some k lands near the target slot");
-    let mut tags = TAGS.write().unwrap_or_else(|e| e.into_inner());
-    // Products come and go; a process that somehow saw this many starts over.
-    if tags.len() >= MAX_CACHED_TAGS {
-        tags.clear();
-    }
-    tags.insert(key, tag.clone());
-    tag
-}
+static BORROW: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("borrow.lua")));
+static VOID: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("void.lua")));
+static SETTLE_BORROW: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("settle_borrow.lua")));
 
 impl TicketStore {
     /// Tells the store how many buckets `product` has (from MySQL, or Redis).
@@ -322,59 +264,5 @@ impl TicketStore {
         m: &Rebuild,
     ) -> anyhow::Result<i64> {
         self.run_rebuild(product, bucket, buckets, m).await
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::super::split;
-    use super::*;
-
-    /// Redis's own example: `123456789` is slot 12739.
-    #[test]
-    fn slots_are_redis_cluster_slots() {
-        assert_eq!(slot("123456789"), 12739);
-        assert_eq!(ring_offset(1), 0.5);
-        assert_eq!(ring_offset(2), 0.25);
-        assert_eq!(ring_offset(3), 0.75);
-    }
-
-    /// On three equal primaries, 2 buckets always land on 2 primaries; on four, 4 land on 4
-    /// for all but the products whose bucket 0 sits at a range's edge.
-    #[test]
-    fn buckets_spread_over_equal_primaries() {
-        let owner = |slot: u16, primaries: u32| u32::from(slot) * primaries / SLOTS;
-        let mut four_on_four = 0;
-        for p in 1..=1000u64 {
-            let product = ProductId::new(p).unwrap();
-            let slot_of = |b: u16| {
-                if b == 0 {
-                    slot(&format!("ns:{product}"))
-                } else {
-                    slot(&bucket_tag("ns", product, b))
-                }
-            };
-            assert_ne!(owner(slot_of(0), 3), owner(slot_of(1), 3), "product {p}");
-            let four: std::collections::BTreeSet<u32> =
-                (0..4).map(|b| owner(slot_of(b), 4)).collect();
-            four_on_four += usize::from(four.len() == 4);
-        }
-        assert!(four_on_four >= 970, "{four_on_four} of 1000");
-    }
-
-    #[test]
-    fn stock_splits_evenly_and_whole() {
-        assert_eq!(split(10, 4), vec![3, 3, 2, 2]);
-        assert_eq!(split(3, 4), vec![1, 1, 1, 0]);
-        assert_eq!(split(0, 2), vec![0, 0]);
-        assert_eq!(split(-5, 2), vec![0, 0]);
-        assert_eq!(split(7, 1), vec![7]);
-        for total in 0..50 {
-            for n in 1..9u16 {
-                let s = split(total, n);
-                assert_eq!(s.iter().sum::<i64>(), total);
-                assert!(s.iter().max().unwrap() - s.iter().min().unwrap() <= 1);
-            }
-        }
     }
 }

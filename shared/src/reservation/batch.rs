@@ -14,13 +14,16 @@
 //! waits, they wait for one up to [`HOLD_LOCATED`], then go in a call of `locate.lua` of their
 //! own: in a busy sale the next buyer comes first, so a location costs no call of its own.
 
-use super::{Located, TicketStore, UserLimit};
-use crate::domain::{ProductId, Ticket, UserId};
+use super::call::{Reply, ReserveCall};
+use super::lanes::{Lane, LaneKey, Lanes, Next, Unstick, Waiting};
+use crate::domain::ProductId;
+use crate::locations::Located;
+use crate::store::TicketStore;
 use anyhow::Context;
 use redis::Script;
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 use tokio::sync::{oneshot, Notify};
 
@@ -36,113 +39,10 @@ static RESERVE: LazyLock<Script> = LazyLock::new(|| {
 const MAX_BATCH: usize = 32;
 
 /// How long Kafka locations wait for a buyer of their bucket to ride with, when none waits
-/// (fewer than [`super::MAX_LOCATED`] of them). Only a gateway that dies meanwhile loses
+/// (fewer than [`crate::locations::MAX_LOCATED`] of them). Only a gateway that dies meanwhile loses
 /// them, which leaves its orders to the sweeper's timeout for an unknown location, as a
 /// location lost on its way to Redis does.
-const HOLD_LOCATED: Duration = Duration::from_millis(super::HOLD_LOCATED_MS);
-
-/// One buyer's part of a `reserve.lua` call (see `TicketStore::reserve_step`).
-pub(super) struct ReserveCall {
-    pub ticket: Ticket,
-    pub user: UserId,
-    pub now_ms: i64,
-    pub admission_verified: bool,
-    pub buckets: u16,
-    pub limit: Option<UserLimit>,
-}
-
-/// `reserve.lua`'s reply: its code, and the value that comes with some codes.
-pub(super) type Reply = anyhow::Result<(i64, Option<String>)>;
-
-/// Told the size of each batch sent (the gateway's histogram).
-pub type BatchObserver = Arc<dyn Fn(usize) + Send + Sync>;
-
-struct Waiting {
-    call: ReserveCall,
-    reply: oneshot::Sender<Reply>,
-}
-
-/// What waits for a bucket's next call: buyers, and the Kafka locations of earlier orders.
-#[derive(Default)]
-struct Lane {
-    buyers: Vec<Waiting>,
-    located: Vec<Located>,
-    /// Set while the driver holds locations for a buyer ([`HOLD_LOCATED`]): the next buyer
-    /// takes it and wakes the driver.
-    hold: Option<Arc<Notify>>,
-}
-
-type LaneKey = (ProductId, u16);
-
-/// What a lane's driver does next.
-enum Next {
-    /// Wait for a buyer to carry the lane's locations, up to [`HOLD_LOCATED`].
-    Hold(Arc<Notify>),
-    /// Send these buyers, and these locations, in one call.
-    Send(Vec<Waiting>, Vec<Located>),
-}
-
-/// (product, bucket) → what waits for it. A lane is here exactly while a driver task sends
-/// its calls: whatever adds it starts the driver, and the driver removes it once nothing waits.
-#[derive(Default)]
-pub(super) struct Lanes {
-    map: Mutex<HashMap<LaneKey, Lane>>,
-    /// Locations of lanes whose driver ended early (its runtime shut down, or it panicked),
-    /// for [`TicketStore::record_waiting_locations`].
-    orphans: Mutex<Vec<Located>>,
-}
-
-impl Lanes {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<LaneKey, Lane>> {
-        self.map.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn orphans(&self) -> std::sync::MutexGuard<'_, Vec<Located>> {
-        self.orphans.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Takes every location still waiting, in lanes or left by ended drivers.
-    fn take_located(&self) -> Vec<Located> {
-        let mut all = std::mem::take(&mut *self.orphans());
-        for lane in self.lock().values_mut() {
-            all.append(&mut lane.located);
-        }
-        all
-    }
-}
-
-/// Frees a lane whose driver ended without emptying it (a panic, or its runtime shutting
-/// down): the calls still waiting get an error, the next call starts a new driver, and the
-/// locations waiting are kept for [`TicketStore::record_waiting_locations`].
-struct Unstick {
-    lanes: Arc<Lanes>,
-    lane: LaneKey,
-    armed: bool,
-    /// The locations of the call in flight, taken from the lane: a driver dropped mid-call
-    /// (its runtime shutting down) leaves them for the shutdown too. A call that reached
-    /// Redis before the drop has them recorded twice, which is harmless (the same location).
-    in_call: Vec<Located>,
-}
-
-impl Drop for Unstick {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        let mut left = std::mem::take(&mut self.in_call);
-        if let Some(mut lane) = self.lanes.lock().remove(&self.lane) {
-            left.append(&mut lane.located);
-        }
-        if !left.is_empty() {
-            tracing::warn!(
-                product = %self.lane.0,
-                orders = left.len(),
-                "a reservation batch driver ended early; its orders' Kafka locations wait for the shutdown"
-            );
-            self.lanes.orphans().extend(left);
-        }
-    }
-}
+const HOLD_LOCATED: Duration = Duration::from_millis(crate::locations::HOLD_LOCATED_MS);
 
 impl TicketStore {
     /// Runs `call` in the next batch of its bucket, and returns its reply.
@@ -250,7 +150,9 @@ impl TicketStore {
                     return;
                 };
                 waiting.hold = None;
-                if waiting.buyers.is_empty() && !held && waiting.located.len() < super::MAX_LOCATED
+                if waiting.buyers.is_empty()
+                    && !held
+                    && waiting.located.len() < crate::locations::MAX_LOCATED
                 {
                     // A new one each time: a wake-up left over from the last hold must not
                     // cut this one short.
@@ -259,7 +161,7 @@ impl TicketStore {
                     break 'take Next::Hold(wake);
                 }
                 let n = one_limit(&waiting.buyers).min(MAX_BATCH);
-                let m = waiting.located.len().min(super::MAX_LOCATED);
+                let m = waiting.located.len().min(crate::locations::MAX_LOCATED);
                 Next::Send(
                     waiting.buyers.drain(..n).collect(),
                     waiting.located.drain(..m).collect(),
@@ -333,7 +235,7 @@ impl TicketStore {
             .key(k.borrowing())
             .key(k.located())
             .arg(self.ticket_ttl_secs)
-            .arg(super::located_entry(located));
+            .arg(crate::locations::located_entry(located));
         // One limit per call (`one_limit`): its rate and burst, or '' when no buyer takes a
         // token.
         match calls.iter().find_map(|c| c.limit.as_ref()) {
@@ -405,6 +307,8 @@ fn parse(v: &[redis::Value]) -> Reply {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::{Ticket, UserId};
+    use crate::reservation::UserLimit;
 
     fn waiting(limit: Option<(f64, u64)>) -> Waiting {
         let user = UserId::new(1).unwrap();

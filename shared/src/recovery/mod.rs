@@ -33,11 +33,15 @@
 //! after a loss it first waits for the workers to read every order published before it
 //! ([`Fence`]), so that those orders are counted as in flight. One pass is exact.
 
+mod redis_ops;
+
+pub use redis_ops::Rebuild;
+
 use crate::db;
 use crate::domain::{FailureReason, OrderMessage, OrderStatus, ProductId, Ticket, UserId};
 use crate::kafka::Fence;
 use crate::settle::{Chaos, Settler};
-use crate::store::{self, Rebuild, RecordStatus, TicketRecord, TicketStore};
+use crate::store::{RecordStatus, TicketRecord, TicketStore};
 use anyhow::Context;
 use sqlx::mysql::MySqlPool;
 use sqlx::Row;
@@ -651,7 +655,11 @@ async fn rebuild_buckets(
         return Ok(0);
     }
     let mut total = 0;
-    for (bucket, (share, m)) in store::split(left, n).into_iter().zip(each).enumerate() {
+    for (bucket, (share, m)) in crate::sale::split(left, n)
+        .into_iter()
+        .zip(each)
+        .enumerate()
+    {
         let m = Rebuild {
             mysql_stock: share,
             ..m

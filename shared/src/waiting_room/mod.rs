@@ -1,0 +1,168 @@
+//! The waiting room: joins, polls and admissions, decided in Redis on each call
+//! (`queue.lua`), so every gateway serves any entry.
+
+use crate::domain::{ProductId, UserId};
+use crate::store::TicketStore;
+use anyhow::Context;
+use redis::{AsyncCommands, Script};
+use std::sync::LazyLock;
+
+static QUEUE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("queue.lua")));
+
+/// A buyer's place in a product's waiting room, as `queue.lua` left it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum QueueState {
+    UnknownProduct,
+    NoWaitingRoom,
+    /// Joining before `opens_at`.
+    NotOpen,
+    /// The buyer never joined.
+    NotJoined,
+    Waiting {
+        queue_id: String,
+        /// Places ahead; `None` before the sale starts (the order is drawn at random).
+        ahead: Option<u64>,
+        /// No unit left and none in flight.
+        sold_out: bool,
+        admit_per_sec: f64,
+        starts_at_ms: i64,
+    },
+    Admitted {
+        queue_id: String,
+        until_ms: i64,
+    },
+    Expired {
+        queue_id: String,
+    },
+    Bought {
+        queue_id: String,
+    },
+}
+
+/// What a join or poll does in [`TicketStore::queue`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueOp<'a> {
+    /// Join with this new queue id and random place (below 2^50), unless already in.
+    Join {
+        queue_id: &'a str,
+        place: u64,
+    },
+    Poll,
+}
+
+impl TicketStore {
+    /// Joins or polls a product's waiting room for `user`, admitting whoever's turn has come
+    /// (see `queue.lua`). `admission_ttl_ms`: how long an admission lasts.
+    pub async fn queue(
+        &self,
+        product: ProductId,
+        user: UserId,
+        op: QueueOp<'_>,
+        now_ms: i64,
+        admission_ttl_ms: u64,
+    ) -> anyhow::Result<QueueState> {
+        let k = self.keys(product);
+        let (kind, id, place) = match op {
+            QueueOp::Join { queue_id, place } => ("join", queue_id, place.min((1 << 50) - 1)),
+            QueueOp::Poll => ("poll", "", 0),
+        };
+        let mut c = self.conn.clone();
+        let raw: Vec<String> = QUEUE
+            .key(k.stock())
+            .key(k.meta())
+            .key(k.pending())
+            .key(k.queue())
+            .key(k.admitted())
+            .key(k.queue_done())
+            .key(k.queue_ids())
+            .arg(now_ms)
+            .arg(user.get())
+            .arg(kind)
+            .arg(id)
+            .arg(place)
+            .arg(admission_ttl_ms)
+            .invoke_async(&mut c)
+            .await
+            .context("running the queue script")?;
+        let field = |i: usize| raw.get(i).cloned().unwrap_or_default();
+        let num = |i: usize| field(i).parse::<f64>().unwrap_or(0.0);
+        Ok(match field(0).as_str() {
+            "unknown_product" => QueueState::UnknownProduct,
+            "no_waiting_room" => QueueState::NoWaitingRoom,
+            "not_open" => QueueState::NotOpen,
+            "none" => QueueState::NotJoined,
+            "waiting" => QueueState::Waiting {
+                queue_id: field(1),
+                ahead: (num(2) >= 0.0).then_some(num(2) as u64),
+                sold_out: field(3) == "1",
+                admit_per_sec: num(4),
+                starts_at_ms: num(5) as i64,
+            },
+            "admitted" => QueueState::Admitted {
+                queue_id: field(1),
+                until_ms: num(2) as i64,
+            },
+            "expired" => QueueState::Expired { queue_id: field(1) },
+            "bought" => QueueState::Bought { queue_id: field(1) },
+            other => anyhow::bail!("queue script returned {other:?}"),
+        })
+    }
+
+    /// Writes (or, with `None`, removes) a product's waiting room in its Redis meta.
+    pub async fn set_waiting_room(
+        &self,
+        product: ProductId,
+        room: Option<&crate::db::WaitingRoom>,
+    ) -> anyhow::Result<()> {
+        let k = self.keys(product);
+        let mut c = self.conn.clone();
+        match room {
+            Some(w) => {
+                let _: () = c
+                    .hset_multiple(
+                        k.meta(),
+                        &[
+                            ("wr_rate", w.admit_per_sec.to_string()),
+                            ("wr_factor", w.max_admitted_factor.to_string()),
+                            ("wr_opens", w.opens_at_ms.to_string()),
+                        ],
+                    )
+                    .await
+                    .context("writing the waiting room")?;
+            }
+            None => {
+                let _: () = c
+                    .hdel(k.meta(), &["wr_rate", "wr_factor", "wr_opens"])
+                    .await
+                    .context("removing the waiting room")?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Waiting room: (admitted buyers who have not bought, units left), read together.
+    pub async fn admitted_and_stock(&self, product: ProductId) -> anyhow::Result<(u64, i64)> {
+        let k = self.keys(product);
+        let mut c = self.conn.clone();
+        let (admitted, stock): (u64, Option<i64>) = redis::pipe()
+            .atomic()
+            .zcard(k.admitted())
+            .get(k.stock())
+            .query_async(&mut c)
+            .await
+            .context("reading the waiting room")?;
+        Ok((admitted, stock.unwrap_or(0)))
+    }
+
+    /// A waiting room's admitted buyers who have not bought, and the buyers still waiting.
+    pub async fn room_counts(&self, product: ProductId) -> anyhow::Result<(u64, u64)> {
+        let k = self.keys(product);
+        let mut c = self.conn.clone();
+        redis::pipe()
+            .zcard(k.admitted())
+            .zcard(k.queue())
+            .query_async(&mut c)
+            .await
+            .context("reading the waiting room")
+    }
+}
