@@ -1,7 +1,8 @@
 //! [`count_requests`] counts every response in `seckill_gateway_requests_total{route,
 //! outcome}`: `route` is the route's name in [`crate::routes::ROUTES`] (or `unmatched`) and
 //! `outcome` its status code, unless the handler named the outcome with [`Outcome`] (the buy
-//! path does for `sold_out_marker` and `overloaded`).
+//! path does for `sold_out_marker` and `overloaded`; joins and polls of the waiting room for
+//! `admitted`, an answer carrying an admission token).
 
 use crate::routes::{route_label, Outcome};
 use crate::state::AppState;
