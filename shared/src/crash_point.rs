@@ -36,6 +36,7 @@ impl CrashPoint {
         if self.reached(n) {
             eprintln!("chaos: {}", last_words());
             // SAFETY: raise(3) with a valid signal number has no memory-safety preconditions.
+            #[allow(unsafe_code)]
             unsafe {
                 libc::raise(libc::SIGKILL);
             }
