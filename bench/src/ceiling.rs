@@ -97,7 +97,8 @@ pub async fn run(args: MysqlCeilingArgs) -> anyhow::Result<CeilingReport> {
         Some(u) => u.clone(),
         None => Settings::load(None)
             .context("no --mysql-url, and the environment gives no valid settings")?
-            .mysql_url
+            .mysql
+            .url
             .expose_secret()
             .to_owned(),
     };

@@ -29,15 +29,15 @@ impl Stores {
         Ok(Self {
             redis_url: match redis_url {
                 Some(u) => u.to_owned(),
-                None => from_env("Redis URL")?.redis_url.expose_secret().to_owned(),
+                None => from_env("Redis URL")?.redis.url.expose_secret().to_owned(),
             },
             mysql_url: match mysql_url {
                 Some(u) => u.to_owned(),
-                None => from_env("MySQL URL")?.mysql_url.expose_secret().to_owned(),
+                None => from_env("MySQL URL")?.mysql.url.expose_secret().to_owned(),
             },
             namespace: match namespace {
                 Some(n) => n.to_owned(),
-                None => from_env("namespace")?.namespace.clone(),
+                None => from_env("namespace")?.common.namespace.clone(),
             },
         })
     }

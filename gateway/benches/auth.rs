@@ -9,20 +9,21 @@
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header};
-use seckill_gateway::auth::{mint_hs256, Authenticator};
-use seckill_shared::{BuyerClaims, Settings, UserId};
+use seckill_gateway::auth::{mint_hs256, AddressLimiter, Authenticator};
+use seckill_shared::config::AuthSettings;
+use seckill_shared::{BuyerClaims, UserId};
 use std::hint::black_box;
 
 const SECRET: &str = "a-benchmark-hs256-secret-of-32-bytes";
 const TESTDATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/jwt");
 
 fn verify(c: &mut Criterion) {
-    let auth = Authenticator::from_settings(&Settings {
-        auth_hs256_secret: SECRET.into(),
-        auth_jwks_file: format!("{TESTDATA}/jwks.json"),
-        ..Settings::default()
-    })
-    .unwrap();
+    let settings = AuthSettings {
+        hs256_secret: SECRET.into(),
+        jwks_file: format!("{TESTDATA}/jwks.json"),
+        ..AuthSettings::default()
+    };
+    let auth = Authenticator::from_settings(&settings, AddressLimiter::new(0, Vec::new())).unwrap();
     let user = UserId::new(1_234_567).unwrap();
     let hs = mint_hs256(SECRET, user, 3600, None, None).unwrap();
     c.bench_function("auth/hs256", |b| {

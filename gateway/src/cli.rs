@@ -53,7 +53,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     if let Some(Command::Token { user, ttl }) = cli.command {
         return print_token(&mut settings, cli.dev, &user, ttl);
     }
-    telemetry::init(settings.log_format);
+    telemetry::init(settings.common.log_format);
     settings.require_admin_token(cli.dev)?;
     settings.require_auth(cli.dev)?;
     settings.require_admission_secret(cli.dev)?;
@@ -66,19 +66,19 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
 /// `gateway token`: one HS256 token, with the configured issuer and audience.
 fn print_token(settings: &mut Settings, dev: bool, user: &str, ttl: u64) -> anyhow::Result<()> {
     let user = UserId::parse(user).map_err(|e| anyhow::anyhow!("--user: {e}"))?;
-    if settings.auth_hs256_secret.expose_secret().is_empty() {
+    if settings.auth.hs256_secret.expose_secret().is_empty() {
         if !dev {
             anyhow::bail!("SECKILL_AUTH_HS256_SECRET is not set (or pass --dev to use the development secret)");
         }
-        settings.auth_hs256_secret = seckill_shared::config::DEV_AUTH_HS256_SECRET.into();
+        settings.auth.hs256_secret = seckill_shared::config::DEV_AUTH_HS256_SECRET.into();
     }
     let some = |s: &String| (!s.is_empty()).then_some(s.clone());
     let token = auth::mint_hs256(
-        settings.auth_hs256_secret.expose_secret(),
+        settings.auth.hs256_secret.expose_secret(),
         user,
         ttl,
-        some(&settings.auth_issuer).as_deref(),
-        some(&settings.auth_audience).as_deref(),
+        some(&settings.auth.issuer).as_deref(),
+        some(&settings.auth.audience).as_deref(),
     )?;
     println!("{token}");
     Ok(())

@@ -10,8 +10,9 @@ use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::util::Timeout;
 use rdkafka::ClientConfig;
+use seckill_shared::config::KafkaSettings;
 use seckill_shared::kafka::{producer_config, TICKET_HEADER};
-use seckill_shared::{OrderMessage, Settings};
+use seckill_shared::OrderMessage;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::RwLock;
 use std::time::{Duration, Instant};
@@ -41,8 +42,8 @@ pub struct OrderPublisher {
 }
 
 impl OrderPublisher {
-    pub fn new(settings: &Settings) -> anyhow::Result<Self> {
-        let config = producer_config(settings);
+    pub fn new(kafka: &KafkaSettings) -> anyhow::Result<Self> {
+        let config = producer_config(kafka);
         let producer = config
             .create_with_context(Deliveries)
             .context("creating the Kafka producer")?;
@@ -51,8 +52,8 @@ impl OrderPublisher {
             replacing: AtomicBool::new(false),
             last_delivery_ms: AtomicI64::new(seckill_shared::now_ms()),
             config,
-            topic: settings.kafka_topic.clone(),
-            timeout: settings.delivery_timeout(),
+            topic: kafka.topic.clone(),
+            timeout: kafka.delivery_timeout(),
             awaiting: AtomicI64::new(0),
         })
     }

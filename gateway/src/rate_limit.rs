@@ -10,9 +10,10 @@
 
 use anyhow::Context;
 use redis::Script;
+use seckill_shared::config::GatewaySettings;
 use seckill_shared::reservation::{UserLimit, TOKEN_BUCKET_LUA};
 use seckill_shared::store::RedisConn;
-use seckill_shared::{Settings, UserId};
+use seckill_shared::UserId;
 use std::sync::LazyLock;
 use std::time::Duration;
 
@@ -51,25 +52,25 @@ pub struct RateLimiter {
 
 impl RateLimiter {
     /// `None` when the limit is off (`SECKILL_RATE_LIMIT_PER_USER_PER_SEC=0`).
-    pub fn new(conn: RedisConn, settings: &Settings) -> Option<Self> {
-        settings.rate_limit_enabled().then(|| Self {
+    pub fn new(conn: RedisConn, namespace: &str, gateway: &GatewaySettings) -> Option<Self> {
+        gateway.rate_limit_enabled().then(|| Self {
             conn,
-            namespace: settings.namespace.clone(),
+            namespace: namespace.to_owned(),
             kind: "rl",
-            rate: settings.rate_limit_per_user_per_sec,
-            burst: settings.rate_limit_burst,
+            rate: gateway.rate_limit_per_user_per_sec,
+            burst: gateway.rate_limit_burst,
         })
     }
 
     /// The limit of waiting-room joins and polls (`SECKILL_QUEUE_RATE_LIMIT_PER_USER_PER_SEC`,
-    /// the same burst as buys); `None` when off.
-    pub fn for_queue(conn: RedisConn, settings: &Settings) -> Option<Self> {
-        (settings.queue_rate_limit_per_user_per_sec > 0.0).then(|| Self {
+    /// the same burst as buys, `SECKILL_RATE_LIMIT_BURST`); `None` when off.
+    pub fn for_queue(conn: RedisConn, namespace: &str, per_sec: f64, burst: u64) -> Option<Self> {
+        (per_sec > 0.0).then(|| Self {
             conn,
-            namespace: settings.namespace.clone(),
+            namespace: namespace.to_owned(),
             kind: "rlq",
-            rate: settings.queue_rate_limit_per_user_per_sec,
-            burst: settings.rate_limit_burst,
+            rate: per_sec,
+            burst,
         })
     }
 

@@ -5,9 +5,10 @@
 //! holds the product's row lock while it rewrites Redis.
 
 use crate::error::ApiError;
+use seckill_shared::config::KafkaSettings;
 use seckill_shared::kafka::Fence;
 use seckill_shared::store::TicketStore;
-use seckill_shared::{db, recovery, ProductId, Settings};
+use seckill_shared::{db, recovery, ProductId};
 use sqlx::MySqlPool;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,11 +23,12 @@ pub struct Recovery {
 }
 
 impl Recovery {
-    pub fn new(settings: &Settings) -> anyhow::Result<Self> {
+    /// Fences `kafka`'s topic against the workers' consumer `group`, in `namespace`.
+    pub fn new(kafka: &KafkaSettings, group: &str, namespace: &str) -> anyhow::Result<Self> {
         Ok(Self {
-            fence: Arc::new(Fence::new(settings)?),
+            fence: Arc::new(Fence::new(kafka, group)?),
             running: Arc::default(),
-            namespace: settings.namespace.clone(),
+            namespace: namespace.to_owned(),
             owned: AtomicBool::new(false),
         })
     }

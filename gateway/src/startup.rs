@@ -2,7 +2,7 @@
 
 use crate::admission::Admission;
 use crate::auth::admin::Admins;
-use crate::auth::{self, Authenticator};
+use crate::auth::{self, AddressLimiter, Authenticator};
 use crate::counting::count_requests;
 use crate::error::{json_error, path_error, query_error};
 use crate::metrics::Metrics;
@@ -43,43 +43,48 @@ impl Application {
     /// Binds the listener (port 0 picks a free one) and wires everything. Connections to the
     /// dependencies are made lazily, so the gateway starts and serves even while one is down.
     pub async fn build(settings: Settings) -> anyhow::Result<Self> {
-        let listener = TcpListener::bind(&settings.http_addr)
-            .with_context(|| format!("binding SECKILL_HTTP_ADDR={}", settings.http_addr))?;
+        let listener = TcpListener::bind(&settings.gateway.http_addr)
+            .with_context(|| format!("binding SECKILL_HTTP_ADDR={}", settings.gateway.http_addr))?;
         let port = listener.local_addr()?.port();
 
         let metrics = Metrics::new();
-        metrics.max_in_flight.set(settings.max_in_flight as i64);
+        metrics
+            .max_in_flight
+            .set(settings.gateway.max_in_flight as i64);
         let batch = metrics.reserve_batch.clone();
-        let store = TicketStore::from_settings(&settings)?
+        let store = TicketStore::from_settings(&settings.redis, &settings.common.namespace)?
             .with_batch_observer(Arc::new(move |n| batch.observe(n as f64)));
-        let pool = db::pool(settings.mysql_url.expose_secret(), 16)?;
-        let publisher = OrderPublisher::new(&settings)?;
+        let pool = db::pool(settings.mysql.url.expose_secret(), 16)?;
+        let publisher = OrderPublisher::new(&settings.kafka)?;
         let sold_out = Arc::new(SoldOutMarkers::new(
-            settings.sold_out_ttl(),
-            &settings.namespace,
+            settings.gateway.sold_out_ttl(),
+            &settings.common.namespace,
             metrics.clone(),
         ));
         let shutdown = CancellationToken::new();
         let zk_task = tokio::spawn(watch_zookeeper(
             sold_out.clone(),
-            settings.zk_hosts.clone(),
+            settings.zookeeper.hosts.clone(),
             shutdown.clone(),
         ));
 
-        let auth = Authenticator::from_settings(&settings)?;
+        let auth = Authenticator::from_settings(
+            &settings.auth,
+            AddressLimiter::from_settings(&settings.gateway)?,
+        )?;
         if let Some(jwks) = auth.jwks() {
             tokio::spawn(jwks.watch(shutdown.clone()));
         }
         let store_conn = store.connection();
         let state = web::Data::new(AppState {
             auth: web::Data::new(auth),
-            admission: Admission::new(settings.max_in_flight),
+            admission: Admission::new(settings.gateway.max_in_flight),
             settler: Settler {
                 store: store.clone(),
                 db: pool.clone(),
                 // Fault injection applies where orders settle: here in sync mode.
-                chaos: if settings.gateway_mode == GatewayMode::Sync {
-                    Chaos::from_settings(&settings)
+                chaos: if settings.gateway.mode == GatewayMode::Sync {
+                    Chaos::from_settings(&settings.chaos)
                 } else {
                     Chaos::default()
                 },
@@ -90,18 +95,22 @@ impl Application {
             publisher,
             sold_out,
             metrics,
-            namespace: settings.namespace.clone(),
-            sync_mode: settings.gateway_mode == GatewayMode::Sync,
-            recovery: Recovery::new(&settings)?,
-            payments: Payments::from_settings(&settings)?,
-            default_payment_window_secs: settings.payment_window_secs,
+            namespace: settings.common.namespace.clone(),
+            sync_mode: settings.gateway.mode == GatewayMode::Sync,
+            recovery: Recovery::new(
+                &settings.kafka,
+                &settings.worker.group,
+                &settings.common.namespace,
+            )?,
+            payments: Payments::from_settings(&settings.payment)?,
+            default_payment_window_secs: settings.payment.window_secs,
             admissions: Admissions::new(
-                settings.admission_secret.clone(),
-                settings.admission_ttl_secs * 1000,
+                settings.waiting_room.admission_secret.clone(),
+                settings.waiting_room.admission_ttl_secs * 1000,
             )?,
             admins: web::Data::new(Admins::new(
-                settings.admin_token.clone(),
-                settings.admin_auth_failures_per_min,
+                settings.admin.token.clone(),
+                settings.admin.auth_failures_per_min,
             )),
             health: Default::default(),
             // A publish waits up to the delivery timeout for room in the producer's queue,
@@ -110,17 +119,19 @@ impl Application {
             // pending timeout): a second message of one order changes nothing, while a buy
             // again that waited that long answered `200` with a ticket the sweeper had failed
             // (chaos scenario 13, herd: delivery 2 s, pending timeout 5 s).
-            republish_after_ms: (2 * settings.kafka_delivery_timeout_ms as i64
+            republish_after_ms: (2 * settings.kafka.delivery_timeout_ms as i64
                 + 1500
                 + seckill_shared::locations::HOLD_LOCATED_MS as i64)
-                .min(settings.pending_timeout_ms as i64 - 1000)
+                .min(settings.worker.pending_timeout_ms as i64 - 1000)
                 .max(0),
         });
         // Whose database is this? Another namespace's stops the gateway here. With MySQL down
         // (or not migrated yet), every rebuild and preload checks it first instead.
         match tokio::time::timeout(Duration::from_secs(5), state.recovery.claim(&state.db)).await {
             Ok(Ok(owner)) => {
-                if let Err(e) = owner.ensure_ours(&settings.namespace, "the gateway cannot start") {
+                if let Err(e) =
+                    owner.ensure_ours(&settings.common.namespace, "the gateway cannot start")
+                {
                     shutdown.cancel();
                     return Err(e);
                 }
@@ -136,16 +147,16 @@ impl Application {
             ),
         }
         tokio::spawn(forget_idle_addresses(state.clone(), shutdown.clone()));
-        if settings.payment_reconcile_after_ms > 0 && !settings.payment_provider_url.is_empty() {
+        if settings.payment.reconcile_after_ms > 0 && !settings.payment.provider_url.is_empty() {
             tokio::spawn(reconcile_payments(
                 state.clone(),
-                Duration::from_millis(settings.payment_reconcile_after_ms),
+                Duration::from_millis(settings.payment.reconcile_after_ms),
                 shutdown.clone(),
             ));
         }
         tokio::spawn(crate::live::run(
             state.clone(),
-            LivePublisher::new(store_conn, &settings.namespace),
+            LivePublisher::new(store_conn, &settings.common.namespace),
             shutdown.clone(),
         ));
         let data = state.clone();
@@ -171,11 +182,11 @@ impl Application {
         // Limits on clients: the time to send a request head (slow or silent clients get 408
         // and are disconnected) and the open connections of each worker thread. actix also
         // answers 431 to a request head over 128 KiB or with more than 96 headers.
-        .client_request_timeout(settings.http_client_request_timeout())
+        .client_request_timeout(settings.gateway.http_client_request_timeout())
         .shutdown_timeout(10)
-        .max_connections(settings.http_max_connections);
-        if settings.http_workers > 0 {
-            server = server.workers(settings.http_workers);
+        .max_connections(settings.gateway.http_max_connections);
+        if settings.gateway.http_workers > 0 {
+            server = server.workers(settings.gateway.http_workers);
         }
         let server = server
             .listen(listener)

@@ -81,8 +81,9 @@ impl ThreadRedis {
     /// fail on a URL, which the shared store already accepted).
     pub fn open(state: &AppState, settings: &seckill_shared::Settings) -> Self {
         let store = settings
-            .redis_topology()
-            .and_then(|t| state.store.on_new_connection(&t, settings.redis_timeout()))
+            .redis
+            .topology()
+            .and_then(|t| state.store.on_new_connection(&t, settings.redis.timeout()))
             .unwrap_or_else(|e| {
                 tracing::warn!(
                     error = format!("{e:#}"),
@@ -91,8 +92,17 @@ impl ThreadRedis {
                 state.store.clone()
             });
         Self {
-            rate_limiter: RateLimiter::new(store.connection(), settings),
-            queue_limiter: RateLimiter::for_queue(store.connection(), settings),
+            rate_limiter: RateLimiter::new(
+                store.connection(),
+                &settings.common.namespace,
+                &settings.gateway,
+            ),
+            queue_limiter: RateLimiter::for_queue(
+                store.connection(),
+                &settings.common.namespace,
+                settings.waiting_room.rate_limit_per_user_per_sec,
+                settings.gateway.rate_limit_burst,
+            ),
             store,
         }
     }

@@ -1,7 +1,7 @@
 //! Kafka settings shared by the gateway (producer) and the worker (consumer), and topic
 //! creation.
 
-use crate::config::{Settings, HEARTBEAT_INTERVAL_MS};
+use crate::config::{KafkaSettings, WorkerSettings, HEARTBEAT_INTERVAL_MS};
 use anyhow::Context;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
@@ -27,16 +27,13 @@ pub fn is_fence(headers: Option<&rdkafka::message::BorrowedHeaders>) -> bool {
 }
 
 /// Producer settings: idempotent, `acks=all`, and a delivery timeout of seconds, not minutes.
-pub fn producer_config(s: &Settings) -> ClientConfig {
+pub fn producer_config(k: &KafkaSettings) -> ClientConfig {
     let mut c = ClientConfig::new();
-    c.set("bootstrap.servers", &s.kafka_brokers)
+    c.set("bootstrap.servers", &k.brokers)
         .set("enable.idempotence", "true")
         .set("acks", "all")
-        .set("linger.ms", s.kafka_linger_ms.to_string())
-        .set(
-            "message.timeout.ms",
-            s.kafka_delivery_timeout_ms.to_string(),
-        )
+        .set("linger.ms", k.linger_ms.to_string())
+        .set("message.timeout.ms", k.delivery_timeout_ms.to_string())
         .set("socket.connection.setup.timeout.ms", "3000")
         .set("queue.buffering.max.messages", "1000000")
         .set("client.id", "seckill-gateway");
@@ -45,18 +42,15 @@ pub fn producer_config(s: &Settings) -> ClientConfig {
 
 /// Consumer settings for at-least-once processing: offsets are stored by hand after the work
 /// is durable and committed in the background.
-pub fn consumer_config(s: &Settings) -> ClientConfig {
+pub fn consumer_config(k: &KafkaSettings, w: &WorkerSettings) -> ClientConfig {
     let mut c = ClientConfig::new();
-    c.set("bootstrap.servers", &s.kafka_brokers)
-        .set("group.id", &s.worker_group)
+    c.set("bootstrap.servers", &k.brokers)
+        .set("group.id", &w.group)
         .set("enable.auto.commit", "true")
         .set("auto.commit.interval.ms", "500")
         .set("enable.auto.offset.store", "false")
         .set("auto.offset.reset", "earliest")
-        .set(
-            "session.timeout.ms",
-            s.worker_session_timeout_ms.to_string(),
-        )
+        .set("session.timeout.ms", w.session_timeout_ms.to_string())
         .set("heartbeat.interval.ms", HEARTBEAT_INTERVAL_MS.to_string())
         // How long the broker may hold a fetch that has no data. Apache Kafka answers a
         // waiting fetch as soon as data arrives; the local tansu broker does not, so with the
@@ -64,14 +58,11 @@ pub fn consumer_config(s: &Settings) -> ClientConfig {
         // p50 of 202 -> confirmed was 171 ms with 500 and 19 ms with 10 (docs/BENCHMARKS.md).
         // The price: an idle worker sends ~100 empty fetches a second. Apache Kafka shrugs
         // that off; tansu spends ~15% of a core on it per idle worker.
-        .set("fetch.wait.max.ms", s.worker_fetch_wait_ms.to_string())
+        .set("fetch.wait.max.ms", w.fetch_wait_ms.to_string())
         .set("client.id", "seckill-worker");
-    if s.worker_stats_interval_ms > 0 {
+    if w.stats_interval_ms > 0 {
         // Feeds the worker's consumer-lag gauge (`ClientContext::stats`).
-        c.set(
-            "statistics.interval.ms",
-            s.worker_stats_interval_ms.to_string(),
-        );
+        c.set("statistics.interval.ms", w.stats_interval_ms.to_string());
     }
     c
 }
@@ -135,17 +126,18 @@ pub struct GroupOffsets {
 }
 
 impl GroupOffsets {
-    pub fn new(s: &Settings) -> anyhow::Result<Self> {
+    /// The offsets of the consumer group `group` on `k`'s topic.
+    pub fn new(k: &KafkaSettings, group: &str) -> anyhow::Result<Self> {
         let consumer: BaseConsumer = ClientConfig::new()
-            .set("bootstrap.servers", &s.kafka_brokers)
-            .set("group.id", &s.worker_group)
+            .set("bootstrap.servers", &k.brokers)
+            .set("group.id", group)
             .set("enable.auto.commit", "false")
             .set("client.id", "seckill-offsets")
             .create()
             .context("creating the Kafka offsets reader")?;
         Ok(Self {
             consumer: Arc::new(consumer),
-            topic: s.kafka_topic.clone(),
+            topic: k.topic.clone(),
         })
     }
 
@@ -211,15 +203,16 @@ pub struct Fence {
 }
 
 impl Fence {
-    pub fn new(s: &Settings) -> anyhow::Result<Self> {
+    /// A fence on `k`'s topic, drained by the consumer group `group`.
+    pub fn new(k: &KafkaSettings, group: &str) -> anyhow::Result<Self> {
         Ok(Self {
-            producer: producer_config(s)
+            producer: producer_config(k)
                 .set("client.id", "seckill-fence")
                 .create()
                 .context("creating the fence producer")?,
-            offsets: GroupOffsets::new(s)?,
-            topic: s.kafka_topic.clone(),
-            in_flight: s.delivery_timeout() + Duration::from_millis(500),
+            offsets: GroupOffsets::new(k, group)?,
+            topic: k.topic.clone(),
+            in_flight: k.delivery_timeout() + Duration::from_millis(500),
         })
     }
 

@@ -445,8 +445,8 @@ fn check_app(
 
     // Listen address: all interfaces (else nothing outside the container reaches it).
     let listen = match role {
-        Role::Gateway { .. } => &settings.http_addr,
-        Role::Worker => &settings.worker_http_addr,
+        Role::Gateway { .. } => &settings.gateway.http_addr,
+        Role::Worker => &settings.worker.http_addr,
     };
     let listen: SocketAddr = listen.parse().expect("validated by Settings");
     if !listen.ip().is_unspecified() {
@@ -481,7 +481,7 @@ fn check_app(
     }
 
     // Redis: one server, or a cluster (whose nodes are checked like a single server, below).
-    let topology = match settings.redis_topology() {
+    let topology = match settings.redis.topology() {
         Ok(t) => Some(t),
         Err(e) => {
             problem(format!("SECKILL_REDIS_URL: {e:#}"));
@@ -493,16 +493,16 @@ fn check_app(
         if !cluster {
             problem(format!(
                 "the `{profile}` profile is on, but SECKILL_REDIS_URL `{}` is not a cluster",
-                settings.redis_url.expose_secret()
+                settings.redis.url.expose_secret()
             ));
         }
     }
     let ha = on.contains(HA_PROFILE);
-    if ha && settings.kafka_replication_factor != HA_REPLICATION_FACTOR {
+    if ha && settings.kafka.replication_factor != HA_REPLICATION_FACTOR {
         problem(format!(
             "the `{HA_PROFILE}` profile is on, but SECKILL_KAFKA_REPLICATION_FACTOR is {}, \
              not {HA_REPLICATION_FACTOR}",
-            settings.kafka_replication_factor
+            settings.kafka.replication_factor
         ));
     }
 
@@ -519,12 +519,17 @@ fn check_app(
                 Some(Topology::Cluster(nodes)) => nodes.iter().map(|n| url_host_port(n)).collect(),
             },
             "SECKILL_MYSQL_URL" => {
-                url_host_port(settings.mysql_url.expose_secret()).map(|e| vec![e])
+                url_host_port(settings.mysql.url.expose_secret()).map(|e| vec![e])
             }
-            "SECKILL_KAFKA_BROKERS" => host_port_list(&settings.kafka_brokers),
+            "SECKILL_KAFKA_BROKERS" => host_port_list(&settings.kafka.brokers),
             "SECKILL_ZK_HOSTS" => {
                 // An optional chroot follows the last host: `zk1:2181,zk2:2181/app`.
-                let hosts = settings.zk_hosts.split('/').next().unwrap_or_default();
+                let hosts = settings
+                    .zookeeper
+                    .hosts
+                    .split('/')
+                    .next()
+                    .unwrap_or_default();
                 host_port_list(hosts)
             }
             _ => unreachable!(),
@@ -619,7 +624,7 @@ fn check_app(
                 let nodes = env_of(target, "KAFKA_CONTROLLER_QUORUM_VOTERS", vars)
                     .map(|v| v.split(',').filter(|s| !s.trim().is_empty()).count())
                     .unwrap_or(0);
-                let rf = settings.kafka_replication_factor;
+                let rf = settings.kafka.replication_factor;
                 if usize::try_from(rf).map_or(true, |rf| rf > nodes) {
                     problem(format!(
                         "SECKILL_KAFKA_REPLICATION_FACTOR is {rf}, but `{host}`'s cluster has \
@@ -641,7 +646,7 @@ fn check_app(
             }
             if key == "SECKILL_MYSQL_URL" {
                 check_mysql_credentials(
-                    settings.mysql_url.expose_secret(),
+                    settings.mysql.url.expose_secret(),
                     &host,
                     target,
                     vars,

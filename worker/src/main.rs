@@ -68,25 +68,25 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         print!("{}", settings.redacted_toml());
         return Ok(());
     }
-    telemetry::init(settings.log_format);
+    telemetry::init(settings.common.log_format);
     if let Some(Command::Migrate) = &cli.command {
-        let pool = db::pool(settings.mysql_url.expose_secret(), 1)?;
+        let pool = db::pool(settings.mysql.url.expose_secret(), 1)?;
         db::migrate(&pool).await?;
         println!("migrations applied");
         return Ok(());
     }
     if let Some(Command::Reconcile { product_id }) = cli.command {
         let product = ProductId::parse(&product_id)?;
-        let pool = db::pool(settings.mysql_url.expose_secret(), 1)?;
-        db::claim_namespace(&pool, &settings.namespace)
+        let pool = db::pool(settings.mysql.url.expose_secret(), 1)?;
+        db::claim_namespace(&pool, &settings.common.namespace)
             .await?
-            .ensure_ours(&settings.namespace, "reconcile refuses")?;
-        let store = TicketStore::from_settings(&settings)?;
-        let fence = kafka::Fence::new(&settings)?;
+            .ensure_ours(&settings.common.namespace, "reconcile refuses")?;
+        let store = TicketStore::from_settings(&settings.redis, &settings.common.namespace)?;
+        let fence = kafka::Fence::new(&settings.kafka, &settings.worker.group)?;
         let report = recovery::reconcile(&store, &pool, product, Some(&fence))
             .await?
             .ok_or_else(|| anyhow::anyhow!("product {product} is not in MySQL"))?;
-        sold_out::Publisher::new(&settings.zk_hosts, &settings.namespace)
+        sold_out::Publisher::new(&settings.zookeeper.hosts, &settings.common.namespace)
             .not_sold_out(product, Duration::from_secs(5))
             .await?;
         println!("{}", serde_json::to_string_pretty(&report)?);

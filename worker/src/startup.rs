@@ -53,52 +53,53 @@ impl Worker {
     /// binds the health listener (port 0 picks a free one). Waits up to a minute for MySQL and
     /// Kafka to come up.
     pub async fn build(settings: Settings) -> anyhow::Result<Self> {
-        if settings.chaos_enabled() {
+        if settings.chaos.enabled() {
             tracing::warn!(
-                fail_users = %settings.chaos_fail_users,
-                fail_rate = settings.chaos_fail_rate,
-                delay_ms = settings.chaos_delay_ms,
+                fail_users = %settings.chaos.fail_users,
+                fail_rate = settings.chaos.fail_rate,
+                delay_ms = settings.chaos.delay_ms,
                 "FAULT INJECTION IS ON: orders will be failed on purpose"
             );
         }
-        let pool = db::pool(settings.mysql_url.expose_secret(), 8)?;
+        let pool = db::pool(settings.mysql.url.expose_secret(), 8)?;
         let startup_limit = Duration::from_secs(60);
         with_retry("applying migrations", startup_limit, || db::migrate(&pool)).await?;
         with_retry(
             "claiming the database for this namespace",
             startup_limit,
-            || db::claim_namespace(&pool, &settings.namespace),
+            || db::claim_namespace(&pool, &settings.common.namespace),
         )
         .await?
-        .ensure_ours(&settings.namespace, "the worker cannot start")?;
+        .ensure_ours(&settings.common.namespace, "the worker cannot start")?;
         with_retry("creating the Kafka topic", startup_limit, || {
             kafka::ensure_replicated_topic(
-                &settings.kafka_brokers,
-                &settings.kafka_topic,
-                settings.kafka_partitions,
-                settings.kafka_replication_factor,
+                &settings.kafka.brokers,
+                &settings.kafka.topic,
+                settings.kafka.partitions,
+                settings.kafka.replication_factor,
             )
         })
         .await?;
 
-        let store = TicketStore::from_settings(&settings)?;
+        let store = TicketStore::from_settings(&settings.redis, &settings.common.namespace)?;
         let metrics = Metrics::new();
         metrics
             .pending_timeout
-            .set(settings.pending_timeout().as_secs_f64());
+            .set(settings.worker.pending_timeout().as_secs_f64());
         let assigned: Assignment = Arc::default();
-        let consumer: StreamConsumer<WorkerContext> = kafka::consumer_config(&settings)
-            .create_with_context(WorkerContext {
-                assigned: assigned.clone(),
-                metrics: metrics.clone(),
-            })
-            .context("creating the Kafka consumer")?;
+        let consumer: StreamConsumer<WorkerContext> =
+            kafka::consumer_config(&settings.kafka, &settings.worker)
+                .create_with_context(WorkerContext {
+                    assigned: assigned.clone(),
+                    metrics: metrics.clone(),
+                })
+                .context("creating the Kafka consumer")?;
         let consumer = Arc::new(DetachedClose::new(consumer));
 
-        let listener = TcpListener::bind(&settings.worker_http_addr).with_context(|| {
+        let listener = TcpListener::bind(&settings.worker.http_addr).with_context(|| {
             format!(
                 "binding SECKILL_WORKER_HTTP_ADDR={}",
-                settings.worker_http_addr
+                settings.worker.http_addr
             )
         })?;
         let port = listener.local_addr()?.port();
@@ -111,8 +112,8 @@ impl Worker {
         )?;
 
         let zk = Arc::new(sold_out::Publisher::new(
-            &settings.zk_hosts,
-            &settings.namespace,
+            &settings.zookeeper.hosts,
+            &settings.common.namespace,
         ));
         let announcer_stop = CancellationToken::new();
         Ok(Self {
@@ -121,18 +122,18 @@ impl Worker {
                 settler: Settler {
                     store,
                     db: pool,
-                    chaos: Chaos::from_settings(&settings),
+                    chaos: Chaos::from_settings(&settings.chaos),
                     ids: Default::default(),
                 },
                 metrics,
                 announcer: Announcer::start(zk.clone(), announcer_stop.clone()),
-                fence: Arc::new(kafka::Fence::new(&settings)?),
-                topic: settings.kafka_topic.clone(),
-                batch_size: settings.worker_batch_size,
-                linger: settings.worker_batch_linger(),
+                fence: Arc::new(kafka::Fence::new(&settings.kafka, &settings.worker.group)?),
+                topic: settings.kafka.topic.clone(),
+                batch_size: settings.worker.batch_size,
+                linger: settings.worker.batch_linger(),
             },
             announcer_stop,
-            offsets: kafka::GroupOffsets::new(&settings)?,
+            offsets: kafka::GroupOffsets::new(&settings.kafka, &settings.worker.group)?,
             settings,
             assigned,
             http: std::sync::Mutex::new(Some(http)),
@@ -172,7 +173,7 @@ impl Worker {
         // (confluentinc/librdkafka#4884).
         self.pipeline
             .consumer
-            .subscribe(&[&self.settings.kafka_topic])
+            .subscribe(&[&self.settings.kafka.topic])
             .context("subscribing to the order topic")?;
         let http_handle = http.handle();
         let http_task = tokio::spawn(http);
@@ -184,7 +185,7 @@ impl Worker {
                 metrics: self.pipeline.metrics.clone(),
                 publisher: LivePublisher::new(
                     self.pipeline.settler.store.connection(),
-                    &self.settings.namespace,
+                    &self.settings.common.namespace,
                 ),
             }
             .run(shutdown.clone()),
@@ -197,8 +198,8 @@ impl Worker {
                 offsets: self.offsets.clone(),
                 fence: self.pipeline.fence.clone(),
                 rules: recovery::SweepRules {
-                    timeout: self.settings.pending_timeout(),
-                    last_resort: self.settings.pending_last_resort(),
+                    timeout: self.settings.worker.pending_timeout(),
+                    last_resort: self.settings.worker.pending_last_resort(),
                 },
                 metrics: self.pipeline.metrics.clone(),
             }
@@ -211,7 +212,7 @@ impl Worker {
                 announcer: self.pipeline.announcer.clone(),
                 metrics: self.pipeline.metrics.clone(),
                 crash: seckill_shared::crash_point::CrashPoint::new(
-                    self.settings.chaos_abort_after_expiry,
+                    self.settings.chaos.abort_after_expiry,
                 ),
             }
             .run(shutdown.clone()),

@@ -15,7 +15,7 @@ use actix_web::HttpRequest;
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota};
 use ipnet::IpNet;
-use seckill_shared::Settings;
+use seckill_shared::config::GatewaySettings;
 use std::net::IpAddr;
 use std::num::NonZeroU32;
 use std::time::Duration;
@@ -45,7 +45,7 @@ pub struct AddressLimiter {
 }
 
 impl AddressLimiter {
-    pub fn from_settings(s: &Settings) -> anyhow::Result<Self> {
+    pub fn from_settings(s: &GatewaySettings) -> anyhow::Result<Self> {
         let trusted = s
             .trusted_proxies()
             .map_err(|e| anyhow::anyhow!("SECKILL_TRUSTED_PROXIES: {e}"))?;

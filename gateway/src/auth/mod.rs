@@ -23,7 +23,8 @@ use actix_web::{http::header, web, FromRequest, HttpRequest};
 use anyhow::Context;
 use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
-use seckill_shared::{AuthMode, BuyerClaims, Settings, UserId};
+use seckill_shared::config::AuthSettings;
+use seckill_shared::{AuthMode, BuyerClaims, UserId};
 use secrecy::ExposeSecret;
 use serde::Deserialize;
 use std::future::{ready, Ready};
@@ -57,17 +58,18 @@ pub struct Authenticator {
 }
 
 impl Authenticator {
-    /// From the settings (after [`Settings::require_auth`]). Reads the JWKS file, if any.
-    pub fn from_settings(s: &Settings) -> anyhow::Result<Self> {
-        let secret = s.auth_hs256_secret.expose_secret();
+    /// From the buyer-identity settings (after `Settings::require_auth`), with the
+    /// per-address limit checked before any token. Reads the JWKS file, if any.
+    pub fn from_settings(s: &AuthSettings, addresses: AddressLimiter) -> anyhow::Result<Self> {
+        let secret = s.hs256_secret.expose_secret();
         let hs256 = (!secret.is_empty())
             .then(|| DecodingKey::from_secret(secret.as_bytes()))
             .transpose()
             .context("SECKILL_AUTH_HS256_SECRET")?;
-        let jwks = (!s.auth_jwks_file.is_empty())
-            .then(|| JwksFile::load(s.auth_jwks_file.as_ref()).map(Arc::new))
+        let jwks = (!s.jwks_file.is_empty())
+            .then(|| JwksFile::load(s.jwks_file.as_ref()).map(Arc::new))
             .transpose()?;
-        if s.auth_mode == AuthMode::Jwt && hs256.is_none() && jwks.is_none() {
+        if s.mode == AuthMode::Jwt && hs256.is_none() && jwks.is_none() {
             anyhow::bail!(
                 "no key for buyer tokens: set SECKILL_AUTH_HS256_SECRET or SECKILL_AUTH_JWKS_FILE"
             );
@@ -76,20 +78,20 @@ impl Authenticator {
             .iter()
             .map(|alg| {
                 let mut v = Validation::new(*alg);
-                v.leeway = s.auth_leeway_secs;
+                v.leeway = s.leeway_secs;
                 v.validate_nbf = true;
                 let mut required = vec!["exp", "sub"];
-                if s.auth_issuer.is_empty() {
+                if s.issuer.is_empty() {
                     v.iss = None;
                 } else {
-                    v.set_issuer(&[&s.auth_issuer]);
+                    v.set_issuer(&[&s.issuer]);
                     required.push("iss");
                 }
-                if s.auth_audience.is_empty() {
+                if s.audience.is_empty() {
                     // Unset means "not checked": a token naming an audience is still accepted.
                     v.validate_aud = false;
                 } else {
-                    v.set_audience(&[&s.auth_audience]);
+                    v.set_audience(&[&s.audience]);
                     required.push("aud");
                 }
                 v.set_required_spec_claims(&required);
@@ -97,11 +99,11 @@ impl Authenticator {
             })
             .collect();
         Ok(Self {
-            mode: s.auth_mode,
+            mode: s.mode,
             hs256,
             jwks,
             validations,
-            addresses: AddressLimiter::from_settings(s)?,
+            addresses,
         })
     }
 

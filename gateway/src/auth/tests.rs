@@ -7,16 +7,21 @@ use jsonwebtoken::{encode, EncodingKey, Header};
 const SECRET: &str = "an-hs256-secret-of-at-least-32-bytes!";
 const TESTDATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/jwt");
 
-fn settings(jwks: bool) -> Settings {
-    Settings {
-        auth_hs256_secret: SECRET.into(),
-        auth_jwks_file: if jwks {
+fn settings(jwks: bool) -> AuthSettings {
+    AuthSettings {
+        hs256_secret: SECRET.into(),
+        jwks_file: if jwks {
             format!("{TESTDATA}/jwks.json")
         } else {
             String::new()
         },
-        ..Settings::default()
+        ..AuthSettings::default()
     }
+}
+
+/// An authenticator of `s`, with no per-address limit.
+fn authenticator(s: &AuthSettings) -> anyhow::Result<Authenticator> {
+    Authenticator::from_settings(s, AddressLimiter::new(0, Vec::new()))
 }
 
 fn claims(sub: &str) -> BuyerClaims {
@@ -41,7 +46,7 @@ fn signed(alg: Algorithm, kid: &str, pem: &str, claims: &BuyerClaims) -> String 
 
 #[test]
 fn every_configured_key_verifies_its_own_algorithm() {
-    let auth = Authenticator::from_settings(&settings(true)).unwrap();
+    let auth = authenticator(&settings(true)).unwrap();
     let hs = mint_hs256(SECRET, UserId::new(7).unwrap(), 60, None, None).unwrap();
     assert_eq!(auth.verify(&hs).unwrap().get(), 7);
     for (alg, kid, pem) in [
@@ -56,7 +61,7 @@ fn every_configured_key_verifies_its_own_algorithm() {
 
 #[test]
 fn a_key_never_verifies_another_algorithm_or_a_key_it_is_not() {
-    let auth = Authenticator::from_settings(&settings(true)).unwrap();
+    let auth = authenticator(&settings(true)).unwrap();
     // An Ed25519 signature presented under the P-256 key's kid.
     let token = signed(Algorithm::EdDSA, "es-1", "ed-1.pem", &claims("1"));
     let err = auth.verify(&token).unwrap_err();
@@ -65,14 +70,14 @@ fn a_key_never_verifies_another_algorithm_or_a_key_it_is_not() {
     let token = signed(Algorithm::EdDSA, "ed-1", "ed-2.pem", &claims("1"));
     assert_eq!(auth.verify(&token).unwrap_err(), "bad signature");
     // Without a JWKS file, no asymmetric token is accepted.
-    let hs_only = Authenticator::from_settings(&settings(false)).unwrap();
+    let hs_only = authenticator(&settings(false)).unwrap();
     let token = signed(Algorithm::RS256, "rs-1", "rs-1.pem", &claims("1"));
     assert!(hs_only.verify(&token).unwrap_err().contains("not accepted"));
 }
 
 #[test]
 fn sub_must_be_a_user_id() {
-    let auth = Authenticator::from_settings(&settings(false)).unwrap();
+    let auth = authenticator(&settings(false)).unwrap();
     let key = EncodingKey::from_secret(SECRET.as_bytes()).unwrap();
     for sub in ["0", "-1", "abc", "9223372036854775808", " 7", ""] {
         let token = encode(&Header::default(), &claims(sub), &key).unwrap();
@@ -83,12 +88,12 @@ fn sub_must_be_a_user_id() {
 
 #[test]
 fn an_unset_audience_is_not_checked_and_a_set_one_is_required() {
-    let open = Authenticator::from_settings(&settings(false)).unwrap();
+    let open = authenticator(&settings(false)).unwrap();
     let with_aud = mint_hs256(SECRET, UserId::new(3).unwrap(), 60, None, Some("shop")).unwrap();
     assert!(open.verify(&with_aud).is_ok());
-    let strict = Authenticator::from_settings(&Settings {
-        auth_audience: "seckill".into(),
-        auth_issuer: "accounts".into(),
+    let strict = authenticator(&AuthSettings {
+        audience: "seckill".into(),
+        issuer: "accounts".into(),
         ..settings(false)
     })
     .unwrap();

@@ -9,7 +9,7 @@
 //! at once never both reach the provider.
 
 use super::{Charge, ChargeOutcome, PaymentStatus};
-use crate::Settings;
+use crate::config::PaymentSettings;
 use anyhow::Context;
 use rand::RngCore;
 use secrecy::{ExposeSecret, SecretString};
@@ -48,15 +48,15 @@ pub struct Settled {
 }
 
 impl Payments {
-    pub fn from_settings(s: &Settings) -> anyhow::Result<Self> {
+    pub fn from_settings(s: &PaymentSettings) -> anyhow::Result<Self> {
         Ok(Self {
-            provider_url: s.payment_provider_url.trim_end_matches('/').to_owned(),
-            callback_url: s.payment_callback_url.clone(),
-            webhook_secret: s.payment_webhook_secret.clone(),
-            timeout: s.payment_provider_timeout(),
+            provider_url: s.provider_url.trim_end_matches('/').to_owned(),
+            callback_url: s.callback_url.clone(),
+            webhook_secret: s.webhook_secret.clone(),
+            timeout: s.provider_timeout(),
             client: reqwest::Client::builder()
-                .timeout(s.payment_provider_timeout())
-                .connect_timeout(s.payment_provider_timeout().min(Duration::from_secs(2)))
+                .timeout(s.provider_timeout())
+                .connect_timeout(s.provider_timeout().min(Duration::from_secs(2)))
                 .build()
                 .context("building the payment provider's HTTP client")?,
         })

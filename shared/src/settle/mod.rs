@@ -40,14 +40,14 @@ pub struct Chaos {
 }
 
 impl Chaos {
-    pub fn from_settings(s: &crate::Settings) -> Self {
+    pub fn from_settings(s: &crate::config::ChaosSettings) -> Self {
         Self {
-            fail_users: s.chaos_fail_users().unwrap_or_default(),
-            lose_commit_users: s.chaos_lose_commit_users().unwrap_or_default(),
+            fail_users: s.fail_users().unwrap_or_default(),
+            lose_commit_users: s.lose_commit_users().unwrap_or_default(),
             lost_commits: Default::default(),
-            abort_after_commit: crate::crash_point::CrashPoint::new(s.chaos_abort_after_commit),
-            fail_rate: s.chaos_fail_rate,
-            delay: s.chaos_delay(),
+            abort_after_commit: crate::crash_point::CrashPoint::new(s.abort_after_commit),
+            fail_rate: s.fail_rate,
+            delay: s.delay(),
         }
     }
 

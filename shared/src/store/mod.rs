@@ -120,13 +120,12 @@ impl TicketStore {
 
     /// The store for `SECKILL_REDIS_URL`, `SECKILL_NAMESPACE`, `SECKILL_TICKET_TTL_SECS` and
     /// `SECKILL_REDIS_TIMEOUT_MS`.
-    pub fn from_settings(s: &crate::Settings) -> anyhow::Result<Self> {
-        Self::new(
-            &s.redis_topology()?,
-            &s.namespace,
-            s.ticket_ttl_secs,
-            s.redis_timeout(),
-        )
+    /// The store on `s`'s Redis, its keys under `namespace`.
+    pub fn from_settings(
+        s: &crate::config::RedisSettings,
+        namespace: &str,
+    ) -> anyhow::Result<Self> {
+        Self::new(&s.topology()?, namespace, s.ticket_ttl_secs, s.timeout())
     }
 
     /// The keys of a product's first (or only) bucket.

@@ -147,10 +147,10 @@ impl Drop for JwksFile {
 async fn gateway(env: &TestEnv, jwks: &JwksFile, strict: bool) -> TestGateway {
     let path = jwks.path();
     env.gateway_with(move |s: &mut Settings| {
-        s.auth_jwks_file = path;
+        s.auth.jwks_file = path;
         if strict {
-            s.auth_issuer = ISSUER.into();
-            s.auth_audience = AUDIENCE.into();
+            s.auth.issuer = ISSUER.into();
+            s.auth.audience = AUDIENCE.into();
         }
     })
     .await
@@ -649,7 +649,9 @@ async fn a_ticket_answers_its_owner_only() {
 #[tokio::test]
 async fn my_order_finds_the_callers_ticket_whatever_the_marker_says() {
     let env = TestEnv::new().await;
-    let gw = env.gateway_with(|s| s.sold_out_ttl_ms = 60_000).await;
+    let gw = env
+        .gateway_with(|s| s.gateway.sold_out_ttl_ms = 60_000)
+        .await;
     gw.wait_for_zookeeper().await;
     let product = env.product(&gw, 1).await;
     let my = |user: u64| {
@@ -697,7 +699,7 @@ async fn my_order_finds_the_callers_ticket_whatever_the_marker_says() {
     }
 
     // Settled, then forgotten by Redis: MySQL has the order.
-    let _worker = env.worker_with(|s| s.chaos_fail_users = "4".into()).await;
+    let _worker = env.worker_with(|s| s.chaos.fail_users = "4".into()).await;
     let ticket = ticket_of(&first);
     let settled = gw.settled(ticket.as_str(), Duration::from_secs(30)).await;
     assert_eq!(settled["status"], "confirmed", "{settled}");
@@ -779,7 +781,7 @@ async fn the_per_address_limit_answers_429_before_the_token_is_looked_at() {
     let env = TestEnv::new().await;
     let per_sec = 3;
     let gw = env
-        .gateway_with(|s| s.rate_limit_per_address_per_sec = per_sec)
+        .gateway_with(|s| s.gateway.rate_limit_per_address_per_sec = per_sec)
         .await;
     let product = env.product(&gw, 5).await;
     let path = format!("/v1/seckill/{product}");
@@ -865,14 +867,14 @@ async fn the_per_address_limit_answers_429_before_the_token_is_looked_at() {
 #[tokio::test]
 async fn wrong_admin_tokens_from_an_address_lock_it_out_of_admin_even_with_the_right_token() {
     let env = TestEnv::new().await;
-    let per_min = Settings::default().admin_auth_failures_per_min;
+    let per_min = Settings::default().admin.auth_failures_per_min;
     assert_eq!(per_min, 10);
     // The client is the address 127.0.0.1 forwards (a trusted proxy), so that a test from
     // one host has several addresses.
     let gw = env
         .gateway_with(|s| {
-            s.admin_auth_failures_per_min = per_min;
-            s.trusted_proxies = "127.0.0.1".into();
+            s.admin.auth_failures_per_min = per_min;
+            s.gateway.trusted_proxies = "127.0.0.1".into();
         })
         .await;
     let product = env.product(&gw, 5).await;

@@ -109,7 +109,7 @@ async fn buyers_with_other_limits_get_their_own_answers() {
     }
     let gw = env.gateway().await;
     let product = env.product(&gw, 10).await;
-    let ns = &env.settings.namespace;
+    let ns = &env.settings.common.namespace;
     let limit = |u: u64, rate: f64, burst: u64| UserLimit {
         key: RateLimiter::key(ns, UserId::new(u).unwrap()),
         rate,
@@ -309,7 +309,7 @@ async fn a_buyer_twice_in_one_call_pays_its_bucket_twice() {
     let gw = env.gateway().await;
     let product = env.product(&gw, 10).await;
     let limit = UserLimit {
-        key: RateLimiter::key(&env.settings.namespace, UserId::new(9).unwrap()),
+        key: RateLimiter::key(&env.settings.common.namespace, UserId::new(9).unwrap()),
         rate: 0.001,
         burst: 1,
     };
@@ -347,8 +347,8 @@ async fn locations_left_by_a_stopped_runtime_are_recorded_at_shutdown() {
     let thread_store = env
         .store
         .on_new_connection(
-            &env.settings.redis_topology().unwrap(),
-            env.settings.redis_timeout(),
+            &env.settings.redis.topology().unwrap(),
+            env.settings.redis.timeout(),
         )
         .unwrap();
     let t = ticket.clone();

@@ -205,6 +205,7 @@ async fn print_config_shows_the_layered_settings_with_secrets_redacted() {
     assert_eq!(
         printed("ticket_ttl_secs"),
         seckill_shared::Settings::default()
+            .redis
             .ticket_ttl_secs
             .to_string(),
         "a default"

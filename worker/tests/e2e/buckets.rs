@@ -221,8 +221,8 @@ async fn the_sweeper_ends_a_borrow_its_gateway_never_finished() {
 
     let _worker = env
         .worker_with(|s| {
-            s.kafka_delivery_timeout_ms = 500;
-            s.pending_timeout_ms = 1000;
+            s.kafka.delivery_timeout_ms = 500;
+            s.worker.pending_timeout_ms = 1000;
         })
         .await;
     let rec = eventually(

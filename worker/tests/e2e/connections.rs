@@ -61,7 +61,7 @@ async fn an_oversized_request_head_gets_431() {
 async fn a_silent_or_slow_client_is_disconnected_after_the_request_timeout() {
     let env = TestEnv::new().await;
     let gw = env
-        .gateway_with(|s| s.http_client_request_timeout_ms = 1000)
+        .gateway_with(|s| s.gateway.http_client_request_timeout_ms = 1000)
         .await;
     // actix's clock for this ticks every 500 ms: the client gets 0.5 to 1 s. The default
     // (5 s) is well past this bound.
@@ -101,9 +101,9 @@ async fn past_max_connections_a_new_connection_waits_until_one_closes() {
     let env = TestEnv::new().await;
     let gw = env
         .gateway_with(|s| {
-            s.http_workers = 1;
-            s.http_max_connections = 2;
-            s.http_client_request_timeout_ms = 30_000;
+            s.gateway.http_workers = 1;
+            s.gateway.http_max_connections = 2;
+            s.gateway.http_client_request_timeout_ms = 30_000;
         })
         .await;
     let idle_a = connect(&gw).await;

@@ -137,7 +137,8 @@ impl TestEnv {
         let base = Settings::load(None).expect("loading settings from the environment");
         let ns = format!("t{:012x}", rand::random::<u64>() >> 16);
         let server_url = base
-            .mysql_url
+            .mysql
+            .url
             .expose_secret()
             .rsplit_once('/')
             .expect("mysql url has a database")
@@ -153,34 +154,34 @@ impl TestEnv {
         root.close().await;
 
         let mut settings = base.clone();
-        settings.namespace = ns.clone();
-        settings.mysql_url = format!("{server_url}/sk_{ns}").into();
-        settings.kafka_topic = format!("orders-{ns}");
-        settings.worker_group = format!("workers-{ns}");
-        settings.http_addr = "127.0.0.1:0".into();
-        settings.worker_http_addr = "127.0.0.1:0".into();
-        settings.admin_token = ADMIN_TOKEN.into();
-        settings.auth_hs256_secret = JWT_SECRET.into();
-        settings.admission_secret = ADMISSION_SECRET.into();
+        settings.common.namespace = ns.clone();
+        settings.mysql.url = format!("{server_url}/sk_{ns}").into();
+        settings.kafka.topic = format!("orders-{ns}");
+        settings.worker.group = format!("workers-{ns}");
+        settings.gateway.http_addr = "127.0.0.1:0".into();
+        settings.worker.http_addr = "127.0.0.1:0".into();
+        settings.admin.token = ADMIN_TOKEN.into();
+        settings.auth.hs256_secret = JWT_SECRET.into();
+        settings.waiting_room.admission_secret = ADMISSION_SECRET.into();
         // Every test client is 127.0.0.1; `auth.rs` tests the per-address limits on its own.
-        settings.rate_limit_per_address_per_sec = 0;
-        settings.admin_auth_failures_per_min = 0;
-        settings.worker_batch_linger_ms = 5;
-        settings.kafka_partitions = 4;
-        settings.log_format = LogFormat::Pretty;
+        settings.gateway.rate_limit_per_address_per_sec = 0;
+        settings.admin.auth_failures_per_min = 0;
+        settings.worker.batch_linger_ms = 5;
+        settings.kafka.partitions = 4;
+        settings.common.log_format = LogFormat::Pretty;
         tweak(&mut settings);
 
-        let db = db::pool(settings.mysql_url.expose_secret(), 4).unwrap();
+        let db = db::pool(settings.mysql.url.expose_secret(), 4).unwrap();
         db::migrate(&db).await.expect("migrating the test database");
         kafka::ensure_topic(
-            &settings.kafka_brokers,
-            &settings.kafka_topic,
-            settings.kafka_partitions,
+            &settings.kafka.brokers,
+            &settings.kafka.topic,
+            settings.kafka.partitions,
         )
         .await
         .expect("creating the test topic");
         let store = TicketStore::new(
-            &settings.redis_topology().unwrap(),
+            &settings.redis.topology().unwrap(),
             &ns,
             3600,
             Duration::from_secs(2),
@@ -262,13 +263,13 @@ impl TestEnv {
     pub fn process_env(&self) -> Vec<(String, String)> {
         let s = &self.settings;
         [
-            ("SECKILL_REDIS_URL", s.redis_url.expose_secret()),
-            ("SECKILL_MYSQL_URL", s.mysql_url.expose_secret()),
-            ("SECKILL_KAFKA_BROKERS", &s.kafka_brokers),
-            ("SECKILL_KAFKA_TOPIC", &s.kafka_topic),
-            ("SECKILL_ZK_HOSTS", &s.zk_hosts),
-            ("SECKILL_NAMESPACE", &s.namespace),
-            ("SECKILL_WORKER_GROUP", &s.worker_group),
+            ("SECKILL_REDIS_URL", s.redis.url.expose_secret()),
+            ("SECKILL_MYSQL_URL", s.mysql.url.expose_secret()),
+            ("SECKILL_KAFKA_BROKERS", &s.kafka.brokers),
+            ("SECKILL_KAFKA_TOPIC", &s.kafka.topic),
+            ("SECKILL_ZK_HOSTS", &s.zookeeper.hosts),
+            ("SECKILL_NAMESPACE", &s.common.namespace),
+            ("SECKILL_WORKER_GROUP", &s.worker.group),
             ("SECKILL_WORKER_HTTP_ADDR", "127.0.0.1:0"),
             ("SECKILL_ADMIN_TOKEN", ADMIN_TOKEN),
             ("SECKILL_AUTH_HS256_SECRET", JWT_SECRET),
@@ -325,7 +326,7 @@ impl TestEnv {
     pub async fn lose_redis_keys(&self, pattern: &str) {
         let mut conn = self.store.connection();
         let keys: Vec<String> = redis::cmd("KEYS")
-            .arg(format!("sk:{{{}:{pattern}", self.settings.namespace))
+            .arg(format!("sk:{{{}:{pattern}", self.settings.common.namespace))
             .query_async(&mut conn)
             .await
             .unwrap();
@@ -347,11 +348,13 @@ impl TestEnv {
 
     /// Puts a message on the test topic directly, as a redelivery would.
     pub async fn publish_raw(&self, order: &OrderMessage) {
-        let producer: FutureProducer = kafka::producer_config(&self.settings).create().unwrap();
+        let producer: FutureProducer = kafka::producer_config(&self.settings.kafka)
+            .create()
+            .unwrap();
         let payload = order.encode();
         producer
             .send(
-                FutureRecord::to(&self.settings.kafka_topic)
+                FutureRecord::to(&self.settings.kafka.topic)
                     .key(order.ticket.as_str())
                     .payload(&payload),
                 Timeout::After(Duration::from_secs(5)),

@@ -99,8 +99,8 @@ fn a_hung_broker_never_blocks_the_runtime_while_a_worker_leaves() {
 
 async fn leave_while_the_broker_hangs(broker: &PrivateBroker) {
     let mut env = TestEnv::new().await;
-    env.settings.kafka_brokers = format!("127.0.0.1:{}", broker.port);
-    kafka::ensure_topic(&env.settings.kafka_brokers, &env.settings.kafka_topic, 4)
+    env.settings.kafka.brokers = format!("127.0.0.1:{}", broker.port);
+    kafka::ensure_topic(&env.settings.kafka.brokers, &env.settings.kafka.topic, 4)
         .await
         .expect("creating the topic on the private broker");
     let gw = env.gateway().await;

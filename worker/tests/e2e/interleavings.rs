@@ -295,9 +295,9 @@ impl Bench {
         let env = TestEnv::new().await;
         let gw = env
             .gateway_with(|s| {
-                s.payment_provider_url = "http://127.0.0.1:9".into();
-                s.payment_callback_url = "http://gateway.invalid/v1/payments/callback".into();
-                s.payment_webhook_secret = WEBHOOK_SECRET.into();
+                s.payment.provider_url = "http://127.0.0.1:9".into();
+                s.payment.callback_url = "http://gateway.invalid/v1/payments/callback".into();
+                s.payment.webhook_secret = WEBHOOK_SECRET.into();
             })
             .await;
         Self { env, gw }

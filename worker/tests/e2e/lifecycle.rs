@@ -230,7 +230,7 @@ async fn assigned(http: &reqwest::Client, worker: &Proc) -> Option<Vec<u64>> {
 #[tokio::test]
 async fn a_worker_stopped_by_sigterm_leaves_the_group_so_the_other_takes_its_partitions_at_once() {
     let env = TestEnv::new().await;
-    let partitions = env.settings.kafka_partitions as usize;
+    let partitions = env.settings.kafka.partitions as usize;
     // The broker evicts a member that stops without leaving only once it has not heard from
     // it for the session timeout. tansu also holds every rebalance (a join, a leave, an
     // eviction) open for about half of the session timeout. Measured with 30 s: after a

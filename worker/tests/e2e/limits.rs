@@ -30,12 +30,12 @@ async fn the_bucket_survives_odd_values_and_a_tiny_rate() {
     let env = TestEnv::new().await;
     let gw = env
         .gateway_with(|s| {
-            s.rate_limit_per_user_per_sec = 1e-17;
-            s.rate_limit_burst = 2;
+            s.gateway.rate_limit_per_user_per_sec = 1e-17;
+            s.gateway.rate_limit_burst = 2;
         })
         .await;
     let (first, second) = (env.product(&gw, 5).await, env.product(&gw, 5).await);
-    let key = RateLimiter::key(&env.settings.namespace, UserId::new(7).unwrap());
+    let key = RateLimiter::key(&env.settings.common.namespace, UserId::new(7).unwrap());
     let mut conn = env.store.connection();
 
     // burst / rate is 2 × 10^20 ms, past what Redis takes as an expiry: capped at 2^31 − 1 ms.
@@ -85,8 +85,8 @@ async fn a_user_over_the_burst_gets_429_with_retry_after_on_every_gateway() {
     let env = TestEnv::new().await;
     // Three buys at once, then one every two seconds.
     let limits = |s: &mut seckill_shared::Settings| {
-        s.rate_limit_per_user_per_sec = 0.5;
-        s.rate_limit_burst = 3;
+        s.gateway.rate_limit_per_user_per_sec = 0.5;
+        s.gateway.rate_limit_burst = 3;
     };
     let a = env.gateway_with(limits).await;
     let b = env.gateway_with(limits).await;
@@ -122,7 +122,7 @@ async fn a_user_over_the_burst_gets_429_with_retry_after_on_every_gateway() {
     );
 
     // The bucket expires once it would be full again: burst / rate + 1 s.
-    let key = RateLimiter::key(&env.settings.namespace, UserId::new(7).unwrap());
+    let key = RateLimiter::key(&env.settings.common.namespace, UserId::new(7).unwrap());
     let mut conn = env.store.connection();
     let ttl: i64 = redis::cmd("PTTL")
         .arg(&key)
@@ -150,8 +150,8 @@ async fn rate_limit_zero_turns_it_off() {
     let env = TestEnv::new().await;
     let gw = env
         .gateway_with(|s| {
-            s.rate_limit_per_user_per_sec = 0.0;
-            s.rate_limit_burst = 1;
+            s.gateway.rate_limit_per_user_per_sec = 0.0;
+            s.gateway.rate_limit_burst = 1;
         })
         .await;
     let product = env.product(&gw, 1).await;
@@ -168,10 +168,10 @@ async fn past_max_in_flight_a_buy_is_refused_at_once() {
     // Kafka never answers, so a buy holds its place for the whole delivery timeout.
     let gw = env
         .gateway_with(|s| {
-            s.max_in_flight = 1;
-            s.kafka_brokers = "127.0.0.1:1".into();
-            s.kafka_delivery_timeout_ms = 1500;
-            s.sold_out_ttl_ms = 60_000;
+            s.gateway.max_in_flight = 1;
+            s.kafka.brokers = "127.0.0.1:1".into();
+            s.kafka.delivery_timeout_ms = 1500;
+            s.gateway.sold_out_ttl_ms = 60_000;
         })
         .await;
     gw.wait_for_zookeeper().await;
@@ -263,8 +263,8 @@ async fn the_token_is_taken_once_per_buy_and_in_the_reservation_on_one_server() 
     let env = TestEnv::new().await;
     let gw = env
         .gateway_with(|s| {
-            s.rate_limit_per_user_per_sec = 0.1;
-            s.rate_limit_burst = 1;
+            s.gateway.rate_limit_per_user_per_sec = 0.1;
+            s.gateway.rate_limit_burst = 1;
         })
         .await;
     // Created and loaded through another gateway, so this one has not learnt the bucket count.

@@ -173,15 +173,18 @@ async fn a_buys_log_events_carry_product_user_and_ticket_and_kafka_carries_the_t
     // The order on Kafka: the ticket in the `ticket` header, and no key (librdkafka's sticky
     // partitioner batches a gateway's orders one partition at a time).
     let consumer: StreamConsumer = ClientConfig::new()
-        .set("bootstrap.servers", &env.settings.kafka_brokers)
-        .set("group.id", format!("probe-{}", env.settings.namespace))
+        .set("bootstrap.servers", &env.settings.kafka.brokers)
+        .set(
+            "group.id",
+            format!("probe-{}", env.settings.common.namespace),
+        )
         .set("enable.auto.commit", "false")
         .create()
         .unwrap();
     let mut partitions = TopicPartitionList::new();
-    for partition in 0..env.settings.kafka_partitions {
+    for partition in 0..env.settings.kafka.partitions {
         partitions
-            .add_partition_offset(&env.settings.kafka_topic, partition, Offset::Beginning)
+            .add_partition_offset(&env.settings.kafka.topic, partition, Offset::Beginning)
             .unwrap();
     }
     consumer.assign(&partitions).unwrap();

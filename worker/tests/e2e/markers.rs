@@ -63,11 +63,11 @@ async fn drops(gw: &TestGateway, cause: &str) -> f64 {
 #[tokio::test]
 async fn losing_the_zookeeper_session_drops_every_marker() {
     let env = TestEnv::new().await;
-    let zk = Proxy::start(&env.settings.zk_hosts).await;
+    let zk = Proxy::start(&env.settings.zookeeper.hosts).await;
     let gw = env
         .gateway_with(|s| {
-            s.zk_hosts = zk.addr.clone();
-            s.sold_out_ttl_ms = 60_000;
+            s.zookeeper.hosts = zk.addr.clone();
+            s.gateway.sold_out_ttl_ms = 60_000;
         })
         .await;
     gw.wait_for_zookeeper().await;
@@ -111,7 +111,7 @@ async fn losing_the_zookeeper_session_drops_every_marker() {
 #[tokio::test]
 async fn a_marker_expires_after_its_ttl() {
     let env = TestEnv::new().await;
-    let gw = env.gateway_with(|s| s.sold_out_ttl_ms = 200).await;
+    let gw = env.gateway_with(|s| s.gateway.sold_out_ttl_ms = 200).await;
     gw.wait_for_zookeeper().await;
     let gone = env.product(&gw, 0).await;
     assert_eq!(gw.buy(gone, 1).await.0, StatusCode::CONFLICT);
@@ -142,7 +142,7 @@ async fn a_sold_out_answer_never_waits_on_zookeeper() {
     // Accepts connections into its backlog and never answers.
     let blackhole = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let zk_hosts = blackhole.local_addr().unwrap().to_string();
-    let gw = env.gateway_with(|s| s.zk_hosts = zk_hosts).await;
+    let gw = env.gateway_with(|s| s.zookeeper.hosts = zk_hosts).await;
     let product = env.product(&gw, 1).await;
     let (status, body) = gw.buy(product, 1).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");

@@ -41,16 +41,16 @@ async fn scrape(http: &reqwest::Client, url: &str) -> String {
 async fn gateway_and_worker_metrics_show_requests_pending_tickets_and_consumer_lag() {
     let env = TestEnv::new().await;
     // One partition, so that one stalled batch shows as lag.
-    let topic = format!("{}-single", env.settings.kafka_topic);
-    kafka::ensure_topic(&env.settings.kafka_brokers, &topic, 1)
+    let topic = format!("{}-single", env.settings.kafka.topic);
+    kafka::ensure_topic(&env.settings.kafka.brokers, &topic, 1)
         .await
         .unwrap();
-    let gw = env.gateway_with(|s| s.kafka_topic = topic.clone()).await;
+    let gw = env.gateway_with(|s| s.kafka.topic = topic.clone()).await;
     let mut ws = env.settings.clone();
-    ws.kafka_topic = topic.clone();
-    ws.worker_stats_interval_ms = 200;
-    ws.chaos_fail_users = "9".into();
-    ws.chaos_delay_ms = 3000;
+    ws.kafka.topic = topic.clone();
+    ws.worker.stats_interval_ms = 200;
+    ws.chaos.fail_users = "9".into();
+    ws.chaos.delay_ms = 3000;
     let worker = Worker::build(ws).await.unwrap();
     let worker_metrics = format!("http://127.0.0.1:{}/metrics", worker.port());
     let assignment = worker.assignment();

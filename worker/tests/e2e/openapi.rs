@@ -356,36 +356,36 @@ async fn every_documented_status_is_produced_and_every_answer_matches_the_docume
     // Two buys per user, then 429.
     let gw = env
         .gateway_with(|s| {
-            s.rate_limit_burst = 2;
-            s.rate_limit_per_user_per_sec = 0.05;
+            s.gateway.rate_limit_burst = 2;
+            s.gateway.rate_limit_per_user_per_sec = 0.05;
         })
         .await;
     // Sync mode confirms a buy in the request, and this one has a payment provider.
     let (_provider, provider_url) = Provider::start().await;
     let sync = env
         .gateway_with(|s| {
-            s.gateway_mode = seckill_shared::GatewayMode::Sync;
-            s.payment_provider_url = provider_url.clone();
-            s.payment_callback_url = "http://127.0.0.1:1/v1/payments/callback".into();
-            s.payment_webhook_secret = WEBHOOK_SECRET.into();
+            s.gateway.mode = seckill_shared::GatewayMode::Sync;
+            s.payment.provider_url = provider_url.clone();
+            s.payment.callback_url = "http://127.0.0.1:1/v1/payments/callback".into();
+            s.payment.webhook_secret = WEBHOOK_SECRET.into();
         })
         .await;
     let redis_down = env
-        .gateway_with(|s| s.redis_url = "redis://127.0.0.1:1/".into())
+        .gateway_with(|s| s.redis.url = "redis://127.0.0.1:1/".into())
         .await;
     let mysql_down = env
         .gateway_with(|s| {
-            s.mysql_url = "mysql://seckill:seckill@127.0.0.1:1/nothing".into();
-            s.payment_webhook_secret = WEBHOOK_SECRET.into();
+            s.mysql.url = "mysql://seckill:seckill@127.0.0.1:1/nothing".into();
+            s.payment.webhook_secret = WEBHOOK_SECRET.into();
         })
         .await;
     // One buyer request per second per client address.
     let limited = env
-        .gateway_with(|s| s.rate_limit_per_address_per_sec = 1)
+        .gateway_with(|s| s.gateway.rate_limit_per_address_per_sec = 1)
         .await;
     // One wrong admin token per minute per client address.
     let locked = env
-        .gateway_with(|s| s.admin_auth_failures_per_min = 1)
+        .gateway_with(|s| s.admin.auth_failures_per_min = 1)
         .await;
     gw.wait_for_zookeeper().await;
     let r = Recorder {

@@ -31,9 +31,9 @@ impl Sale {
         let (provider, url) = Provider::start().await;
         let gw = env
             .gateway_with(|s| {
-                s.payment_provider_url = url.clone();
-                s.payment_callback_url = "http://gateway.invalid/v1/payments/callback".into();
-                s.payment_webhook_secret = WEBHOOK_SECRET.into();
+                s.payment.provider_url = url.clone();
+                s.payment.callback_url = "http://gateway.invalid/v1/payments/callback".into();
+                s.payment.webhook_secret = WEBHOOK_SECRET.into();
                 tweak(s);
             })
             .await;
@@ -845,7 +845,7 @@ async fn two_pays_at_once_after_an_unsent_attempt_send_it_once() {
 /// window closed, and the second blocked every new key.
 #[tokio::test]
 async fn a_callback_that_never_comes_is_asked_for() {
-    let sale = Sale::new_with(|s| s.payment_reconcile_after_ms = 300).await;
+    let sale = Sale::new_with(|s| s.payment.reconcile_after_ms = 300).await;
     let product = sale.product(2, 600).await;
 
     // Decided by the provider, and its callback lost.
@@ -950,10 +950,10 @@ async fn the_expiry_locks_the_product_before_the_orders_as_a_batch_does() {
     // An expiry round with the deadline passed, meanwhile: it waits for a lock. (A pool of
     // its own: waiting for one of the shared pool's connections is not what is tested.)
     use secrecy::ExposeSecret;
-    let db = seckill_shared::db::pool(sale.env.settings.mysql_url.expose_secret(), 1).unwrap();
+    let db = seckill_shared::db::pool(sale.env.settings.mysql.url.expose_secret(), 1).unwrap();
     let expiry =
         tokio::spawn(async move { cancel::cancel_overdue(&db, now_ms() + 3_600_000, 100).await });
-    let probe = seckill_shared::db::pool(sale.env.settings.mysql_url.expose_secret(), 1).unwrap();
+    let probe = seckill_shared::db::pool(sale.env.settings.mysql.url.expose_secret(), 1).unwrap();
     eventually(
         "the expiry waits for the product's row",
         Duration::from_secs(10),

@@ -120,11 +120,15 @@ async fn same_user_twice_gets_the_same_ticket_and_one_order() {
 async fn failed_order_gives_the_unit_back_and_drops_the_other_gateways_marker() {
     let env = TestEnv::new().await;
     // Markers would expire after a minute: only ZooKeeper can drop them in time.
-    let a = env.gateway_with(|s| s.sold_out_ttl_ms = 60_000).await;
-    let b = env.gateway_with(|s| s.sold_out_ttl_ms = 60_000).await;
+    let a = env
+        .gateway_with(|s| s.gateway.sold_out_ttl_ms = 60_000)
+        .await;
+    let b = env
+        .gateway_with(|s| s.gateway.sold_out_ttl_ms = 60_000)
+        .await;
     let chaos = |s: &mut seckill_shared::Settings| {
-        s.chaos_fail_users = "1".into();
-        s.chaos_delay_ms = 1500;
+        s.chaos.fail_users = "1".into();
+        s.chaos.delay_ms = 1500;
     };
     let _w1 = env.worker_with(chaos).await;
     let _w2 = env.worker_with(chaos).await;
@@ -188,8 +192,8 @@ async fn kafka_unreachable_answers_503_and_leaves_redis_unchanged() {
     let env = TestEnv::new().await;
     let gw = env
         .gateway_with(|s| {
-            s.kafka_brokers = "127.0.0.1:1".into(); // nothing listens there
-            s.kafka_delivery_timeout_ms = 1000;
+            s.kafka.brokers = "127.0.0.1:1".into(); // nothing listens there
+            s.kafka.delivery_timeout_ms = 1000;
         })
         .await;
     let product = env.product(&gw, 5).await;
@@ -304,7 +308,7 @@ async fn sale_window_and_unknown_products_are_refused() {
 async fn sync_mode_confirms_inside_the_request() {
     let env = TestEnv::new().await;
     let gw = env
-        .gateway_with(|s| s.gateway_mode = seckill_shared::GatewayMode::Sync)
+        .gateway_with(|s| s.gateway.mode = seckill_shared::GatewayMode::Sync)
         .await;
     let product = env.product(&gw, 1).await;
 
@@ -340,7 +344,7 @@ async fn health_reports_each_dependency() {
         assert_eq!(body["dependencies"][dep]["ok"], true, "{dep}: {body}");
     }
     let down = env
-        .gateway_with(|s| s.redis_url = "redis://127.0.0.1:1/".into())
+        .gateway_with(|s| s.redis.url = "redis://127.0.0.1:1/".into())
         .await;
     let (status, body) = down.get_json("/healthz").await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
@@ -362,10 +366,10 @@ async fn livez_needs_no_dependency_and_readyz_names_each_one_down() {
     let env = TestEnv::new().await;
     let gw = env
         .gateway_with(|s| {
-            s.redis_url = "redis://127.0.0.1:1/".into();
-            s.mysql_url = "mysql://seckill:seckill@127.0.0.1:1/seckill".into();
-            s.kafka_brokers = "127.0.0.1:1".into();
-            s.zk_hosts = "127.0.0.1:1".into();
+            s.redis.url = "redis://127.0.0.1:1/".into();
+            s.mysql.url = "mysql://seckill:seckill@127.0.0.1:1/seckill".into();
+            s.kafka.brokers = "127.0.0.1:1".into();
+            s.zookeeper.hosts = "127.0.0.1:1".into();
         })
         .await;
     let t0 = Instant::now();
@@ -408,7 +412,7 @@ async fn livez_needs_no_dependency_and_readyz_names_each_one_down() {
 
     // The worker, with Redis down (it cannot start without MySQL and Kafka).
     let mut ws = env.settings.clone();
-    ws.redis_url = "redis://127.0.0.1:1/".into();
+    ws.redis.url = "redis://127.0.0.1:1/".into();
     let worker = seckill_worker::Worker::build(ws).await.unwrap();
     let base = format!("http://127.0.0.1:{}", worker.port());
     let stop = tokio_util::sync::CancellationToken::new();

@@ -173,7 +173,7 @@ impl Proc {
         let (mut cmd, port) = Self::worker_command(env, &[]);
         cmd.envs(extra.iter().copied());
         let p = Self::spawn(cmd, port, false);
-        let partitions = env.settings.kafka_partitions as usize;
+        let partitions = env.settings.kafka.partitions as usize;
         p.wait_until(
             |v| v["assigned_partitions"].as_array().map(Vec::len) == Some(partitions),
             "/healthz",

@@ -13,8 +13,8 @@ use secrecy::ExposeSecret;
 use std::time::Duration;
 
 fn fast_sweeper(s: &mut seckill_shared::Settings) {
-    s.kafka_delivery_timeout_ms = 500;
-    s.pending_timeout_ms = 1000;
+    s.kafka.delivery_timeout_ms = 500;
+    s.worker.pending_timeout_ms = 1000;
 }
 
 /// A gateway died after reserving and before Kafka took the order.
@@ -49,7 +49,7 @@ async fn sweeper_fails_a_reservation_whose_message_never_came_and_a_late_message
 
     // The message turns up after all: the ticket is settled, so nothing is sold.
     let mut s = env.settings.clone();
-    s.worker_group = format!("{}-step", s.worker_group);
+    s.worker.group = format!("{}-step", s.worker.group);
     let step = Worker::build(s).await.unwrap();
     let report = step
         .process(&[OrderMessage::new(ticket.clone(), user, reserved_at)])
@@ -306,7 +306,7 @@ async fn an_order_queued_in_kafka_past_the_pending_timeout_is_not_expired() {
     // The sweeper runs every 250 ms; the consumer's first join takes seconds.
     let _worker = env
         .worker_with(|s| {
-            s.pending_timeout_ms = timeout_ms as u64;
+            s.worker.pending_timeout_ms = timeout_ms as u64;
         })
         .await;
     for t in &tickets {
@@ -515,8 +515,8 @@ async fn a_hanging_zookeeper_does_not_stall_the_worker() {
     let zk_hosts = blackhole.local_addr().unwrap().to_string();
     let _worker = env
         .worker_with(|s| {
-            s.zk_hosts = zk_hosts;
-            s.chaos_fail_rate = 1.0;
+            s.zookeeper.hosts = zk_hosts;
+            s.chaos.fail_rate = 1.0;
         })
         .await;
     // Warm up: the first order waits for the consumer's first join.
@@ -659,8 +659,8 @@ async fn a_sync_settle_that_fails_after_the_commit_keeps_the_order_and_the_unit_
     let env = TestEnv::new().await;
     let gw = env
         .gateway_with(|s| {
-            s.gateway_mode = seckill_shared::GatewayMode::Sync;
-            s.chaos_lose_commit_users = "7".into();
+            s.gateway.mode = seckill_shared::GatewayMode::Sync;
+            s.chaos.lose_commit_users = "7".into();
         })
         .await;
     let product = env.product(&gw, 3).await;
@@ -794,7 +794,7 @@ async fn a_sweeper_that_read_no_location_before_a_buy_again_leaves_the_ticket() 
 async fn a_buy_again_while_the_first_gateway_dies_keeps_the_ticket() {
     let env = TestEnv::new().await;
     let gw = env
-        .gateway_with(|s| s.kafka_delivery_timeout_ms = 500)
+        .gateway_with(|s| s.kafka.delivery_timeout_ms = 500)
         .await;
     let product = env.product(&gw, 3).await;
     let user = UserId::new(83).unwrap();
@@ -825,8 +825,8 @@ async fn a_buy_again_while_the_first_gateway_dies_keeps_the_ticket() {
 async fn a_buy_again_publishes_before_the_sweeper_fails_the_held_ticket() {
     let env = TestEnv::new().await;
     let timeouts = |s: &mut seckill_shared::Settings| {
-        s.kafka_delivery_timeout_ms = 2000;
-        s.pending_timeout_ms = 3000;
+        s.kafka.delivery_timeout_ms = 2000;
+        s.worker.pending_timeout_ms = 3000;
     };
     let gw = env.gateway_with(timeouts).await;
     let product = env.product(&gw, 3).await;
@@ -860,12 +860,12 @@ async fn a_gateway_or_worker_of_another_namespace_refuses_the_database() {
     let product = env.product(&gw, 5).await;
     let other = TestEnv::new().await;
     let mut theirs = other.settings.clone();
-    theirs.mysql_url = env.settings.mysql_url.clone();
+    theirs.mysql.url = env.settings.mysql.url.clone();
 
     let names_both = |e: anyhow::Error| {
         let msg = format!("{e:#}");
         assert!(
-            msg.contains(&env.settings.namespace) && msg.contains(&theirs.namespace),
+            msg.contains(&env.settings.common.namespace) && msg.contains(&theirs.common.namespace),
             "{msg}"
         );
     };
@@ -893,7 +893,7 @@ async fn a_gateway_or_worker_of_another_namespace_refuses_the_database() {
 async fn a_gateway_checks_whose_the_database_is_before_it_rebuilds() {
     let owner = TestEnv::new().await;
     let env = TestEnv::new().await;
-    let url = format!("{}_late", owner.settings.mysql_url.expose_secret());
+    let url = format!("{}_late", owner.settings.mysql.url.expose_secret());
     let (server, name) = url.rsplit_once('/').unwrap();
     let root = sqlx::MySqlPool::connect(&format!("{server}/mysql"))
         .await
@@ -903,11 +903,11 @@ async fn a_gateway_checks_whose_the_database_is_before_it_rebuilds() {
         .await
         .unwrap();
     // The database has no tables yet: the gateway starts without knowing whose it is.
-    let gw = env.gateway_with(|s| s.mysql_url = url.clone().into()).await;
+    let gw = env.gateway_with(|s| s.mysql.url = url.clone().into()).await;
     let late = db::pool(&url, 2).unwrap();
     db::migrate(&late).await.unwrap();
     assert_eq!(
-        db::claim_namespace(&late, &owner.settings.namespace)
+        db::claim_namespace(&late, &owner.settings.common.namespace)
             .await
             .unwrap(),
         db::Owner::Ours

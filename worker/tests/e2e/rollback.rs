@@ -139,8 +139,8 @@ async fn buy_through_503(gw: &TestGateway, product: ProductId, user: u64) -> (St
 
 /// Short timeouts: a lost publish is given up on in 0.5 s, a stale reservation swept after 1 s.
 fn fast(s: &mut seckill_shared::Settings) {
-    s.kafka_delivery_timeout_ms = 500;
-    s.pending_timeout_ms = 1000;
+    s.kafka.delivery_timeout_ms = 500;
+    s.worker.pending_timeout_ms = 1000;
 }
 
 /// A Redis server of the test's own, a namespace on it, and a gateway with [`fast`] timeouts.
@@ -148,7 +148,7 @@ async fn on_private_redis() -> (PrivateRedis, TestEnv, TestGateway) {
     let redis = PrivateRedis::start();
     redis.ready().await;
     let url = redis.url();
-    let env = TestEnv::new_with(|s| s.redis_url = url.into()).await;
+    let env = TestEnv::new_with(|s| s.redis.url = url.into()).await;
     let gw = env.gateway_with(fast).await;
     (redis, env, gw)
 }

@@ -167,7 +167,9 @@ async fn early_joiners_get_a_random_order_and_later_ones_queue_behind_in_arrival
 #[tokio::test]
 async fn buys_need_a_valid_admission_and_nothing_is_reserved_without_one() {
     let env = TestEnv::new().await;
-    let gw = env.gateway_with(|s| s.admission_ttl_secs = 1).await;
+    let gw = env
+        .gateway_with(|s| s.waiting_room.admission_ttl_secs = 1)
+        .await;
     let product = room(
         &gw,
         5,
@@ -449,8 +451,8 @@ async fn an_admission_survives_a_buy_that_kafka_refused() {
     let env = TestEnv::new().await;
     let down = env
         .gateway_with(|s| {
-            s.kafka_brokers = "127.0.0.1:1".into(); // nothing listens there
-            s.kafka_delivery_timeout_ms = 1000;
+            s.kafka.brokers = "127.0.0.1:1".into(); // nothing listens there
+            s.kafka.delivery_timeout_ms = 1000;
         })
         .await;
     let product = room(

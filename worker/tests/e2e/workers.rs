@@ -80,7 +80,7 @@ async fn worker_killed_mid_batch_and_a_duplicate_delivery_leave_no_duplicate_row
 #[tokio::test]
 async fn two_workers_share_the_partitions_and_one_drains_everything_when_the_other_stops() {
     let env = TestEnv::new().await;
-    let partitions = env.settings.kafka_partitions as usize;
+    let partitions = env.settings.kafka.partitions as usize;
     let gw = env.gateway().await;
     let a = env.worker().await;
     let b = env.worker().await;
