@@ -1,63 +1,12 @@
 //! The dependencies' health: each checked separately, and the last check kept for
 //! `/healthz` (at most [`HEALTH_MAX_AGE`] old) and the live loop that checks every second.
 
-use serde::Serialize;
+use seckill_shared::api::Dependencies;
 use std::future::Future;
 use std::time::{Duration, Instant};
-use utoipa::ToSchema;
 
 /// The oldest check `/healthz` answers from.
 pub const HEALTH_MAX_AGE: Duration = Duration::from_secs(2);
-
-/// Each dependency, checked separately.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct Dependencies {
-    pub(crate) redis: DependencyCheck,
-    pub(crate) mysql: DependencyCheck,
-    pub(crate) kafka: DependencyCheck,
-    pub(crate) zookeeper: DependencyCheck,
-}
-
-/// One dependency: up, or down and why.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct DependencyCheck {
-    ok: bool,
-    /// Why it is down: `unreachable`, `timed out`, or for ZooKeeper a sentence; with the admin
-    /// token, the dependency's own error.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(nullable = false)]
-    error: Option<String>,
-    /// The dependency's own error, for the log and the admin.
-    #[serde(skip)]
-    detail: Option<String>,
-}
-
-impl DependencyCheck {
-    pub(crate) fn up() -> Self {
-        Self {
-            ok: true,
-            error: None,
-            detail: None,
-        }
-    }
-
-    /// For the admin: the dependency's own error in place of the short one.
-    pub(crate) fn show_detail(&mut self) {
-        if let Some(detail) = self.detail.take() {
-            self.error = Some(detail);
-        }
-    }
-
-    pub(crate) fn down(error: &str, detail: Option<String>) -> Self {
-        Self {
-            ok: false,
-            error: Some(error.to_owned()),
-            detail,
-        }
-    }
-}
 
 /// The last dependency check, shared by `/healthz` and the live loop that checks every second.
 #[derive(Default)]
@@ -108,25 +57,5 @@ impl HealthCache {
         let d = check().await;
         self.put(&d);
         d
-    }
-}
-
-impl Dependencies {
-    pub(crate) fn all_up(&self) -> bool {
-        self.up().iter().all(|d| d.1)
-    }
-
-    /// Each dependency's name, and whether it is up.
-    pub(crate) fn up(&self) -> [(&'static str, bool); 4] {
-        self.each().map(|(n, d)| (n, d.ok))
-    }
-
-    fn each(&self) -> [(&'static str, &DependencyCheck); 4] {
-        [
-            ("redis", &self.redis),
-            ("mysql", &self.mysql),
-            ("kafka", &self.kafka),
-            ("zookeeper", &self.zookeeper),
-        ]
     }
 }

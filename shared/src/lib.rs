@@ -27,6 +27,7 @@
 //! - [`crash_point`]: fault injection that kills the process between a MySQL commit and Redis.
 //! - [`telemetry`]: `tracing` set-up.
 
+pub mod api;
 pub mod config;
 pub mod crash_point;
 pub mod db;

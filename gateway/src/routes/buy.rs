@@ -1,7 +1,7 @@
 //! `POST /v1/seckill/{product_id}`: buy one unit.
 
 use crate::auth::Buyer;
-use crate::error::{documented as e, whole, ApiError, Object};
+use crate::error::{documented as e, ApiError, Object};
 use crate::rate_limit::Decision;
 use crate::routes::openapi::answers::{json_answer, location};
 use crate::routes::openapi::schema;
@@ -9,6 +9,7 @@ use crate::routes::Outcome as OutcomeLabel;
 use crate::state::{AppState, ThreadRedis};
 use actix_web::http::header;
 use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
+use seckill_shared::api::{BuyRequest, TicketBody};
 use seckill_shared::locations::Located;
 use seckill_shared::recovery::{self, Stuck};
 use seckill_shared::reservation::{Reservation, UserLimit};
@@ -17,124 +18,12 @@ use seckill_shared::store::{RecordStatus, TicketRecord, TicketStore};
 use seckill_shared::{
     db, now_ms, FailureReason, OrderMessage, ProductId, Ticket, TicketStatus, UserId,
 };
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use tracing::Instrument;
 use utoipa::openapi::link::LinkBuilder;
 use utoipa::openapi::{RefOr, Response};
 use utoipa::IntoResponses;
-
-/// The buyer is the token's `sub`. `user_id` is optional; when present it must equal
-/// `sub` (`403 user_mismatch`). Without authentication (`SECKILL_AUTH_MODE=none`, `--dev`
-/// only) it is required and trusted.
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct BuyRequest {
-    #[serde(default, deserialize_with = "whole::optional_user_id")]
-    #[schema(schema_with = schema::id)]
-    user_id: Option<UserId>,
-}
-
-/// The body of `202`, `200` and `GET /v1/orders/{ticket}`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-#[schema(as = Ticket)]
-pub struct TicketBody {
-    #[schema(schema_with = schema::ticket)]
-    pub ticket: String,
-    #[schema(schema_with = schema::ticket_status)]
-    pub status: TicketStatus,
-    #[schema(schema_with = schema::id)]
-    pub product_id: u64,
-    #[schema(schema_with = schema::id)]
-    pub user_id: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(schema_with = schema::order_id)]
-    pub order_id: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(schema_with = schema::failure_reason)]
-    pub reason: Option<String>,
-    /// When the unit was reserved, ms since the Unix epoch.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(nullable = false)]
-    pub reserved_at_ms: Option<i64>,
-    /// When the order was confirmed, ms since the Unix epoch (while the Redis copy lives).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(nullable = false)]
-    pub confirmed_at_ms: Option<i64>,
-    /// The payment deadline of an order, ms since the Unix epoch: pay by then or it is
-    /// cancelled. Absent when the product has no payment window (the order is final).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(nullable = false)]
-    pub pay_by_ms: Option<i64>,
-    /// When the order was paid, ms since the Unix epoch.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(nullable = false)]
-    pub paid_at_ms: Option<i64>,
-    /// When the order was cancelled, ms since the Unix epoch.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(nullable = false)]
-    pub cancelled_at_ms: Option<i64>,
-}
-
-impl TicketBody {
-    pub fn pending(ticket: &Ticket, user: UserId) -> Self {
-        Self::new(ticket, TicketStatus::Pending, user.get())
-    }
-
-    fn new(ticket: &Ticket, status: TicketStatus, user_id: u64) -> Self {
-        Self {
-            ticket: ticket.as_str().to_owned(),
-            status,
-            product_id: ticket.product().get(),
-            user_id,
-            order_id: None,
-            reason: None,
-            reserved_at_ms: None,
-            confirmed_at_ms: None,
-            pay_by_ms: None,
-            paid_at_ms: None,
-            cancelled_at_ms: None,
-        }
-    }
-
-    /// From the fast Redis copy.
-    pub fn from_record(ticket: &Ticket, r: TicketRecord) -> Self {
-        Self {
-            order_id: r.order_id,
-            reason: r.reason,
-            reserved_at_ms: Some(r.created_at_ms).filter(|t| *t > 0),
-            confirmed_at_ms: r.confirmed_at_ms,
-            paid_at_ms: r.paid_at_ms,
-            cancelled_at_ms: r.cancelled_at_ms,
-            ..Self::new(ticket, r.status, r.user_id)
-        }
-    }
-
-    /// From the Redis copy, with what MySQL says of the order's payment: MySQL decides
-    /// `paid` and `cancelled`, and holds `pay_by_ms`.
-    pub fn from_record_and_order(ticket: &Ticket, r: TicketRecord, s: db::SettledTicket) -> Self {
-        let confirmed_at_ms = r.confirmed_at_ms;
-        Self {
-            confirmed_at_ms,
-            ..Self::from_settled(ticket, s)
-        }
-    }
-
-    /// From MySQL, once the Redis copy has expired.
-    pub fn from_settled(ticket: &Ticket, s: db::SettledTicket) -> Self {
-        Self {
-            order_id: s.order_id,
-            reason: s.reason,
-            reserved_at_ms: s.reserved_at_ms,
-            pay_by_ms: s.pay_by_ms,
-            paid_at_ms: s.paid_at_ms,
-            cancelled_at_ms: s.cancelled_at_ms,
-            ..Self::new(ticket, s.status, s.user_id)
-        }
-    }
-}
 
 /// The buy path, cheapest check first:
 /// 1. the path and the body (extractors: `400`, `413`, `415`);

@@ -9,17 +9,15 @@
 //! heartbeat to Redis once a second ([`seckill_shared::live`]), so any gateway answers for all
 //! of them, without knowing their addresses.
 
-use super::admin::{product_page, ProductView};
+use super::admin::product_page;
 use crate::auth::admin::Admin;
 use crate::error::{documented as e, ApiError};
 use crate::state::AppState;
 use actix_web::http::header;
 use actix_web::{web, HttpResponse};
-use seckill_shared::live::{self, field, Heartbeat, LiveReader, ProcessKind};
+use seckill_shared::api::{Overview, OverviewQuery, ProcessView, Series};
+use seckill_shared::live::{LiveReader, ProcessKind};
 use seckill_shared::now_ms;
-use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashMap};
-use utoipa::ToSchema;
 
 const INDEX_HTML: &str = include_str!("../dashboard/index.html");
 const APP_JS: &str = include_str!("../dashboard/app.js");
@@ -81,104 +79,6 @@ pub async fn style() -> HttpResponse {
     asset("text/css; charset=utf-8", STYLE_CSS)
 }
 
-/// Query of `GET /admin/overview`.
-#[derive(Debug, Deserialize, utoipa::IntoParams)]
-#[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
-pub struct OverviewQuery {
-    /// Products shown (the newest), 1 to 50. Default 50.
-    #[param(minimum = 1, maximum = 50)]
-    limit: Option<u32>,
-}
-
-/// The body of `200` to `GET /admin/overview`.
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Overview {
-    now_ms: i64,
-    /// The series' step.
-    step_ms: i64,
-    /// The newest products, as `GET /admin/products/{id}` shows each.
-    products: Vec<ProductView>,
-    /// All products in MySQL.
-    products_total: i64,
-    series: Series,
-    gateways: Vec<ProcessView>,
-    workers: Vec<ProcessView>,
-}
-
-/// Per second, oldest first, summed over every gateway and worker of the namespace.
-#[derive(Debug, Default, Serialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Series {
-    /// The start of each second, ms since the epoch.
-    t_ms: Vec<i64>,
-    /// Buys answered `202`.
-    reservations: Vec<u64>,
-    /// Buys answered `409`.
-    sold_out: Vec<u64>,
-    /// Orders confirmed in MySQL.
-    confirmations: Vec<u64>,
-    /// Units given back to Redis.
-    compensations: Vec<u64>,
-    /// Batches the workers settled.
-    batches: Vec<u64>,
-    /// 202 → confirmed, the 99th percentile of the orders confirmed in that second; `null`
-    /// when none were.
-    confirm_p99_ms: Vec<Option<f64>>,
-}
-
-/// One gateway or worker, from its last heartbeat.
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ProcessView {
-    id: String,
-    seen_ms_ago: i64,
-    /// Each dependency it checks, and whether the last check passed.
-    dependencies: BTreeMap<String, bool>,
-    /// Gateways: products whose local sold-out marker is set.
-    sold_out_markers: Vec<u64>,
-    /// Workers: consumer lag of each partition they own.
-    partition_lag: BTreeMap<String, i64>,
-    /// Workers: age of the oldest unsettled ticket.
-    #[schema(required = true)]
-    oldest_pending_age_ms: Option<i64>,
-}
-
-impl ProcessView {
-    fn of(h: Heartbeat, now_ms: i64) -> Self {
-        Self {
-            id: h.id,
-            seen_ms_ago: (now_ms - h.at_ms).max(0),
-            dependencies: h.dependencies,
-            sold_out_markers: h.sold_out_markers,
-            partition_lag: h
-                .partition_lag
-                .into_iter()
-                .map(|(p, lag)| (p.to_string(), lag))
-                .collect(),
-            oldest_pending_age_ms: h.oldest_pending_age_ms,
-        }
-    }
-}
-
-impl Series {
-    fn of(seconds: Vec<(i64, HashMap<String, u64>)>) -> Self {
-        let mut s = Series::default();
-        for (sec, counts) in seconds {
-            let n = |f: &str| counts.get(f).copied().unwrap_or(0);
-            s.t_ms.push(sec * 1000);
-            s.reservations.push(n(field::RESERVATIONS));
-            s.sold_out.push(n(field::SOLD_OUT));
-            s.confirmations.push(n(field::CONFIRMATIONS));
-            s.compensations.push(n(field::COMPENSATIONS));
-            s.batches.push(n(field::BATCHES));
-            s.confirm_p99_ms.push(live::p99_ms(&counts));
-        }
-        s
-    }
-}
-
 /// `GET /admin/overview`: what the dashboard shows, for the whole fleet.
 #[utoipa::path(
     get,
@@ -220,14 +120,13 @@ pub async fn overview(
     let (gateways, workers): (Vec<_>, Vec<_>) = beats
         .into_iter()
         .partition(|h| h.kind == ProcessKind::Gateway);
-    let (products, products_total) = page.into_parts();
     Ok(HttpResponse::Ok()
         .insert_header((header::CACHE_CONTROL, "no-store"))
         .json(Overview {
             now_ms: now,
             step_ms: 1000,
-            products,
-            products_total,
+            products: page.products,
+            products_total: page.total,
             series: Series::of(seconds),
             gateways: gateways
                 .into_iter()

@@ -5,42 +5,10 @@
 //! down without the dependency's own error text (addresses, driver messages): that goes to
 //! the log, and to a caller with the admin token.
 
-use crate::dependencies::{Dependencies, DependencyCheck};
 use crate::state::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
-use serde::Serialize;
+use seckill_shared::api::{Dependencies, DependencyCheck, Health, HealthStatus, Live, LiveStatus};
 use std::time::Duration;
-use utoipa::ToSchema;
-
-/// The body of `GET /livez`.
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Live {
-    status: LiveStatus,
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-enum LiveStatus {
-    Ok,
-}
-
-/// The body of `GET /healthz` and `GET /readyz`.
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Health {
-    status: HealthStatus,
-    dependencies: Dependencies,
-}
-
-#[derive(Debug, Serialize, ToSchema, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-enum HealthStatus {
-    /// Every dependency is up.
-    Ok,
-    /// At least one is down.
-    Degraded,
-}
 
 /// The process is up. Touches no dependency.
 #[utoipa::path(

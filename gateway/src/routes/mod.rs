@@ -19,7 +19,7 @@ use actix_web::{web, HttpResponse};
 #[derive(Debug, Clone, Copy)]
 pub struct Outcome(pub &'static str);
 
-pub use buy::TicketBody;
+pub use seckill_shared::api::TicketBody;
 
 /// Every route: (name, method, path). The name is the `route` label of
 /// `seckill_gateway_requests_total`; requests that match no route count as `unmatched`.

@@ -6,11 +6,10 @@ use crate::auth::Buyer;
 use crate::error::{documented as e, ApiError};
 use crate::routes::buy::{current_ticket, with_order};
 use crate::routes::openapi::schema;
-use crate::routes::TicketBody;
 use crate::state::AppState;
 use actix_web::{web, HttpResponse};
+use seckill_shared::api::{MyOrderQuery, TicketBody};
 use seckill_shared::{db, ProductId, Ticket, UserId};
-use serde::Deserialize;
 
 #[utoipa::path(
     get,
@@ -83,16 +82,6 @@ async fn not_found(state: &AppState, product: ProductId, missing: ApiError) -> A
         },
         Err(e) => ApiError::unavailable("Redis", e),
     }
-}
-
-/// The query of `GET /v1/seckill/{product_id}/order`.
-#[derive(Debug, Deserialize, utoipa::IntoParams)]
-#[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
-pub struct MyOrderQuery {
-    /// Optional; must be the token's user. Required only without authentication.
-    #[param(schema_with = schema::id)]
-    user_id: Option<String>,
 }
 
 #[utoipa::path(

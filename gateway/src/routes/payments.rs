@@ -4,59 +4,19 @@
 use crate::auth::Buyer;
 use crate::error::{documented as e, ApiError};
 use crate::routes::openapi::schema;
-use crate::routes::TicketBody;
 use crate::state::AppState;
 use actix_web::{web, HttpRequest, HttpResponse};
+use seckill_shared::api::{CallbackBody, PaymentBody, TicketBody};
 use seckill_shared::payments::attempts::{self as payments, Payment, Recorded};
 use seckill_shared::payments::cancel::{self, BuyerCancel};
 use seckill_shared::payments::{self as pay, Callback, PaymentStatus};
 use seckill_shared::{db, now_ms, Ticket, TicketStatus, UserId};
-use serde::Serialize;
-use utoipa::ToSchema;
 
 /// The largest callback body, as for every JSON body.
 const MAX_CALLBACK_BYTES: usize = 4096;
 
 /// The longest `Idempotency-Key`.
 const MAX_KEY_LEN: usize = 255;
-
-/// The body of `POST /v1/payments/callback` (`seckill_shared::payments::Callback`).
-#[derive(Debug, ToSchema)]
-#[allow(dead_code)] // documents the body the handler parses as `Callback`
-pub struct CallbackBody {
-    /// As the gateway sent it with the charge.
-    #[schema(pattern = "^pay_[0-9a-f]{32}$")]
-    payment_id: String,
-    #[schema(schema_with = schema::charge_outcome)]
-    status: String,
-}
-
-/// The body of `202` to a payment, and of `200` to a callback.
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PaymentBody {
-    #[schema(pattern = "^pay_[0-9a-f]{32}$")]
-    payment_id: String,
-    /// `processing` until the provider calls back; then `succeeded`, `declined` or
-    /// `refund_due` (the order was no longer payable: cancelled, or paid by another payment).
-    #[schema(schema_with = schema::payment_status)]
-    status: String,
-}
-
-impl PaymentBody {
-    fn of(p: &Payment) -> Self {
-        Self {
-            payment_id: p.payment_id.clone(),
-            // An attempt the provider has not confirmed is shown as `processing` too.
-            status: match p.status {
-                PaymentStatus::Unsent => PaymentStatus::Processing,
-                s => s,
-            }
-            .as_str()
-            .to_owned(),
-        }
-    }
-}
 
 /// The ticket's order as MySQL knows it, if the caller owns it. A ticket still in flight
 /// (only in Redis) is `pending`.

@@ -11,42 +11,9 @@ use crate::routes::Outcome;
 use crate::state::{AppState, ThreadRedis};
 use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
 use rand::RngCore;
+use seckill_shared::api::QueueBody;
 use seckill_shared::waiting_room::{QueueOp, QueueState};
 use seckill_shared::{now_ms, ProductId, UserId};
-use serde::Serialize;
-use utoipa::ToSchema;
-
-/// The answer to a join or a poll.
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct QueueBody {
-    #[schema(pattern = "^[0-9a-f]{32}$")]
-    queue_id: String,
-    /// `waiting` in line; `admitted`: buy now, with `admission_token` in the
-    /// `Seckill-Admission` header, before `admitted_until_ms`; `sold_out`: no unit left and
-    /// none in flight (units that come back reopen admission, so keep polling slowly);
-    /// `expired`: admitted, but did not buy in time, so the place was given up; `bought`.
-    #[schema(schema_with = schema::queue_state)]
-    state: &'static str,
-    /// 1-based place in line once the sale has started; `null` before (places are drawn at
-    /// random among those who joined before the start) and once out of the line.
-    #[schema(required = true)]
-    position: Option<u64>,
-    /// Entries ahead in line.
-    #[schema(required = true)]
-    ahead: Option<u64>,
-    /// Until admission, at the current admission rate.
-    #[schema(required = true)]
-    estimated_wait_ms: Option<u64>,
-    /// When to poll again.
-    refresh_after_ms: u64,
-    /// `admitted` only: the token for the buy's `Seckill-Admission` header.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    admission_token: Option<String>,
-    /// `admitted` only: when the admission lapses, ms since the epoch.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    admitted_until_ms: Option<i64>,
-}
 
 /// Joins or polls, then shapes the answer. `expected`: the queue id a poll names.
 async fn run(
@@ -77,7 +44,7 @@ async fn run(
     let mine = |id: &str| expected.is_none_or(|e| e == id);
     let body = |queue_id: String, state: &'static str| QueueBody {
         queue_id,
-        state,
+        state: state.to_owned(),
         position: None,
         ahead: None,
         estimated_wait_ms: None,

@@ -41,7 +41,7 @@ use utoipa::{IntoResponses, Modify, OpenApi};
         health::metrics,
         document,
     ),
-    components(schemas(buy::TicketBody, admin::Created)),
+    components(schemas(seckill_shared::api::TicketBody, seckill_shared::api::Created)),
     modifiers(&Errors, &BearerAuth),
     tags(
         (name = "buy", description = "Buy a unit and poll its ticket. Behind `Authorization: Bearer <JWT>` (the buyer's token)."),

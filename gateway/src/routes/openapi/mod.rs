@@ -14,6 +14,7 @@
 
 pub mod answers;
 pub mod document;
-pub mod schema;
+/// The schemas of the values checked beyond their JSON type live with the wire types.
+pub use seckill_shared::api::schema;
 
 pub use document::{document, json, ApiDoc};

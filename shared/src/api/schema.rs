@@ -1,7 +1,7 @@
 //! Schemas of the values the server checks beyond their JSON type, for `schema_with`.
 
-use seckill_shared::domain::{MAX_ID, MAX_NAME_CHARS, MAX_PRICE, MAX_STOCK};
-use seckill_shared::{CancelReason, FailureReason, TicketStatus};
+use crate::domain::{MAX_ID, MAX_NAME_CHARS, MAX_PRICE, MAX_STOCK};
+use crate::{CancelReason, FailureReason, TicketStatus};
 use utoipa::openapi::schema::{Object, ObjectBuilder, Schema, Type};
 use utoipa::openapi::{KnownFormat, RefOr, SchemaFormat};
 use utoipa::{PartialSchema, ToSchema};
@@ -32,7 +32,7 @@ pub fn ticket_regex() -> String {
     format!(
         "{}-[0-9a-f]{{32}}(?:-{})?",
         decimal_up_to(MAX_ID),
-        decimal_up_to(u64::from(seckill_shared::MAX_BUCKETS) - 1)
+        decimal_up_to(u64::from(crate::MAX_BUCKETS) - 1)
     )
 }
 
@@ -153,7 +153,7 @@ pub fn payment_window() -> Object {
         .schema_type(Type::Integer)
         .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
         .minimum(Some(0))
-        .maximum(Some(seckill_shared::config::MAX_PAYMENT_WINDOW_SECS))
+        .maximum(Some(crate::config::MAX_PAYMENT_WINDOW_SECS))
         .build()
 }
 

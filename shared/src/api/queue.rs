@@ -1,0 +1,37 @@
+//! A waiting room's entry, as a join or a poll answers it.
+
+use super::schema;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// The answer to a join or a poll.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QueueBody {
+    #[schema(pattern = "^[0-9a-f]{32}$")]
+    pub queue_id: String,
+    /// `waiting` in line; `admitted`: buy now, with `admission_token` in the
+    /// `Seckill-Admission` header, before `admitted_until_ms`; `sold_out`: no unit left and
+    /// none in flight (units that come back reopen admission, so keep polling slowly);
+    /// `expired`: admitted, but did not buy in time, so the place was given up; `bought`.
+    #[schema(schema_with = schema::queue_state)]
+    pub state: String,
+    /// 1-based place in line once the sale has started; `null` before (places are drawn at
+    /// random among those who joined before the start) and once out of the line.
+    #[schema(required = true)]
+    pub position: Option<u64>,
+    /// Entries ahead in line.
+    #[schema(required = true)]
+    pub ahead: Option<u64>,
+    /// Until admission, at the current admission rate.
+    #[schema(required = true)]
+    pub estimated_wait_ms: Option<u64>,
+    /// When to poll again.
+    pub refresh_after_ms: u64,
+    /// `admitted` only: the token for the buy's `Seckill-Admission` header.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admission_token: Option<String>,
+    /// `admitted` only: when the admission lapses, ms since the epoch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admitted_until_ms: Option<i64>,
+}
