@@ -32,6 +32,7 @@
 
 use super::cancel::{self, CancelAnswer, CancelEnd, CancelStep, CancelSummary};
 pub use super::draw::pays;
+use super::engine::error_chain;
 use super::settle::IssuedTicket;
 use crate::history::{CancelLine, HistorySink, PayEndLine, PayLine, PaymentLine};
 use hyper::header::HeaderValue;
@@ -813,10 +814,10 @@ async fn send(req: reqwest::RequestBuilder) -> (Option<u16>, bytes::Bytes, Optio
             let status = res.status().as_u16();
             match res.bytes().await {
                 Ok(b) => (Some(status), b, None),
-                Err(e) => (None, Default::default(), Some(super::error_chain(&e))),
+                Err(e) => (None, Default::default(), Some(error_chain(&e))),
             }
         }
-        Err(e) => (None, Default::default(), Some(super::error_chain(&e))),
+        Err(e) => (None, Default::default(), Some(error_chain(&e))),
     }
 }
 

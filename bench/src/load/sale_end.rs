@@ -17,6 +17,7 @@
 //! `--sold-out-wait` after every gateway first answered 409, whichever is later. A sale still
 //! not over then is reported as not sold out ([`Ended::TimedOut`]).
 
+use super::engine::error_chain;
 use super::plan::{Outcome, SoldOutTracker};
 use crate::history::SaleEndCheck;
 use anyhow::Context;
@@ -165,12 +166,12 @@ impl AdminApi {
             .header(AUTHORIZATION, self.auth.clone())
             .send()
             .await
-            .map_err(|e| anyhow::anyhow!(super::error_chain(&e)))?;
+            .map_err(|e| anyhow::anyhow!(error_chain(&e)))?;
         let status = res.status();
         let body = res
             .bytes()
             .await
-            .map_err(|e| anyhow::anyhow!(super::error_chain(&e)))?;
+            .map_err(|e| anyhow::anyhow!(error_chain(&e)))?;
         anyhow::ensure!(
             status.is_success(),
             "HTTP {}: {}",

@@ -18,15 +18,14 @@
 use super::admin_samples::AdminSampler;
 use super::args::LoadArgs;
 use super::buyer_token::BuyerTokens;
-use super::engine::EngineKind;
+use super::engine::{error_chain, EngineKind, POOL_IDLE_TIMEOUT};
 use super::plan::Outcome;
 use super::sale_end::{AdminApi, Ended, Reading, SaleEndReport, StockView};
-use super::settle::{self, IssuedTicket};
+use super::settle::{self, ticket_of, IssuedTicket, SettledOut};
 use super::stats::{
     ArrivalModel, ArrivalStats, E2eLatency, ShardedHistograms, Summary, TicketTotals,
     WaitingRoomReport,
 };
-use super::{error_chain, ticket_of, SettledOut, POOL_IDLE_TIMEOUT};
 use crate::history::{
     HistorySink, HistoryWriter, RequestRecord, WaitingRoomLine, WrAdmittedLine, WrBuyLine,
     WrEndLine, WrJoinLine, WrSampleLine,
