@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Request records a worker collects before handing them to the history writer.
-const HISTORY_BATCH: usize = 256;
+pub(super) const HISTORY_BATCH: usize = 256;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Mode {
