@@ -35,6 +35,7 @@
 //!
 //! [`HISTORY_BATCH`]: worker::HISTORY_BATCH
 
+pub mod admin_api;
 pub mod admin_samples;
 pub mod all_paid;
 pub mod args;

@@ -1,6 +1,7 @@
 //! The load's entry: sets the run up from its options, starts the workers and the helpers
 //! around them, then settles the tickets and writes the summary.
 
+use super::admin_api::AdminApi;
 use super::admin_samples::AdminSampler;
 use super::all_paid::{self, AllPaid};
 use super::args::{validate, LoadArgs};
@@ -9,7 +10,7 @@ use super::engine::{EngineKind, Target, POOL_IDLE_TIMEOUT};
 use super::payment::{PayPolicy, Payers};
 use super::plan::{Plan, StopRule};
 use super::progress::{counts_message, progress_bar};
-use super::sale_end::{AdminApi, Ended, Look, SaleEnd};
+use super::sale_end::{Ended, Look, SaleEnd};
 use super::settle::{self, distinct_tickets, IssuedTicket, SettledOut};
 use super::stats::{
     achieved_rate, ArrivalModel, ArrivalStats, E2eLatency, ShardedHistograms, Summary, TicketTotals,

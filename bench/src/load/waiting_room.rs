@@ -15,12 +15,13 @@
 //! each buy with its token, each buyer's end, and, with `--admin-token`, samples of the admin
 //! view's `waiting_room.admitted` against `stock_redis` that the audit checks the cap with.
 
+use super::admin_api::{AdminApi, Reading, StockView};
 use super::admin_samples::AdminSampler;
 use super::args::LoadArgs;
 use super::buyer_token::BuyerTokens;
 use super::engine::{error_chain, EngineKind, POOL_IDLE_TIMEOUT};
 use super::plan::Outcome;
-use super::sale_end::{AdminApi, Ended, Reading, SaleEndReport, StockView};
+use super::sale_end::{Ended, SaleEndReport};
 use super::settle::{self, ticket_of, IssuedTicket, SettledOut};
 use super::stats::{
     ArrivalModel, ArrivalStats, E2eLatency, ShardedHistograms, Summary, TicketTotals,

@@ -1,7 +1,8 @@
 //! `--until-sold-out`: fresh buyers until the sale is really over.
 
 use super::buy_run;
-use crate::load::sale_end::{self, Ended};
+use crate::load::admin_api;
+use crate::load::sale_end::Ended;
 use crate::load::{fake_gateway, run};
 use std::time::{Duration, Instant};
 
@@ -37,7 +38,7 @@ async fn until_sold_out_sells_the_units_that_failed_orders_hand_back() {
     assert!(e.sold_after_first_409 >= 4, "{e:?}");
     assert_eq!(
         e.last_seen,
-        Some(sale_end::StockView {
+        Some(admin_api::StockView {
             stock_redis: Some(0),
             stock_db: 0,
             pending: 0,
