@@ -3,8 +3,8 @@
 //! `admin_samples`. The chaos timeline (`seckill-bench plot chaos`) draws confirms,
 //! compensations and pending from them.
 
+use super::admin_api::AdminApi;
 use super::args::LoadArgs;
-use super::sale_end::AdminApi;
 use crate::now_us;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;

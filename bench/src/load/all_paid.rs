@@ -8,7 +8,7 @@
 //! passed since the start. Either ends the load. After the paying buyers are done, one more
 //! look ([`AllPaid::last_look`]) says whether every unit ended paid.
 
-use super::sale_end::AdminApi;
+use super::admin_api::AdminApi;
 use serde::{Deserialize, Serialize};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};

@@ -289,3 +289,102 @@ pub struct LoadArgs {
     #[arg(long, default_value_t = 200, value_name = "MS")]
     pub wr_sample_ms: u64,
 }
+
+pub(super) fn validate(args: &LoadArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(args.concurrency >= 1, "--concurrency must be at least 1");
+    anyhow::ensure!(
+        args.gateways.len() <= u16::MAX as usize,
+        "too many gateways"
+    );
+    for (name, v) in [
+        ("--timeout", args.timeout),
+        ("--settle-timeout", args.settle_timeout),
+        ("--sold-out-timeout", args.sold_out_timeout),
+        ("--sold-out-wait", args.sold_out_wait),
+        ("--sold-out-quiet", args.sold_out_quiet),
+        ("--duration", args.duration.unwrap_or(1.0)),
+        ("--pay-grace-secs", args.pay_grace_secs),
+        ("--all-paid-wait-secs", args.all_paid_wait_secs),
+    ] {
+        anyhow::ensure!(
+            v.is_finite() && v >= 0.0,
+            "{name} must be a non-negative number"
+        );
+    }
+    anyhow::ensure!(
+        args.sold_out_streak >= 1,
+        "--sold-out-streak must be at least 1"
+    );
+    if let Some(p) = &args.path_get {
+        anyhow::ensure!(p.starts_with('/'), "--path-get must start with '/'");
+    }
+    if args.pay_rate > 0.0 {
+        anyhow::ensure!(
+            args.settle_timeout > 0.0,
+            "--pay-rate needs --settle-timeout above 0: paying buyers wait that long for their \
+             confirmation"
+        );
+    }
+    if args.cancel_rate > 0.0 {
+        anyhow::ensure!(
+            args.settle_timeout > 0.0,
+            "--cancel-rate needs --settle-timeout above 0: cancelling buyers try that long"
+        );
+    }
+    anyhow::ensure!(
+        !args.double_pay || args.pay_rate > 0.0,
+        "--double-pay needs --pay-rate above 0: nobody pays otherwise"
+    );
+    if args.until_all_paid {
+        anyhow::ensure!(
+            args.pay_rate > 0.0 && args.cancel_rate < 1.0,
+            "--until-all-paid needs --pay-rate above 0 and --cancel-rate below 1: nobody pays \
+             otherwise"
+        );
+        anyhow::ensure!(
+            args.admin_token.is_some(),
+            "--until-all-paid needs --admin-token (or SECKILL_ADMIN_TOKEN): it reads the paid \
+             orders with GET /admin/products/{{id}}"
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn until_all_paid_flags_go_together() {
+        let parse = |extra: &[&str]| {
+            let mut argv = vec!["b", "load", "--gateway", "http://x", "--product", "1"];
+            argv.extend_from_slice(extra);
+            <crate::cli::Cli as clap::Parser>::try_parse_from(argv)
+        };
+        assert!(parse(&["--until-all-paid", "--rate", "5", "--pay-rate", "0.5"]).is_ok());
+        // It paces fresh buyers at --rate, and stops by itself.
+        assert!(parse(&["--until-all-paid", "--pay-rate", "0.5"]).is_err());
+        for other in [
+            &["--until-sold-out"][..],
+            &["--duration", "3"],
+            &["--total", "9"],
+        ] {
+            let mut argv = vec!["--until-all-paid", "--rate", "5"];
+            argv.extend_from_slice(other);
+            assert!(parse(&argv).is_err(), "{other:?}");
+        }
+        assert!(parse(&["--pay-rate", "1.5"]).is_err());
+        assert!(parse(&["--cancel-rate", "-0.1"]).is_err());
+        for flag in [&["--cancel-rate", "0.5"][..], &["--double-pay"]] {
+            let mut argv = vec!["--waiting-room"];
+            argv.extend_from_slice(flag);
+            assert!(parse(&argv).is_err(), "{flag:?}");
+        }
+        let cli = parse(&[]).unwrap();
+        let crate::cli::Command::Load(a) = cli.command else {
+            panic!("not load")
+        };
+        assert_eq!((a.pay_rate, a.seed, a.until_all_paid), (0.0, None, false));
+        assert_eq!((a.cancel_rate, a.double_pay), (0.0, false));
+        assert_eq!((a.pay_retry_after_ms, a.pay_grace_secs), (1000, 10.0));
+        assert_eq!(a.all_paid_wait_secs, 120.0);
+    }
+}

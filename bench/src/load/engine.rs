@@ -21,6 +21,9 @@ use hyper_util::rt::TokioIo;
 use std::time::Duration;
 use tokio::net::TcpStream;
 
+/// The server closes idle keep-alive connections after 5 s; drop ours well before.
+pub(super) const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(3);
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum EngineKind {
     Reqwest,
@@ -167,10 +170,10 @@ async fn reqwest_exchange(
                     body: Some(b),
                     error: None,
                 },
-                Err(e) => Exchange::failed(Some(status), super::error_chain(&e)),
+                Err(e) => Exchange::failed(Some(status), error_chain(&e)),
             }
         }
-        Err(e) => Exchange::failed(None, super::error_chain(&e)),
+        Err(e) => Exchange::failed(None, error_chain(&e)),
     }
 }
 
@@ -183,7 +186,7 @@ async fn connect(target: &Target) -> Result<OwnedConn, String> {
         .map_err(|e| format!("setting TCP_NODELAY: {e}"))?;
     let (sender, conn) = http1::handshake(TokioIo::new(stream))
         .await
-        .map_err(|e| super::error_chain(&e))?;
+        .map_err(|e| error_chain(&e))?;
     Ok(OwnedConn { sender, conn })
 }
 
@@ -247,7 +250,7 @@ async fn hyper_exchange(
                         None,
                         match ended {
                             Ok(()) => "the connection closed".to_owned(),
-                            Err(e) => super::error_chain(&e),
+                            Err(e) => error_chain(&e),
                         },
                     ),
                 };
@@ -270,9 +273,24 @@ fn settle(r: Outcome) -> Exchange {
             body: Some(b),
             error: None,
         },
-        Ok((status, Err(e))) => Exchange::failed(Some(status), super::error_chain(&e)),
-        Err(e) => Exchange::failed(None, super::error_chain(&e)),
+        Ok((status, Err(e))) => Exchange::failed(Some(status), error_chain(&e)),
+        Err(e) => Exchange::failed(None, error_chain(&e)),
     }
+}
+
+/// An error with its sources, which is where reqwest keeps the useful part.
+pub(super) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let part = c.to_string();
+        if !s.contains(&part) {
+            s.push_str(": ");
+            s.push_str(&part);
+        }
+        cur = c.source();
+    }
+    s
 }
 
 #[cfg(test)]

@@ -3,11 +3,13 @@
 //! carries the token its buy carried. When buyers pay (`--pay-rate`), a ticket already `paid`
 //! or `cancelled` (it was confirmed first) is settled too.
 
+use super::engine::error_chain;
 use crate::history::SettledLine;
 use futures::stream::{self, StreamExt};
 use hyper::header::HeaderValue;
 use indicatif::ProgressBar;
 use serde::Deserialize;
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 /// A ticket some gateway handed out.
@@ -23,6 +25,48 @@ pub struct IssuedTicket {
     pub fresh: bool,
     /// `--jwt-secret` or `--jwt-ed25519-key`: the buyer's `Authorization` header, sent on every poll.
     pub auth: Option<HeaderValue>,
+}
+
+/// A buy answer's ticket, if the body has one.
+pub(super) fn ticket_of(body: &[u8]) -> Option<Box<str>> {
+    #[derive(Deserialize)]
+    struct TicketBody<'a> {
+        #[serde(borrow)]
+        ticket: Option<std::borrow::Cow<'a, str>>,
+    }
+    serde_json::from_slice::<TicketBody>(body)
+        .ok()
+        .and_then(|b| b.ticket)
+        .map(|t| t.into())
+}
+
+/// One entry per distinct ticket, in the order first seen: a `200` repeats the ticket of an
+/// earlier `202`. When both were seen, the `202`'s answer time is kept: that is when the
+/// reservation was handed out.
+pub(super) fn distinct_tickets(tickets: &[IssuedTicket]) -> Vec<IssuedTicket> {
+    let mut index: HashMap<&str, usize> = HashMap::with_capacity(tickets.len());
+    let mut distinct: Vec<IssuedTicket> = Vec::with_capacity(tickets.len());
+    for t in tickets {
+        match index.get(t.ticket.as_str()) {
+            Some(&i) => {
+                if t.fresh && !distinct[i].fresh {
+                    distinct[i] = t.clone();
+                }
+            }
+            None => {
+                index.insert(t.ticket.as_str(), distinct.len());
+                distinct.push(t.clone());
+            }
+        }
+    }
+    distinct
+}
+
+#[derive(serde::Serialize)]
+pub(super) struct SettledOut<'a> {
+    pub(super) kind: &'static str,
+    #[serde(flatten)]
+    pub(super) line: &'a crate::history::SettledLine,
 }
 
 #[derive(Deserialize)]
@@ -63,9 +107,9 @@ async fn poll_once(
     if let Some(auth) = &t.auth {
         req = req.header(reqwest::header::AUTHORIZATION, auth.clone());
     }
-    let res = req.send().await.map_err(|e| super::error_chain(&e))?;
+    let res = req.send().await.map_err(|e| error_chain(&e))?;
     let status = res.status();
-    let bytes = res.bytes().await.map_err(|e| super::error_chain(&e))?;
+    let bytes = res.bytes().await.map_err(|e| error_chain(&e))?;
     if !status.is_success() {
         return Err(format!(
             "HTTP {}: {}",
@@ -175,5 +219,32 @@ mod tests {
             assert_eq!(settled("paid", payments), payments);
             assert_eq!(settled("cancelled", payments), payments);
         }
+    }
+
+    #[test]
+    fn distinct_tickets_keep_the_first_seen_order_and_the_202s_time() {
+        let t = |ticket: &str, at: u64, fresh: bool| IssuedTicket {
+            ticket: ticket.into(),
+            user_id: 1,
+            gateway: 0,
+            answered_at_us: at,
+            fresh,
+            auth: None,
+        };
+        let got = distinct_tickets(&[
+            t("1-a", 30, false),
+            t("1-b", 10, true),
+            t("1-a", 20, true),
+            t("1-b", 40, false),
+        ]);
+        assert_eq!(got, vec![t("1-a", 20, true), t("1-b", 10, true)]);
+    }
+
+    #[test]
+    fn tickets_are_read_from_buy_answers() {
+        let t = ticket_of(br#"{"ticket":"3-00ff","status":"pending","user_id":1}"#);
+        assert_eq!(t.as_deref(), Some("3-00ff"));
+        assert_eq!(ticket_of(br#"{"error":"sold_out"}"#), None);
+        assert_eq!(ticket_of(b"not json"), None);
     }
 }
