@@ -4,6 +4,7 @@
 use super::engine::error_chain;
 use anyhow::Context;
 use hyper::header::{HeaderValue, AUTHORIZATION};
+use seckill_shared::api::ProductView;
 use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
 
@@ -33,6 +34,16 @@ pub enum Reading {
 }
 
 impl StockView {
+    /// The stock of an admin view.
+    pub fn of(v: &ProductView) -> Self {
+        Self {
+            stock_redis: v.stock_redis,
+            stock_db: v.stock_db,
+            pending: v.pending,
+            closed_at: v.closed_at,
+        }
+    }
+
     pub fn reading(&self) -> Reading {
         match self.stock_redis {
             Some(s) if s > 0 => Reading::UnitsBack,
@@ -76,11 +87,11 @@ impl AdminApi {
 
     /// The product's stock, from the first gateway that answers.
     pub async fn stock(&mut self) -> anyhow::Result<StockView> {
-        self.view().await
+        Ok(StockView::of(&self.view().await?))
     }
 
-    /// The product's admin view, read as `T`, from the first gateway that answers.
-    pub async fn view<T: serde::de::DeserializeOwned>(&mut self) -> anyhow::Result<T> {
+    /// The product's admin view, from the first gateway that answers.
+    pub async fn view(&mut self) -> anyhow::Result<ProductView> {
         let mut errors = Vec::new();
         for _ in 0..self.urls.len() {
             let url = &self.urls[self.next % self.urls.len()];
@@ -93,7 +104,7 @@ impl AdminApi {
         anyhow::bail!("{}", errors.join("; "))
     }
 
-    async fn get<T: serde::de::DeserializeOwned>(&self, url: &str) -> anyhow::Result<T> {
+    async fn get(&self, url: &str) -> anyhow::Result<ProductView> {
         let res = self
             .client
             .get(url)
@@ -112,7 +123,7 @@ impl AdminApi {
             status.as_u16(),
             String::from_utf8_lossy(&body[..body.len().min(200)])
         );
-        serde_json::from_slice(&body).context("reading the product's stock")
+        serde_json::from_slice(&body).context("reading the product's admin view")
     }
 }
 

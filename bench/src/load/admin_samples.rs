@@ -6,6 +6,7 @@
 use super::admin_api::AdminApi;
 use super::args::LoadArgs;
 use crate::now_us;
+use seckill_shared::api::ProductView;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 use tokio::task::JoinHandle;
@@ -40,6 +41,21 @@ pub struct SampledView {
     pub paid: i64,
     #[serde(default)]
     pub cancelled: i64,
+}
+
+impl SampledView {
+    /// The counters of an admin view.
+    pub fn of(v: &ProductView) -> Self {
+        Self {
+            stock_redis: v.stock_redis,
+            stock_db: v.stock_db,
+            pending: v.pending,
+            confirmed: v.confirmed,
+            failed: v.failed,
+            paid: v.paid,
+            cancelled: v.cancelled,
+        }
+    }
 }
 
 /// A look that takes longer than this is recorded as unanswered.
@@ -86,10 +102,11 @@ impl AdminSampler {
                 let mut api = api.clone();
                 looks.push(tokio::spawn(async move {
                     let at_ms = now_us() / 1000;
-                    let view = tokio::time::timeout(LOOK_TIMEOUT, api.view::<SampledView>())
+                    let view = tokio::time::timeout(LOOK_TIMEOUT, api.view())
                         .await
                         .ok()
-                        .and_then(Result::ok);
+                        .and_then(Result::ok)
+                        .map(|v| SampledView::of(&v));
                     AdminSample {
                         at_ms,
                         answered_ms: view.is_some().then(|| now_us() / 1000),

@@ -9,6 +9,7 @@
 //! look ([`AllPaid::last_look`]) says whether every unit ended paid.
 
 use super::admin_api::AdminApi;
+use seckill_shared::api::ProductView;
 use serde::{Deserialize, Serialize};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -39,6 +40,20 @@ pub struct PaidView {
 }
 
 impl PaidView {
+    /// What an admin view says of the payments.
+    pub fn of(v: &ProductView) -> Self {
+        Self {
+            initial_stock: v.initial_stock,
+            stock_redis: v.stock_redis,
+            stock_db: v.stock_db,
+            orders_db: Some(OrdersDb {
+                confirmed: v.orders_db.confirmed,
+                paid: v.orders_db.paid,
+                cancelled: v.orders_db.cancelled,
+            }),
+        }
+    }
+
     /// Every unit the sale started with is in a paid order.
     pub fn all_paid(&self) -> bool {
         self.orders_db.is_some_and(|o| o.paid >= self.initial_stock)
@@ -130,8 +145,8 @@ impl AllPaid {
 
     /// One look; whether every unit is paid.
     async fn look(&self, api: &mut AdminApi) -> bool {
-        let seen = match tokio::time::timeout(ADMIN_TIMEOUT, api.view::<PaidView>()).await {
-            Ok(Ok(v)) => Ok(v),
+        let seen = match tokio::time::timeout(ADMIN_TIMEOUT, api.view()).await {
+            Ok(Ok(v)) => Ok(PaidView::of(&v)),
             Ok(Err(e)) => Err(format!("{e:#}")),
             Err(_) => Err(format!("no answer within {ADMIN_TIMEOUT:?}")),
         };

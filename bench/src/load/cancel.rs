@@ -18,7 +18,8 @@
 //! from the request that cancelled it. The loop itself runs in [`super::payment::Payers`],
 //! with the paying buyers.
 
-use serde::{Deserialize, Serialize};
+use seckill_shared::api::{ErrorBody, TicketBody};
+use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -64,30 +65,27 @@ pub enum CancelAnswer {
 
 impl CancelAnswer {
     pub fn classify(status: Option<u16>, body: &[u8]) -> Self {
-        #[derive(Deserialize)]
-        struct Body {
-            #[serde(default)]
-            status: Option<String>,
-            #[serde(default)]
-            reason: Option<String>,
-            #[serde(default)]
-            error: Option<String>,
-            #[serde(default)]
-            state: Option<String>,
-        }
-        let body = serde_json::from_slice::<Body>(body).ok();
         match status {
-            Some(200) => {
-                let (state, reason) = body.map_or((None, None), |b| (b.status, b.reason));
-                Self::Cancelled { state, reason }
-            }
-            Some(409) => {
-                let (code, state) = body.map_or((None, None), |b| (b.error, b.state));
-                Self::Refused {
-                    code: code.unwrap_or_else(|| "unknown".into()),
-                    state,
-                }
-            }
+            Some(200) => match serde_json::from_slice::<TicketBody>(body) {
+                Ok(t) => Self::Cancelled {
+                    state: Some(t.status.as_str().to_owned()),
+                    reason: t.reason,
+                },
+                Err(_) => Self::Cancelled {
+                    state: None,
+                    reason: None,
+                },
+            },
+            Some(409) => match serde_json::from_slice::<ErrorBody>(body) {
+                Ok(e) => Self::Refused {
+                    code: e.error,
+                    state: e.state.map(|s| s.as_str().to_owned()),
+                },
+                Err(_) => Self::Refused {
+                    code: "unknown".into(),
+                    state: None,
+                },
+            },
             None | Some(404) | Some(429) => Self::Retry,
             Some(s) if s >= 500 => Self::Retry,
             Some(_) => Self::Other,
@@ -213,7 +211,7 @@ mod tests {
         assert_eq!(
             CancelAnswer::classify(
                 Some(200),
-                br#"{"ticket":"3-01","status":"cancelled","reason":"buyer_cancelled"}"#
+                br#"{"ticket":"3-9f86d081884c7d659a2feaa0c55ad015","status":"cancelled","product_id":3,"user_id":1,"reason":"buyer_cancelled"}"#
             ),
             CancelAnswer::Cancelled {
                 state: Some("cancelled".into()),
@@ -222,11 +220,13 @@ mod tests {
         );
         let pending = CancelAnswer::classify(
             Some(409),
-            br#"{"error":"not_cancellable","state":"pending"}"#,
+            br#"{"error":"not_cancellable","message":"m","state":"pending"}"#,
         );
         assert!(pending.not_yet());
-        let paid =
-            CancelAnswer::classify(Some(409), br#"{"error":"not_cancellable","state":"paid"}"#);
+        let paid = CancelAnswer::classify(
+            Some(409),
+            br#"{"error":"not_cancellable","message":"m","state":"paid"}"#,
+        );
         assert_eq!(
             paid,
             CancelAnswer::Refused {

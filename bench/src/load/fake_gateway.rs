@@ -7,6 +7,11 @@
 //! from its waiting room: buyers (named by their HS256 token's `sub`, signed with
 //! [`ROOM_JWT_SECRET`]) join, poll, and are admitted in join order within ceil(1.5 × stock).
 
+use seckill_shared::api::{
+    ErrorBody, OrdersByState, PaymentBody, ProductView, QueueBody, SaleState, TicketBody,
+    WaitingRoomView,
+};
+use seckill_shared::{Ticket, TicketStatus, UserId};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -207,7 +212,7 @@ fn answer(
     match (method, parts.as_slice()) {
         ("POST", ["v1", "seckill", _, "queue"]) if cfg.waiting_room => {
             let Some(user) = token_user(authorization.as_deref()) else {
-                return (401, r#"{"error":"unauthenticated"}"#.into());
+                return (401, err("unauthenticated"));
             };
             if let std::collections::hash_map::Entry::Vacant(e) = s.entries.entry(user) {
                 e.insert(format!("{user:032x}"));
@@ -217,16 +222,16 @@ fn answer(
         }
         ("GET", ["v1", "seckill", _, "queue", qid]) if cfg.waiting_room => {
             let Some(user) = token_user(authorization.as_deref()) else {
-                return (401, r#"{"error":"unauthenticated"}"#.into());
+                return (401, err("unauthenticated"));
             };
             if s.entries.get(&user).map(String::as_str) != Some(*qid) {
-                return (404, r#"{"error":"unknown_queue_entry"}"#.into());
+                return (404, err("unknown_queue_entry"));
             }
             (200, room_state(&mut s, user))
         }
         ("POST", ["v1", "seckill", product]) => {
             let Some(user) = user else {
-                return (400, r#"{"error":"invalid"}"#.into());
+                return (400, err("invalid"));
             };
             if cfg.waiting_room && !s.live_ticket.contains_key(&user) {
                 let held = s
@@ -234,7 +239,7 @@ fn answer(
                     .get(&user)
                     .map(|until| admission_token(user, *until));
                 if held.is_none() || held.as_deref() != admission {
-                    return (403, r#"{"error":"admission_invalid"}"#.into());
+                    return (403, err("admission_invalid"));
                 }
                 if s.stock > 0 {
                     s.admitted.remove(&user);
@@ -251,11 +256,11 @@ fn answer(
                 }
             }
             if let Some(t) = s.live_ticket.get(&user) {
-                return (200, format!(r#"{{"ticket":"{t}","status":"pending"}}"#));
+                return (200, ticket_json(t, &s.orders[t]));
             }
             if s.stock <= 0 || (cfg.stale_marker && s.sold_out_once) {
                 s.sold_out_once = true;
-                return (409, r#"{"error":"sold_out"}"#.into());
+                return (409, err("sold_out"));
             }
             s.stock -= 1;
             s.pending += 1;
@@ -322,52 +327,21 @@ fn answer(
                     }
                 }
             });
-            (
-                202,
-                format!(r#"{{"ticket":"{ticket}","status":"pending","user_id":{user}}}"#),
-            )
+            (202, ticket_json(&ticket, &s.orders[&ticket]))
         }
         ("GET", ["admin", "products", id]) => {
             if authorization.as_deref() != Some(&format!("Bearer {}", cfg.admin_token)) {
-                return (401, r#"{"error":"unauthorized"}"#.into());
+                return (401, err("unauthorized"));
             }
-            (
-                200,
-                serde_json::json!({
-                    "id": id.parse::<u64>().unwrap_or(0), "name": "fake",
-                    "initial_stock": cfg.stock,
-                    "stock_db": s.stock_db, "stock_redis": s.stock, "pending": s.pending,
-                    "confirmed": s.confirmed, "failed": s.failed,
-                    "paid": s.paid, "cancelled": s.cancelled,
-                    "orders_db": {
-                        "confirmed": s.orders.values().filter(|o| o.status == "confirmed").count(),
-                        "paid": s.orders.values().filter(|o| o.status == "paid").count(),
-                        "cancelled": s.orders.values().filter(|o| o.status == "cancelled").count(),
-                    },
-                    "starts_at": null, "ends_at": null,
-                    "waiting_room": cfg.waiting_room.then(|| serde_json::json!({
-                        "admit_per_sec": 100.0, "max_admitted_factor": ROOM_FACTOR,
-                        "opens_at": null, "admitted": s.admitted.len(),
-                    })),
-                })
-                .to_string(),
-            )
+            (200, product_json(&s, cfg, id.parse::<u64>().unwrap_or(0)))
         }
         ("GET", ["v1", "orders", ticket]) => match s.orders.get(*ticket) {
-            Some(o) => (
-                200,
-                serde_json::json!({
-                    "ticket": ticket, "user_id": o.user, "status": o.status,
-                    "order_id": o.order_id, "reason": o.reason, "pay_by_ms": o.pay_by_ms,
-                    "paid_at_ms": o.paid_at_ms, "cancelled_at_ms": o.cancelled_at_ms
-                })
-                .to_string(),
-            ),
-            None => (404, r#"{"error":"unknown_ticket"}"#.into()),
+            Some(o) => (200, ticket_json(ticket, o)),
+            None => (404, err("unknown_ticket")),
         },
         ("POST", ["v1", "orders", ticket, "pay"]) => {
             let Some(key) = idempotency_key else {
-                return (400, r#"{"error":"invalid"}"#.into());
+                return (400, err("invalid"));
             };
             let (code, body) = pay(&mut s, sale, cfg, ticket, key);
             s.pays.push((key.to_owned(), code));
@@ -378,7 +352,7 @@ fn answer(
             s.cancels.push(((*ticket).to_owned(), code));
             (code, body)
         }
-        _ => (404, r#"{"error":"not_found"}"#.into()),
+        _ => (404, err("not_found")),
     }
 }
 
@@ -406,18 +380,27 @@ fn room_state(s: &mut Sale, user: u64) -> String {
     }
     s.max_admitted = s.max_admitted.max(s.admitted.len());
     let qid = s.entries[&user].clone();
-    let mut body = serde_json::json!({"queue_id": qid, "refresh_after_ms": 20});
-    body["state"] = match (s.done.get(&user), s.admitted.get(&user)) {
+    let mut body = QueueBody {
+        queue_id: qid,
+        state: String::new(),
+        position: None,
+        ahead: None,
+        estimated_wait_ms: None,
+        refresh_after_ms: 20,
+        admission_token: None,
+        admitted_until_ms: None,
+    };
+    body.state = match (s.done.get(&user), s.admitted.get(&user)) {
         (Some(d), _) => (*d).into(),
         (None, Some(until)) => {
-            body["admission_token"] = admission_token(user, *until).into();
-            body["admitted_until_ms"] = (*until).into();
+            body.admission_token = Some(admission_token(user, *until));
+            body.admitted_until_ms = Some(*until);
             "admitted".into()
         }
         _ if s.stock <= 0 && s.pending == 0 => "sold_out".into(),
         _ => "waiting".into(),
     };
-    body.to_string()
+    serde_json::to_string(&body).unwrap()
 }
 
 fn now_ms() -> i64 {
@@ -427,33 +410,30 @@ fn now_ms() -> i64 {
 /// `POST /v1/orders/{ticket}/pay` with `key`.
 fn pay(s: &mut Sale, sale: &Shared, cfg: &Config, ticket: &str, key: &str) -> (u16, String) {
     if (s.pays.len() as u64) < cfg.unavailable_first {
-        return (503, r#"{"error":"unavailable"}"#.into());
+        return (503, err("unavailable"));
     }
     let payments = s.payments;
     let Some(o) = s.orders.get_mut(ticket) else {
-        return (404, r#"{"error":"unknown_ticket"}"#.into());
+        return (404, err("unknown_ticket"));
     };
     let accepted = |id: &str| {
-        (
-            202,
-            format!(r#"{{"payment_id":"{id}","status":"processing"}}"#),
-        )
+        let body = PaymentBody {
+            payment_id: id.to_owned(),
+            status: "processing".into(),
+        };
+        (202, serde_json::to_string(&body).unwrap())
     };
     if let Some(id) = o.payments.get(key) {
         return accepted(id);
     }
     let Some(pay_by) = o.pay_by_ms.filter(|_| o.status == "confirmed") else {
-        let state = o.status;
-        return (
-            409,
-            format!(r#"{{"error":"not_payable","state":"{state}"}}"#),
-        );
+        return (409, err_in("not_payable", o.status));
     };
     if now_ms() >= pay_by {
-        return (409, r#"{"error":"payment_window_closed"}"#.into());
+        return (409, err("payment_window_closed"));
     }
     if o.paying {
-        return (409, r#"{"error":"payment_in_progress"}"#.into());
+        return (409, err("payment_in_progress"));
     }
     let n = payments + 1;
     let id = format!("pay_{n:032x}");
@@ -481,7 +461,7 @@ fn pay(s: &mut Sale, sale: &Shared, cfg: &Config, ticket: &str, key: &str) -> (u
 /// its state.
 fn cancel(s: &mut Sale, ticket: &str) -> (u16, String) {
     let Some(o) = s.orders.get_mut(ticket) else {
-        return (404, r#"{"error":"unknown_ticket"}"#.into());
+        return (404, err("unknown_ticket"));
     };
     match (o.status, o.pay_by_ms) {
         ("confirmed", Some(_)) => {
@@ -496,22 +476,81 @@ fn cancel(s: &mut Sale, ticket: &str) -> (u16, String) {
             s.live_ticket.remove(&user);
         }
         ("cancelled", _) => {}
-        (state, _) => {
-            return (
-                409,
-                format!(r#"{{"error":"not_cancellable","state":"{state}"}}"#),
-            )
-        }
+        (state, _) => return (409, err_in("not_cancellable", state)),
     }
-    let o = &s.orders[ticket];
-    (
-        200,
-        serde_json::json!({
-            "ticket": ticket, "user_id": o.user, "status": o.status, "reason": o.reason,
-            "cancelled_at_ms": o.cancelled_at_ms,
-        })
-        .to_string(),
-    )
+    (200, ticket_json(ticket, &s.orders[ticket]))
+}
+
+/// An error answer's body, as the gateway writes it.
+fn err(code: &str) -> String {
+    serde_json::to_string(&ErrorBody::new(code, format!("fake: {code}"))).unwrap()
+}
+
+/// An error answer about a ticket in `state`.
+fn err_in(code: &str, state: &str) -> String {
+    let body = ErrorBody {
+        state: Some(status(state)),
+        ..ErrorBody::new(code, format!("fake: {code}"))
+    };
+    serde_json::to_string(&body).unwrap()
+}
+
+fn status(s: &str) -> TicketStatus {
+    serde_json::from_value(serde_json::Value::from(s)).expect("a ticket status")
+}
+
+/// A ticket's body, as the gateway answers a buy, a poll or a cancel.
+fn ticket_json(ticket: &str, o: &Order) -> String {
+    let t = Ticket::parse(ticket).expect("the fake's tickets parse");
+    let body = TicketBody {
+        status: status(o.status),
+        order_id: o.order_id,
+        reason: o.reason.map(str::to_owned),
+        pay_by_ms: o.pay_by_ms,
+        paid_at_ms: o.paid_at_ms,
+        cancelled_at_ms: o.cancelled_at_ms,
+        ..TicketBody::pending(&t, UserId::new(o.user).expect("a user id"))
+    };
+    serde_json::to_string(&body).unwrap()
+}
+
+/// The product's admin view.
+fn product_json(s: &Sale, cfg: &Config, id: u64) -> String {
+    let count = |st: &str| s.orders.values().filter(|o| o.status == st).count() as i64;
+    let view = ProductView {
+        id,
+        name: "fake".into(),
+        stock_db: s.stock_db,
+        initial_stock: cfg.stock,
+        stock_redis: Some(s.stock),
+        pending: s.pending,
+        confirmed: s.confirmed as i64,
+        paid: s.paid as i64,
+        cancelled: s.cancelled as i64,
+        failed: s.failed as i64,
+        failed_by_reason: Default::default(),
+        state: SaleState::OnSale,
+        orders_db: OrdersByState {
+            confirmed: count("confirmed"),
+            paid: count("paid"),
+            cancelled: count("cancelled"),
+        },
+        price: 0,
+        currency: "CNY".into(),
+        payment_window_secs: 0,
+        waiting_room: cfg.waiting_room.then(|| WaitingRoomView {
+            admit_per_sec: 100.0,
+            max_admitted_factor: ROOM_FACTOR,
+            opens_at: None,
+            admitted: s.admitted.len() as u64,
+            waiting: s.queue.len() as u64,
+        }),
+        starts_at: None,
+        ends_at: None,
+        closed_at: None,
+        buckets: Vec::new(),
+    };
+    serde_json::to_string(&view).unwrap()
 }
 
 /// The user a ticket was issued to.

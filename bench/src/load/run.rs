@@ -136,22 +136,23 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<Summary> {
     };
     let checked_by = look.as_ref().map(Look::kind);
     // --until-all-paid: one admin API handle for the watch, one for the last look.
-    let all_paid_apis = match (&args.admin_token, product) {
-        (Some(token), Some(p)) if args.until_all_paid => {
-            let mut last = AdminApi::new(client.clone(), &gateways, p, token)?;
-            let view: all_paid::PaidView = last
-                .view()
-                .await
-                .context("--admin-token: reading the product with GET /admin/products/{id}")?;
-            anyhow::ensure!(
-                view.orders_db.is_some(),
-                "--until-all-paid: GET /admin/products/{p} shows no orders_db (a gateway from \
+    let all_paid_apis =
+        match (&args.admin_token, product) {
+            (Some(token), Some(p)) if args.until_all_paid => {
+                let mut last = AdminApi::new(client.clone(), &gateways, p, token)?;
+                let view =
+                    all_paid::PaidView::of(&last.view().await.context(
+                        "--admin-token: reading the product with GET /admin/products/{id}",
+                    )?);
+                anyhow::ensure!(
+                    view.orders_db.is_some(),
+                    "--until-all-paid: GET /admin/products/{p} shows no orders_db (a gateway from \
                  before payments)"
-            );
-            Some((AdminApi::new(client.clone(), &gateways, p, token)?, last))
-        }
-        _ => None,
-    };
+                );
+                Some((AdminApi::new(client.clone(), &gateways, p, token)?, last))
+            }
+            _ => None,
+        };
 
     let gateway_names = Arc::new(gateways.clone());
     let history_path = (!args.no_history).then_some(args.history.as_path());

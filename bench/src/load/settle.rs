@@ -8,7 +8,8 @@ use crate::history::SettledLine;
 use futures::stream::{self, StreamExt};
 use hyper::header::HeaderValue;
 use indicatif::ProgressBar;
-use serde::Deserialize;
+use seckill_shared::api::TicketBody;
+use seckill_shared::TicketStatus;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -29,15 +30,9 @@ pub struct IssuedTicket {
 
 /// A buy answer's ticket, if the body has one.
 pub(super) fn ticket_of(body: &[u8]) -> Option<Box<str>> {
-    #[derive(Deserialize)]
-    struct TicketBody<'a> {
-        #[serde(borrow)]
-        ticket: Option<std::borrow::Cow<'a, str>>,
-    }
     serde_json::from_slice::<TicketBody>(body)
         .ok()
-        .and_then(|b| b.ticket)
-        .map(|t| t.into())
+        .map(|b| b.ticket.into())
 }
 
 /// One entry per distinct ticket, in the order first seen: a `200` repeats the ticket of an
@@ -69,19 +64,6 @@ pub(super) struct SettledOut<'a> {
     pub(super) line: &'a crate::history::SettledLine,
 }
 
-#[derive(Deserialize)]
-struct OrderBody {
-    status: String,
-    #[serde(default)]
-    order_id: Option<u64>,
-    #[serde(default)]
-    reason: Option<String>,
-    #[serde(default)]
-    reserved_at_ms: Option<i64>,
-    #[serde(default)]
-    confirmed_at_ms: Option<i64>,
-}
-
 enum Poll {
     Settled(SettledLine),
     /// Not settled yet; what we saw.
@@ -89,11 +71,11 @@ enum Poll {
 }
 
 /// Whether a ticket in `status` has settled. `payments`: `paid` and `cancelled` count too.
-fn settled(status: &str, payments: bool) -> bool {
+fn settled(status: TicketStatus, payments: bool) -> bool {
     match status {
-        "confirmed" | "failed" => true,
-        "paid" | "cancelled" => payments,
-        _ => false,
+        TicketStatus::Confirmed | TicketStatus::Failed => true,
+        TicketStatus::Paid | TicketStatus::Cancelled => payments,
+        TicketStatus::Pending => false,
     }
 }
 
@@ -102,7 +84,7 @@ async fn poll_once(
     base: &str,
     t: &IssuedTicket,
     payments: bool,
-) -> Result<Option<OrderBody>, String> {
+) -> Result<Option<TicketBody>, String> {
     let mut req = client.get(format!("{base}/v1/orders/{}", t.ticket));
     if let Some(auth) = &t.auth {
         req = req.header(reqwest::header::AUTHORIZATION, auth.clone());
@@ -117,9 +99,9 @@ async fn poll_once(
             String::from_utf8_lossy(&bytes[..bytes.len().min(200)])
         ));
     }
-    let body: OrderBody =
+    let body: TicketBody =
         serde_json::from_slice(&bytes).map_err(|e| format!("bad order body: {e}"))?;
-    Ok(settled(&body.status, payments).then_some(body))
+    Ok(settled(body.status, payments).then_some(body))
 }
 
 /// Polls every ticket until it settles or `timeout` has passed. Returns one line per ticket,
@@ -151,7 +133,7 @@ pub async fn poll_tickets(
                         Ok(Some(body)) => Poll::Settled(SettledLine {
                             ticket: t.ticket.clone(),
                             user_id: t.user_id,
-                            status: body.status,
+                            status: body.status.as_str().to_owned(),
                             order_id: body.order_id,
                             reason: body.reason,
                             answered_at_us: Some(t.answered_at_us),
@@ -214,10 +196,13 @@ mod tests {
     #[test]
     fn paid_and_cancelled_tickets_are_settled_only_when_buyers_pay() {
         for payments in [false, true] {
-            assert!(settled("confirmed", payments) && settled("failed", payments));
-            assert!(!settled("pending", payments));
-            assert_eq!(settled("paid", payments), payments);
-            assert_eq!(settled("cancelled", payments), payments);
+            assert!(
+                settled(TicketStatus::Confirmed, payments)
+                    && settled(TicketStatus::Failed, payments)
+            );
+            assert!(!settled(TicketStatus::Pending, payments));
+            assert_eq!(settled(TicketStatus::Paid, payments), payments);
+            assert_eq!(settled(TicketStatus::Cancelled, payments), payments);
         }
     }
 
@@ -242,9 +227,11 @@ mod tests {
 
     #[test]
     fn tickets_are_read_from_buy_answers() {
-        let t = ticket_of(br#"{"ticket":"3-00ff","status":"pending","user_id":1}"#);
-        assert_eq!(t.as_deref(), Some("3-00ff"));
-        assert_eq!(ticket_of(br#"{"error":"sold_out"}"#), None);
+        let t = ticket_of(
+            br#"{"ticket":"3-9f86d081884c7d659a2feaa0c55ad015","status":"pending","product_id":3,"user_id":1}"#,
+        );
+        assert_eq!(t.as_deref(), Some("3-9f86d081884c7d659a2feaa0c55ad015"));
+        assert_eq!(ticket_of(br#"{"error":"sold_out","message":"m"}"#), None);
         assert_eq!(ticket_of(b"not json"), None);
     }
 }

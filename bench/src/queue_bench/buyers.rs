@@ -6,8 +6,9 @@ use super::report::Counts;
 use crate::load::buyer_token::{BuyerTokens, SigningKey, TokenIssuer};
 use crate::load::engine::{Conns, EngineKind, Target};
 use bytes::Bytes;
+use seckill_shared::api::{ErrorBody, QueueBody};
 use seckill_shared::now_ms;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
@@ -145,26 +146,11 @@ struct Entry {
     poll: Target,
 }
 
-#[derive(Deserialize)]
-struct Answer {
-    #[serde(default)]
-    queue_id: Option<String>,
-    state: String,
-    #[serde(default)]
-    refresh_after_ms: Option<u64>,
-    #[serde(default)]
-    admission_token: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct ErrorBody {
-    error: String,
-}
+/// A join's or a poll's answer.
+type Answer = QueueBody;
 
 pub(super) fn error_code(body: Option<&Bytes>) -> Option<String> {
-    serde_json::from_slice::<ErrorBody>(body?)
-        .ok()
-        .map(|e| e.error)
+    ErrorBody::code_of(body?)
 }
 
 pub(super) const TIMEOUT: Option<Duration> = Some(Duration::from_secs(30));
@@ -201,7 +187,7 @@ pub(super) async fn buyer_task(ctx: Arc<Ctx>, task: u64, tasks: u64) {
                     serde_json::from_slice::<Answer>(x.body.as_deref().unwrap_or_default()).ok()
                 })
                 .flatten()
-                .and_then(|a| a.queue_id);
+                .map(|a| a.queue_id);
             if let Some(qid) = qid {
                 let url = format!(
                     "{}/v1/seckill/{}/queue/{qid}",
@@ -254,7 +240,6 @@ pub(super) async fn buyer_task(ctx: Arc<Ctx>, task: u64, tasks: u64) {
         };
         let refresh = answer
             .refresh_after_ms
-            .unwrap_or(1000)
             .clamp(ctx.min_refresh, ctx.max_refresh) as i64;
         let state = EntryState::parse(&answer.state);
         if let Some(s) = state {

@@ -2,8 +2,8 @@
 
 use actix_web::http::{header, StatusCode};
 use actix_web::{HttpResponse, ResponseError};
+use seckill_shared::api::ErrorBody;
 use seckill_shared::TicketStatus;
-use serde_json::json;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -190,26 +190,25 @@ impl ResponseError for ApiError {
             ApiError::BadRequest(m)
             | ApiError::Unavailable(m)
             | ApiError::InvalidSignature(m)
-            | ApiError::AdmissionInvalid(m) => {
-                json!({"error": self.code(), "message": m})
-            }
-            ApiError::NotPayable { state } | ApiError::NotCancellable { state } => {
-                json!({"error": self.code(), "message": self.to_string(), "state": state.as_str()})
-            }
+            | ApiError::AdmissionInvalid(m) => ErrorBody::new(self.code(), m.as_str()),
+            ApiError::NotPayable { state } | ApiError::NotCancellable { state } => ErrorBody {
+                state: Some(*state),
+                ..ErrorBody::new(self.code(), self.to_string())
+            },
             ApiError::Unauthenticated(m) => {
                 // RFC 6750 §3.1.
                 res.insert_header((header::WWW_AUTHENTICATE, r#"Bearer error="invalid_token""#));
-                json!({"error": self.code(), "message": m})
+                ErrorBody::new(self.code(), m.as_str())
             }
             ApiError::Unexpected(e) => {
                 tracing::error!(error = format!("{e:#}"), "unexpected error");
-                json!({"error": self.code(), "message": "internal error"})
+                ErrorBody::new(self.code(), "internal error")
             }
             ApiError::Unauthorized => {
                 res.insert_header((header::WWW_AUTHENTICATE, "Bearer"));
-                json!({"error": self.code(), "message": self.to_string()})
+                ErrorBody::new(self.code(), self.to_string())
             }
-            _ => json!({"error": self.code(), "message": self.to_string()}),
+            _ => ErrorBody::new(self.code(), self.to_string()),
         };
         match self {
             ApiError::Unavailable(_) | ApiError::Overloaded => {

@@ -7,6 +7,7 @@
 
 pub mod admin;
 pub mod dashboard;
+pub mod error;
 pub mod health;
 pub mod order;
 pub mod queue;
@@ -18,6 +19,7 @@ pub use admin::{
     ProductPage, ProductView, Reconciled, SaleState, WaitingRoomView,
 };
 pub use dashboard::{Overview, OverviewQuery, ProcessView, Series};
+pub use error::ErrorBody;
 pub use health::{Dependencies, DependencyCheck, Health, HealthStatus, Live, LiveStatus};
 pub use order::{BuyRequest, CallbackBody, MyOrderQuery, PaymentBody, TicketBody};
 pub use queue::QueueBody;

@@ -1,22 +1,10 @@
 //! What a paying buyer is answered: a look at its ticket, an answer to pay, the two answers of
 //! a double pay; and what its answers add up to ([`PayState`]).
 
-use seckill_shared::TicketStatus;
-use serde::Deserialize;
+use seckill_shared::api::{ErrorBody, PaymentBody, TicketBody};
 
 /// A ticket as a look at `GET /v1/orders/{ticket}` saw it.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct TicketView {
-    pub status: TicketStatus,
-    #[serde(default)]
-    pub reason: Option<String>,
-    #[serde(default)]
-    pub pay_by_ms: Option<i64>,
-    #[serde(default)]
-    pub paid_at_ms: Option<i64>,
-    #[serde(default)]
-    pub cancelled_at_ms: Option<i64>,
-}
+pub type TicketView = TicketBody;
 
 /// Why a `409` refused a payment.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,25 +57,17 @@ pub enum PayAnswer {
 
 impl PayAnswer {
     pub fn classify(status: Option<u16>, body: &[u8]) -> Self {
-        #[derive(Deserialize)]
-        struct Body {
-            #[serde(default)]
-            payment_id: Option<String>,
-            #[serde(default)]
-            error: Option<String>,
-            #[serde(default)]
-            state: Option<String>,
-        }
-        let body = serde_json::from_slice::<Body>(body).ok();
         match status {
             Some(202) => Self::Accepted {
-                payment_id: body.and_then(|b| b.payment_id),
+                payment_id: serde_json::from_slice::<PaymentBody>(body)
+                    .ok()
+                    .map(|p| p.payment_id),
             },
             Some(409) => {
-                let (code, state) = body.map_or((None, None), |b| (b.error, b.state));
+                let e = serde_json::from_slice::<ErrorBody>(body).ok();
                 Self::Refused {
-                    why: Refusal::parse(code.as_deref().unwrap_or("unknown")),
-                    state,
+                    why: Refusal::parse(e.as_ref().map_or("unknown", |e| e.error.as_str())),
+                    state: e.and_then(|e| e.state).map(|s| s.as_str().to_owned()),
                 }
             }
             None | Some(429) | Some(503) => Self::Retry,
@@ -220,7 +200,10 @@ mod tests {
             }
         );
         assert_eq!(
-            PayAnswer::classify(Some(409), br#"{"error":"not_payable","state":"paid"}"#),
+            PayAnswer::classify(
+                Some(409),
+                br#"{"error":"not_payable","message":"m","state":"paid"}"#
+            ),
             PayAnswer::Refused {
                 why: Refusal::NotPayable,
                 state: Some("paid".into())
@@ -231,7 +214,7 @@ mod tests {
             ("payment_in_progress", Refusal::InProgress),
             ("sold_out", Refusal::Other("sold_out".into())),
         ] {
-            let body = format!(r#"{{"error":"{code}"}}"#);
+            let body = format!(r#"{{"error":"{code}","message":"m"}}"#);
             assert_eq!(
                 PayAnswer::classify(Some(409), body.as_bytes()),
                 PayAnswer::Refused { why, state: None }

@@ -9,8 +9,8 @@ use crate::load::cancel::{self, CancelAnswer, CancelEnd, CancelStep, CancelSumma
 use crate::load::engine::error_chain;
 use crate::load::settle::IssuedTicket;
 use hyper::header::HeaderValue;
+use seckill_shared::api::ErrorBody;
 use seckill_shared::TicketStatus;
-use serde::Deserialize;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -463,11 +463,7 @@ async fn send(req: reqwest::RequestBuilder) -> (Option<u16>, bytes::Bytes, Optio
 
 /// The `error` field of a JSON error body.
 fn error_code(body: &[u8]) -> Option<String> {
-    #[derive(Deserialize)]
-    struct Body {
-        error: Option<String>,
-    }
-    serde_json::from_slice::<Body>(body).ok()?.error
+    ErrorBody::code_of(body)
 }
 
 fn with_auth(req: reqwest::RequestBuilder, auth: &Option<HeaderValue>) -> reqwest::RequestBuilder {

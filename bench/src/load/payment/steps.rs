@@ -137,12 +137,11 @@ mod tests {
     };
 
     fn view(status: TicketStatus, pay_by_ms: Option<i64>) -> TicketView {
+        let ticket = seckill_shared::Ticket::parse("1-9f86d081884c7d659a2feaa0c55ad015").unwrap();
         TicketView {
             status,
-            reason: None,
             pay_by_ms,
-            paid_at_ms: None,
-            cancelled_at_ms: None,
+            ..TicketView::pending(&ticket, seckill_shared::UserId::new(1).unwrap())
         }
     }
 

@@ -13,8 +13,8 @@ use crate::load::stats::ShardedHistograms;
 use crate::now_us;
 use bytes::Bytes;
 use hyper::header::HeaderValue;
+use seckill_shared::api::{ErrorBody, QueueBody};
 use seckill_shared::now_ms;
-use serde::Deserialize;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -29,19 +29,6 @@ const RETRY_PAUSE: Duration = Duration::from_millis(200);
 /// Polls come no faster and no slower than this, whatever `refresh_after_ms` says.
 const MIN_POLL_MS: u64 = 100;
 const MAX_POLL_MS: u64 = 2000;
-
-/// A join's or a poll's answer.
-#[derive(Debug, Clone, Deserialize)]
-struct QueueBody {
-    queue_id: String,
-    state: String,
-    #[serde(default)]
-    refresh_after_ms: Option<u64>,
-    #[serde(default)]
-    admission_token: Option<String>,
-    #[serde(default)]
-    admitted_until_ms: Option<i64>,
-}
 
 /// State every buyer shares.
 pub(super) struct Room {
@@ -83,18 +70,9 @@ impl Answer {
         }
         match self.status {
             Some(200..=299) => None,
-            _ => {
-                #[derive(Deserialize)]
-                struct E {
-                    error: Option<String>,
-                }
-                serde_json::from_slice::<E>(&self.body)
-                    .ok()
-                    .and_then(|e| e.error)
-                    .or_else(|| {
-                        Some(String::from_utf8_lossy(&self.body[..self.body.len().min(100)]).into())
-                    })
-            }
+            _ => ErrorBody::code_of(&self.body).or_else(|| {
+                Some(String::from_utf8_lossy(&self.body[..self.body.len().min(100)]).into())
+            }),
         }
     }
 }
@@ -349,7 +327,7 @@ impl Room {
             queue_id = Some(q.queue_id.clone());
             loop {
                 out.state.clone_from(&q.state);
-                let mut pause = q.refresh_after_ms.unwrap_or(1000);
+                let mut pause = q.refresh_after_ms;
                 match q.state.as_str() {
                     "admitted" => {
                         if let (Some(token), Some(until)) =

@@ -36,7 +36,7 @@ use crate::now_us;
 use anyhow::Context;
 use buyer::Room;
 use indicatif::ProgressBar;
-use sampler::{sample, AdminView};
+use sampler::sample;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -75,7 +75,7 @@ pub async fn run(args: LoadArgs, tokens: Option<BuyerTokens>) -> anyhow::Result<
     let api = match &args.admin_token {
         Some(token) => {
             let mut api = AdminApi::new(client.clone(), &gateways, product, token)?;
-            let v: AdminView = api
+            let v = api
                 .view()
                 .await
                 .context("--admin-token: reading the product with GET /admin/products/{id}")?;

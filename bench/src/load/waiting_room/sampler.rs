@@ -5,27 +5,9 @@ use super::buyer::Room;
 use crate::history::{WaitingRoomLine, WrSampleLine};
 use crate::load::admin_api::{AdminApi, Reading, StockView};
 use seckill_shared::now_ms;
-use serde::Deserialize;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// The admin view's parts the sampler reads.
-#[derive(Debug, Deserialize)]
-pub(super) struct AdminView {
-    stock_redis: Option<i64>,
-    stock_db: i64,
-    pending: i64,
-    #[serde(default)]
-    closed_at: Option<chrono::DateTime<chrono::Utc>>,
-    pub(super) waiting_room: Option<AdminRoom>,
-}
-
-#[derive(Debug, Deserialize)]
-pub(super) struct AdminRoom {
-    admitted: u64,
-    max_admitted_factor: f64,
-}
 
 /// Samples the admin view into `wr_sample` lines until stopped; with --until-sold-out, marks
 /// the sale over once two looks in a row show no stock in either store and nothing pending.
@@ -59,7 +41,7 @@ pub(super) async fn sample(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     while !stop.load(Ordering::Relaxed) {
         tick.tick().await;
-        let v = match api.view::<AdminView>().await {
+        let v = match api.view().await {
             Ok(v) => v,
             Err(e) => {
                 s.last_error = Some(format!("{e:#}"));
@@ -83,12 +65,7 @@ pub(super) async fn sample(
                 max_admitted_factor: w.max_admitted_factor,
             }));
         }
-        let view = StockView {
-            stock_redis: v.stock_redis,
-            stock_db: v.stock_db,
-            pending: v.pending,
-            closed_at: v.closed_at,
-        };
+        let view = StockView::of(&v);
         s.last_seen = Some(view);
         if room.until_sold_out && s.over_at.is_none() {
             s.checks += 1;
