@@ -10,11 +10,10 @@
 //! - `report outcome`: one number of a `load --json` summary, for the script.
 //!
 //! Where each part lives: `args.rs` the options, `results.rs` what a run folder holds,
-//! `rows.rs` the table's rows, `auth.rs` what buyer authentication costs, `table.rs` the
+//! `rows.rs` the table's rows, `results/auth.rs` what buyer authentication costs, `table.rs` the
 //! table and the results block it writes, `format.rs` numbers and dates.
 
 mod args;
-mod auth;
 pub mod cpu;
 #[cfg(test)]
 mod fixtures;
@@ -27,9 +26,8 @@ pub mod rules;
 mod table;
 
 pub use args::{OutcomeArgs, OutcomeField, ReportArgs, ReportCommand, RunMode, TableArgs};
-pub use auth::{read_criterion_us, AuthCpu, AuthRound, RoundDiffs};
 pub use format::{fmt, thousands, utc_minutes};
-pub use results::Results;
+pub use results::{read_criterion_us, AuthCpu, AuthRound, Results, RoundDiffs};
 pub use rows::{rows, Row};
 pub use table::{replace_block, HEADER};
 

@@ -1,6 +1,10 @@
-//! What a run folder holds: each figure's result, read from its file.
+//! What a run folder holds: each figure's result, read from its file, and in [`auth`] what
+//! buyer authentication costs.
 
-use super::auth::AuthCpu;
+mod auth;
+
+pub use auth::{read_criterion_us, AuthCpu, AuthRound, RoundDiffs};
+
 use super::inputs::{self, Ceiling, Drain, LoadRun, MarkerCount, RedisCheck, RedisRun, WrkRun};
 use anyhow::Context;
 use serde::de::DeserializeOwned;

@@ -1,10 +1,10 @@
 //! The table's rows: each figure's value, its ratio to its ceiling, its goal, and whether
 //! its run was valid.
 
-use super::auth::RoundDiffs;
 use super::format::fmt;
 use super::inputs::{Drain, LoadRun};
 use super::results::Results;
+use super::results::RoundDiffs;
 use super::rules::{self, Goal, Mark, Validity};
 
 /// One row of the table.

@@ -1,11 +1,10 @@
 //! `report table`: the table, the notes under it, and the results block it writes into a
 //! Markdown file.
 
-use super::auth::{auth_note, ed25519_verify, AuthCpu};
 use super::format::{fmt, utc_minutes};
-use super::results::Results;
+use super::results::{read_criterion_us, AuthCpu, Results};
 use super::rows::rows;
-use super::rules::Mark;
+use super::rules::{self, Mark};
 use super::{cpu, plots, TableArgs};
 use anyhow::Context;
 use std::path::{Path, PathBuf};
@@ -34,6 +33,83 @@ fn drain_notes(r: &Results) -> Vec<String> {
     }
     notes
 }
+/// The line under the CPU table on what buyer authentication costs the gateway, when (2),
+/// (2N) or (2E) ran. `invalid`: the figures whose runs do not count.
+pub(super) fn auth_note(r: &Results, figures: &[&str], invalid: &[&str]) -> Option<String> {
+    if !["2", "2N", "2E"].iter().any(|f| figures.contains(f)) {
+        return None;
+    }
+    let a = &r.auth;
+    let caveat = |figs: &[&str]| {
+        let bad: Vec<String> = figs
+            .iter()
+            .filter(|f| invalid.contains(f))
+            .map(|f| format!("({f})"))
+            .collect();
+        if bad.is_empty() {
+            String::new()
+        } else {
+            format!(", not judged: {} INVALID", bad.join(" and "))
+        }
+    };
+    let verify = match &a.ed25519_verify {
+        Some((v, source)) => format!(
+            "{:.1} µs: one verify {v:.2} µs ({source}) + {} µs",
+            v + rules::EDDSA_MARGIN_US,
+            rules::EDDSA_MARGIN_US
+        ),
+        None => format!(
+            "one Ed25519 verify + {} µs; the verify's cost is unknown: run `cargo bench -p \
+             seckill-gateway --bench auth`, then `seckill-bench report table` again with \
+             --ed25519-criterion target/criterion/ed25519_verify/new/estimates.json",
+            rules::EDDSA_MARGIN_US
+        ),
+    };
+    Some(format!(
+        "Buyer authentication, gateway CPU per request, measured in this run in alternated \
+         rounds: HS256 (2) − (2N) = {} (goal ≤ {} µs{}); EdDSA (2E) − (2N) = {} (goal ≤ \
+         {verify}{}).",
+        a.hs256().text(),
+        rules::HS256_MAX_US,
+        caveat(&["2", "2N"]),
+        a.eddsa().text(),
+        caveat(&["2E", "2N"]),
+    ))
+}
+
+/// One Ed25519 verify's cost and where it comes from, from `--ed25519-verify-us` or
+/// `--ed25519-criterion`; a criterion file that cannot be read is a warning, not an error.
+fn ed25519_verify(a: &TableArgs) -> anyhow::Result<Option<(f64, String)>> {
+    if let Some(us) = a.ed25519_verify_us {
+        anyhow::ensure!(
+            us.is_finite() && us > 0.0,
+            "--ed25519-verify-us must be above 0"
+        );
+        return Ok(Some((us, "as given".into())));
+    }
+    let Some(path) = &a.ed25519_criterion else {
+        return Ok(None);
+    };
+    match read_criterion_us(path) {
+        Ok(us) => {
+            let when = std::fs::metadata(path)
+                .and_then(|m| m.modified())
+                .map_or("?".into(), |t| format!("{} UTC", utc_minutes(t)));
+            Ok(Some((
+                us,
+                format!(
+                    "criterion `ed25519/verify`, `{}` of {when}",
+                    relative(path).display()
+                ),
+            )))
+        }
+        Err(e) => {
+            eprintln!("warning: --ed25519-criterion: {e:#}; (2E) is not judged");
+            Ok(None)
+        }
+    }
+}
+
 pub const HEADER: &str =
     "| # | figure | value | p99 | ratio | goal | met |\n|---|---|---|---|---|---|---|";
 
@@ -119,7 +195,7 @@ pub(super) fn table(a: &TableArgs) -> anyhow::Result<bool> {
 }
 
 /// `path` relative to the current directory when it is under it.
-pub(super) fn relative(path: &Path) -> PathBuf {
+fn relative(path: &Path) -> PathBuf {
     let abs = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     std::env::current_dir()
         .ok()

@@ -1,12 +1,10 @@
 //! What buyer authentication costs the gateway: (2) − (2N) and (2E) − (2N), round by round,
 //! against what one Ed25519 verify costs.
 
-use super::format::utc_minutes;
-use super::inputs::LoadRun;
-use super::results::{read_json, Results};
-use super::rules::{self, Validity};
-use super::table::relative;
-use super::{cpu, TableArgs};
+use super::{read_json, Results};
+use crate::report::cpu;
+use crate::report::inputs::LoadRun;
+use crate::report::rules::{self, Validity};
 use serde::Deserialize;
 use std::path::Path;
 
@@ -166,89 +164,13 @@ pub fn read_criterion_us(path: &Path) -> anyhow::Result<f64> {
     Ok(ns / 1000.0)
 }
 
-/// The line under the CPU table on what buyer authentication costs the gateway, when (2),
-/// (2N) or (2E) ran. `invalid`: the figures whose runs do not count.
-pub(super) fn auth_note(r: &Results, figures: &[&str], invalid: &[&str]) -> Option<String> {
-    if !["2", "2N", "2E"].iter().any(|f| figures.contains(f)) {
-        return None;
-    }
-    let a = &r.auth;
-    let caveat = |figs: &[&str]| {
-        let bad: Vec<String> = figs
-            .iter()
-            .filter(|f| invalid.contains(f))
-            .map(|f| format!("({f})"))
-            .collect();
-        if bad.is_empty() {
-            String::new()
-        } else {
-            format!(", not judged: {} INVALID", bad.join(" and "))
-        }
-    };
-    let verify = match &a.ed25519_verify {
-        Some((v, source)) => format!(
-            "{:.1} µs: one verify {v:.2} µs ({source}) + {} µs",
-            v + rules::EDDSA_MARGIN_US,
-            rules::EDDSA_MARGIN_US
-        ),
-        None => format!(
-            "one Ed25519 verify + {} µs; the verify's cost is unknown: run `cargo bench -p \
-             seckill-gateway --bench auth`, then `seckill-bench report table` again with \
-             --ed25519-criterion target/criterion/ed25519_verify/new/estimates.json",
-            rules::EDDSA_MARGIN_US
-        ),
-    };
-    Some(format!(
-        "Buyer authentication, gateway CPU per request, measured in this run in alternated \
-         rounds: HS256 (2) − (2N) = {} (goal ≤ {} µs{}); EdDSA (2E) − (2N) = {} (goal ≤ \
-         {verify}{}).",
-        a.hs256().text(),
-        rules::HS256_MAX_US,
-        caveat(&["2", "2N"]),
-        a.eddsa().text(),
-        caveat(&["2E", "2N"]),
-    ))
-}
-
-/// One Ed25519 verify's cost and where it comes from, from `--ed25519-verify-us` or
-/// `--ed25519-criterion`; a criterion file that cannot be read is a warning, not an error.
-pub(super) fn ed25519_verify(a: &TableArgs) -> anyhow::Result<Option<(f64, String)>> {
-    if let Some(us) = a.ed25519_verify_us {
-        anyhow::ensure!(
-            us.is_finite() && us > 0.0,
-            "--ed25519-verify-us must be above 0"
-        );
-        return Ok(Some((us, "as given".into())));
-    }
-    let Some(path) = &a.ed25519_criterion else {
-        return Ok(None);
-    };
-    match read_criterion_us(path) {
-        Ok(us) => {
-            let when = std::fs::metadata(path)
-                .and_then(|m| m.modified())
-                .map_or("?".into(), |t| format!("{} UTC", utc_minutes(t)));
-            Ok(Some((
-                us,
-                format!(
-                    "criterion `ed25519/verify`, `{}` of {when}",
-                    relative(path).display()
-                ),
-            )))
-        }
-        Err(e) => {
-            eprintln!("warning: --ed25519-criterion: {e:#}; (2E) is not judged");
-            Ok(None)
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::super::fixtures::{load, mark_of};
-    use super::super::rows::rows;
-    use super::super::rules::Mark;
     use super::*;
+    use crate::report::fixtures::{load, mark_of};
+    use crate::report::rows::rows;
+    use crate::report::rules::Mark;
+    use crate::report::table::auth_note;
 
     /// Rounds of (2), (2N) and (2E), µs of gateway CPU per request.
     fn auth_rounds(rounds: &[(f64, f64, f64)]) -> Vec<AuthRound> {
@@ -313,16 +235,19 @@ mod tests {
         assert!(why.contains("Ed25519 verify"), "{why}");
         assert!(row("2E").ratio.contains("+40.0 µs"), "{:?}", row("2E"));
         r.auth.ed25519_verify = Some((36.0, "as given".into()));
-        assert_eq!(mark_of(&super::super::rows(&r, &figures), "2E"), &Mark::Met);
+        assert_eq!(
+            mark_of(&crate::report::rows(&r, &figures), "2E"),
+            &Mark::Met
+        );
         r.auth.ed25519_verify = Some((30.0, "as given".into()));
         assert_eq!(
-            mark_of(&super::super::rows(&r, &figures), "2E"),
+            mark_of(&crate::report::rows(&r, &figures), "2E"),
             &Mark::NotMet
         );
 
         // One round, as before this rule: +3 µs was met; now it is not judged.
         r.auth.rounds.truncate(1);
-        let one = super::super::rows(&r, &figures);
+        let one = crate::report::rows(&r, &figures);
         assert!(
             matches!(mark_of(&one, "2N"), Mark::NotJudged(w) if w.contains("at least 5")),
             "{one:?}"
@@ -335,7 +260,7 @@ mod tests {
             (79.0, 70.0, 110.0),
             (67.0, 70.0, 110.0),
         ]);
-        let wide = super::super::rows(&r, &figures);
+        let wide = crate::report::rows(&r, &figures);
         assert!(
             matches!(mark_of(&wide, "2N"), Mark::NotJudged(w) if w.contains("interval")),
             "{wide:?}"
@@ -343,12 +268,12 @@ mod tests {
         // +6 µs in every round: not met.
         r.auth.rounds = auth_rounds(&five.map(|(a, n, e)| (a + 3.0, n, e)));
         assert_eq!(
-            mark_of(&super::super::rows(&r, &figures), "2N"),
+            mark_of(&crate::report::rows(&r, &figures), "2N"),
             &Mark::NotMet
         );
         // A round whose (2N) did not count is left out, and said so: four rounds are too few.
         r.auth.rounds[2].f2n = Some(Err("3 errors".into()));
-        let short = super::super::rows(&r, &figures);
+        let short = crate::report::rows(&r, &figures);
         assert!(
             matches!(mark_of(&short, "2N"), Mark::NotJudged(w) if w.contains("4 counted")),
             "{short:?}"
@@ -377,7 +302,7 @@ mod tests {
         with_tokens.jwt = true;
         r.f2n = Some(with_tokens);
         r.f2e.as_mut().unwrap().jwt_alg = Some("HS256".into());
-        let rows = super::super::rows(&r, &figures);
+        let rows = crate::report::rows(&r, &figures);
         assert!(matches!(mark_of(&rows, "2N"), Mark::Invalid(_)), "{rows:?}");
         assert!(matches!(mark_of(&rows, "2E"), Mark::Invalid(_)), "{rows:?}");
         let note = auth_note(&r, &figures, &["2N", "2E"]).unwrap();
