@@ -65,3 +65,41 @@ pub struct AuditArgs {
     #[arg(long)]
     pub json: bool,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Cli, Command};
+    use clap::Parser;
+
+    fn audit_args(extra: &[&str]) -> anyhow::Result<AuditArgs> {
+        let mut argv = vec!["b", "audit", "--product", "5"];
+        argv.extend_from_slice(extra);
+        match Cli::try_parse_from(argv)?.command {
+            Command::Audit(a) => Ok(a),
+            other => anyhow::bail!("not audit: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn audit_flags() {
+        // The initial stock comes from the scenario, never from the database under test.
+        assert!(audit_args(&[]).is_err());
+        let a = audit_args(&["--initial-stock", "300"]).unwrap();
+        assert_eq!(a.initial_stock, 300);
+        assert!(a.allow_failures.is_empty() && !a.until_sold_out && !a.expect_all_paid);
+        let a = audit_args(&[
+            "--initial-stock",
+            "300",
+            "--allow-failure",
+            "chaos",
+            "--allow-failure",
+            "duplicate_user",
+            "--until-sold-out",
+            "--expect-all-paid",
+        ])
+        .unwrap();
+        assert_eq!(a.allow_failures, ["chaos", "duplicate_user"]);
+        assert!(a.until_sold_out && a.expect_all_paid);
+    }
+}

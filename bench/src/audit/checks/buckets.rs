@@ -84,7 +84,7 @@ fn buckets_balance(input: &AuditInput) -> CheckResult {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::sale;
+    use super::super::fixtures::sale;
     use super::super::Status;
     use super::*;
     use seckill_shared::sale::BucketCounts;
