@@ -538,7 +538,7 @@ fn product_json(s: &Sale, cfg: &Config, id: u64) -> String {
         price: 0,
         currency: "CNY".into(),
         payment_window_secs: 0,
-        waiting_room: cfg.waiting_room.then(|| WaitingRoomView {
+        waiting_room: cfg.waiting_room.then_some(WaitingRoomView {
             admit_per_sec: 100.0,
             max_admitted_factor: ROOM_FACTOR,
             opens_at: None,
