@@ -171,19 +171,18 @@ async fn print_config_shows_the_layered_settings_with_secrets_redacted() {
         "worker_batch_size = 7\nworker_batch_linger_ms = 3\nadmin_token = \"from-the-file-admin-token-of-32-bytes\"\n",
     )
     .unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_worker"))
-        .arg("--config")
-        .arg(&file)
-        .arg("--print-config")
-        .env("SECKILL_WORKER_BATCH_LINGER_MS", "9")
-        .env("SECKILL_MYSQL_URL", "mysql://u:hunter2@db:3306/x")
-        .env_remove("SECKILL_WORKER_BATCH_SIZE")
-        .env_remove("SECKILL_TICKET_TTL_SECS")
-        .env_remove("SECKILL_ADMIN_TOKEN")
-        .output()
-        .unwrap();
+    let out =
+        crate::process::worker_std_command(&["--config", file.to_str().unwrap(), "--print-config"])
+            .env("SECKILL_WORKER_BATCH_LINGER_MS", "9")
+            .env("SECKILL_MYSQL_URL", "mysql://u:hunter2@db:3306/x")
+            .env_remove("SECKILL_WORKER_BATCH_SIZE")
+            .env_remove("SECKILL_TICKET_TTL_SECS")
+            .env_remove("SECKILL_ADMIN_TOKEN")
+            .output()
+            .unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = crate::process::worker_stdout(&stdout);
     assert!(
         out.status.success(),
         "{}",

@@ -1,11 +1,12 @@
 //! The worker pool: crashes, redelivery and the consumer group.
 
 use crate::helpers::*;
+use crate::process::{worker_std_command, worker_stdout};
 use reqwest::StatusCode;
 use seckill_shared::store::RecordStatus;
 use seckill_shared::{OrderMessage, UserId};
 use std::collections::HashSet;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 #[tokio::test]
@@ -24,7 +25,7 @@ async fn worker_killed_mid_batch_and_a_duplicate_delivery_leave_no_duplicate_row
 
     // A worker process takes them in one batch, claims them, then stalls on user 6 (chaos
     // delay) and is killed with SIGKILL mid-batch.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_worker"))
+    let mut child = worker_std_command(&[])
         .envs(env.process_env())
         .env("SECKILL_WORKER_BATCH_LINGER_MS", "1000")
         .env("SECKILL_CHAOS_FAIL_USERS", "6")
@@ -117,13 +118,10 @@ async fn two_workers_share_the_partitions_and_one_drains_everything_when_the_oth
 
 #[tokio::test]
 async fn the_worker_binary_explains_bad_settings_and_has_help() {
-    let out = Command::new(env!("CARGO_BIN_EXE_worker"))
-        .arg("--help")
-        .output()
-        .unwrap();
+    let out = worker_std_command(&["--help"]).output().unwrap();
     assert!(out.status.success());
-    assert!(String::from_utf8_lossy(&out.stdout).contains("migrate"));
-    let out = Command::new(env!("CARGO_BIN_EXE_worker"))
+    assert!(worker_stdout(&String::from_utf8_lossy(&out.stdout)).contains("migrate"));
+    let out = worker_std_command(&[])
         .env("SECKILL_WORKER_BATCH_SIZE", "zero")
         .output()
         .unwrap();

@@ -1,15 +1,16 @@
 //! Gateway and worker processes, for the tests that need a real process: signals, exit codes,
 //! command-line flags, and what the process writes to stdout and stderr.
 //!
-//! The worker is the real binary. The gateway binary is not built for this crate's tests
-//! (binaries of dev-dependencies never are), so a gateway process is this test binary re-run
-//! as a child that executes the binary's own `main` code (`seckill_gateway::cli::run`),
-//! signal handling included. The child's libtest harness writes a few lines of its own to
-//! stdout; the gateway writes its logs to stderr.
+//! The binaries of other packages are not built for this crate's tests (`CARGO_BIN_EXE_*`
+//! names only a package's own), so each process is this test binary re-run as a child that
+//! executes its binary's own `main` code (`seckill_gateway::cli::run`,
+//! `seckill_worker::cli::run`), signal handling and exit codes included. The child's libtest
+//! harness writes a few lines of its own to stdout; both programs write their logs to stderr.
+//! The worker child marks where its own stdout starts (see [`worker_stdout`]), since its
+//! tests read that stdout whole.
 
 use crate::helpers::*;
 use clap::Parser;
-use seckill_gateway::cli::{run, Cli};
 use serde_json::Value;
 use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
@@ -21,11 +22,19 @@ use tokio::task::JoinHandle;
 const CHILD: &str = "SECKILL_E2E_GATEWAY_CHILD";
 /// The gateway child's command-line arguments, separated by spaces.
 const CHILD_ARGS: &str = "SECKILL_E2E_GATEWAY_ARGS";
+const WORKER_CHILD: &str = "SECKILL_E2E_WORKER_CHILD";
+/// The worker child's command-line arguments, separated by U+001F (a path may hold a space).
+const WORKER_CHILD_ARGS: &str = "SECKILL_E2E_WORKER_ARGS";
+const WORKER_ARGS_SEPARATOR: char = '\u{1f}';
+/// The line the worker child writes to stdout before the worker runs: what came before it is
+/// the harness's.
+const WORKER_STDOUT_STARTS: &str = "--- seckill-e2e: the worker's stdout starts here ---";
 
 /// Not a test: the body of a gateway child process.
 #[test]
 #[ignore = "run by the process tests as their gateway process"]
 fn gateway_process() {
+    use seckill_gateway::cli::{run, Cli};
     if std::env::var_os(CHILD).is_none() {
         return;
     }
@@ -35,6 +44,60 @@ fn gateway_process() {
     if let Err(e) = rt.block_on(run(Cli::parse_from(argv))) {
         eprintln!("gateway: {e:#}");
         std::process::exit(1);
+    }
+}
+
+/// Not a test: the body of a worker child process, with the exit codes of `worker/src/main.rs`.
+#[test]
+#[ignore = "run by the process tests as their worker process"]
+fn worker_process() {
+    use seckill_worker::cli::{run, Cli};
+    use std::io::Write;
+    if std::env::var_os(WORKER_CHILD).is_none() {
+        return;
+    }
+    let args = std::env::var(WORKER_CHILD_ARGS).unwrap_or_default();
+    let argv = std::iter::once("worker")
+        .chain(args.split(WORKER_ARGS_SEPARATOR).filter(|a| !a.is_empty()));
+    {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "\n{WORKER_STDOUT_STARTS}").unwrap();
+        out.flush().unwrap();
+    }
+    let cli = Cli::parse_from(argv);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    if let Err(e) = rt.block_on(run(cli)) {
+        eprintln!("worker: {e:#}");
+        std::process::exit(1);
+    }
+    // As the binary does: not a return (dropping the runtime could wait on librdkafka).
+    std::process::exit(0);
+}
+
+/// A worker process (this test binary re-run as [`worker_process`]) with `args` on its
+/// command line, its stdout and stderr inherited unless set.
+pub fn worker_std_command(args: &[&str]) -> std::process::Command {
+    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    cmd.arg("process::worker_process")
+        .args(HARNESS_ARGS)
+        .env(WORKER_CHILD, "1")
+        .env(
+            WORKER_CHILD_ARGS,
+            args.join(&WORKER_ARGS_SEPARATOR.to_string()),
+        );
+    cmd
+}
+
+/// The child's libtest arguments that run exactly one ignored test, in the foreground.
+const HARNESS_ARGS: [&str; 5] = ["--exact", "--ignored", "--nocapture", "--test-threads", "1"];
+
+/// What a worker child wrote to stdout, without the harness's lines before it.
+pub fn worker_stdout(stdout: &str) -> &str {
+    match stdout.find(WORKER_STDOUT_STARTS) {
+        Some(at) => stdout[at + WORKER_STDOUT_STARTS.len()..]
+            .strip_prefix('\n')
+            .unwrap_or(""),
+        None => stdout,
     }
 }
 
@@ -90,6 +153,15 @@ impl Lines {
     }
 }
 
+/// A worker child's stdout lines after its marker (see [`worker_stdout`]); any other
+/// process's as they are.
+fn without_harness(lines: Vec<String>) -> Vec<String> {
+    match lines.iter().position(|l| l == WORKER_STDOUT_STARTS) {
+        Some(at) => lines[at + 1..].to_vec(),
+        None => lines,
+    }
+}
+
 /// How a process ended, and everything it wrote.
 pub struct Exited {
     pub status: ExitStatus,
@@ -110,28 +182,21 @@ impl Proc {
     pub fn gateway_command(env: &TestEnv, args: &[&str]) -> (Command, u16) {
         let port = free_port();
         let mut cmd = Command::new(std::env::current_exe().unwrap());
-        cmd.args([
-            "process::gateway_process",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads",
-            "1",
-        ])
-        .envs(env.process_env())
-        .env(CHILD, "1")
-        .env(CHILD_ARGS, args.join(" "))
-        .env("SECKILL_HTTP_ADDR", format!("127.0.0.1:{port}"));
+        cmd.arg("process::gateway_process")
+            .args(HARNESS_ARGS)
+            .envs(env.process_env())
+            .env(CHILD, "1")
+            .env(CHILD_ARGS, args.join(" "))
+            .env("SECKILL_HTTP_ADDR", format!("127.0.0.1:{port}"));
         (cmd, port)
     }
 
-    /// A worker process (the real binary) of `env`'s namespace with its health listener on a
-    /// free port.
+    /// A worker process (see [`worker_process`]) of `env`'s namespace with its health listener
+    /// on a free port.
     pub fn worker_command(env: &TestEnv, args: &[&str]) -> (Command, u16) {
         let port = free_port();
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_worker"));
-        cmd.args(args)
-            .envs(env.process_env())
+        let mut cmd = Command::from(worker_std_command(args));
+        cmd.envs(env.process_env())
             .env("SECKILL_WORKER_HTTP_ADDR", format!("127.0.0.1:{port}"));
         (cmd, port)
     }
@@ -214,7 +279,7 @@ impl Proc {
             .unwrap_or_else(|_| panic!("{what} did not exit within {timeout:?}"))
             .unwrap();
         let stdout = match self.stdout.take() {
-            Some(lines) => lines.all().await,
+            Some(lines) => without_harness(lines.all().await),
             None => Vec::new(),
         };
         let stderr = match self.stderr.take() {
