@@ -107,7 +107,7 @@ fn host(vars: &[(&str, &str)]) -> Host {
 }
 
 fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
 fn read_repo_file(name: &str) -> String {
