@@ -7,7 +7,7 @@
 //! 300 cases by default; `PROPTEST_CASES` changes that, `PROPTEST_RNG_SEED` replays a run.
 
 use crate::helpers::*;
-use crate::openapi::Spec;
+use crate::openapi::spec::Spec;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use reqwest::{Method, StatusCode};

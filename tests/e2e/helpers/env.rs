@@ -1,14 +1,16 @@
-//! `TestEnv`: one test's private slice of the real services, with typed helpers.
+//! `TestEnv`: one test's private slice of the real services (its own namespace: a MySQL
+//! database, a Kafka topic and group, a Redis key prefix and a ZooKeeper root), with typed
+//! helpers, and the panic watch every test ends with.
 
-use actix_web::{web, App, HttpResponse, HttpServer};
+use super::apps::{TestGateway, TestWorker};
+use super::basics::{ADMIN_TOKEN, ADMISSION_SECRET, JWT_SECRET};
 use anyhow::Context;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::util::Timeout;
 use reqwest::StatusCode;
 use seckill_gateway::Application;
-use seckill_shared::payments::Charge;
 use seckill_shared::store::TicketStore;
-use seckill_shared::{db, kafka, LogFormat, OrderMessage, ProductId, Settings, Ticket};
+use seckill_shared::{db, kafka, LogFormat, OrderMessage, ProductId, Settings};
 use seckill_worker::Worker;
 use secrecy::ExposeSecret;
 use serde_json::{json, Value};
@@ -18,46 +20,6 @@ use std::future::Future;
 use std::sync::{Arc, LazyLock, Mutex, Once};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
-
-/// The admin token of every test gateway and worker (at least 32 bytes, as the programs require).
-pub const ADMIN_TOKEN: &str = "test-admin-token-of-32-bytes-or-more";
-
-/// The secret the test gateways sign waiting-room admissions with.
-pub const ADMISSION_SECRET: &str = "test-admission-secret-of-32-bytes-or-more";
-
-/// The HS256 secret every test gateway verifies buyer tokens with.
-pub const JWT_SECRET: &str = "test-hs256-secret-of-32-bytes-or-more";
-
-/// A buyer's token for `user`, valid for 10 minutes.
-pub fn token(user: u64) -> String {
-    seckill_gateway::auth::mint_hs256(
-        JWT_SECRET,
-        seckill_shared::UserId::new(user).expect("a user id"),
-        600,
-        None,
-        None,
-    )
-    .expect("signing a test token")
-}
-
-/// Polls `check` every 50 ms until it returns `Some`, or fails the test after `timeout`.
-pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 pub struct TestEnv {
     pub settings: Settings,
@@ -162,7 +124,8 @@ impl TestEnv {
         settings.admin_token = ADMIN_TOKEN.into();
         settings.auth_hs256_secret = JWT_SECRET.into();
         settings.admission_secret = ADMISSION_SECRET.into();
-        // Every test client is 127.0.0.1; `auth.rs` tests the per-address limits on its own.
+        // Every test client is 127.0.0.1; `auth/limits.rs` tests the per-address limits on its
+        // own.
         settings.rate_limit_per_address_per_sec = 0;
         settings.admin_auth_failures_per_min = 0;
         settings.worker_batch_linger_ms = 5;
@@ -361,277 +324,4 @@ impl TestEnv {
             .context("publishing a raw message")
             .unwrap();
     }
-}
-
-pub struct TestWorker {
-    pub stop: CancellationToken,
-    pub task: tokio::task::JoinHandle<anyhow::Result<()>>,
-    pub assignment: seckill_worker::consume::Assignment,
-}
-
-impl TestWorker {
-    pub fn partitions(&self) -> Vec<i32> {
-        self.assignment.lock().unwrap().iter().copied().collect()
-    }
-
-    pub async fn shutdown(self) {
-        self.stop.cancel();
-        self.task.await.unwrap().unwrap();
-    }
-}
-
-#[derive(Clone)]
-pub struct TestGateway {
-    pub base: String,
-    pub http: reqwest::Client,
-    /// The owner of each ticket this client was answered (or was told of with
-    /// [`TestGateway::owns`]), so that polls of `/v1/orders/{ticket}` carry the owner's token,
-    /// as a real client's would.
-    pub owners: std::sync::Arc<dashmap::DashMap<String, u64>>,
-}
-
-impl TestGateway {
-    /// A client of the gateway at `base`.
-    pub fn at(base: String, http: reqwest::Client) -> Self {
-        Self {
-            base,
-            http,
-            owners: Default::default(),
-        }
-    }
-
-    /// `user` buys one unit, with their token and their `user_id` in the body.
-    pub async fn buy(&self, product: ProductId, user: u64) -> (StatusCode, Value) {
-        let res = self
-            .http
-            .post(format!("{}/v1/seckill/{product}", self.base))
-            .bearer_auth(token(user))
-            .json(&json!({ "user_id": user }))
-            .send()
-            .await
-            .expect("sending a buy");
-        let status = res.status();
-        let body: Value = res.json().await.expect("buy answers JSON");
-        if let Some(ticket) = body["ticket"].as_str() {
-            self.owns(ticket, user);
-        }
-        (status, body)
-    }
-
-    /// Records that `user` owns `ticket` (for tickets made without [`TestGateway::buy`]).
-    pub fn owns(&self, ticket: &str, user: u64) {
-        self.owners.insert(ticket.to_owned(), user);
-    }
-
-    /// `GET path`. A ticket poll (`/v1/orders/{ticket}`) carries its owner's token when the
-    /// owner is known; anything else goes without a token.
-    pub async fn get_json(&self, path: &str) -> (StatusCode, Value) {
-        let owner = path
-            .strip_prefix("/v1/orders/")
-            .and_then(|t| self.owners.get(t).map(|u| *u));
-        self.get_as(path, owner).await
-    }
-
-    /// `GET path` as `user` (with their token), or with no token.
-    pub async fn get_as(&self, path: &str, user: Option<u64>) -> (StatusCode, Value) {
-        let mut req = self.http.get(format!("{}{path}", self.base));
-        if let Some(user) = user {
-            req = req.bearer_auth(token(user));
-        }
-        let res = req.send().await.unwrap();
-        let status = res.status();
-        (status, res.json().await.unwrap_or(Value::Null))
-    }
-
-    pub async fn admin_post(&self, path: &str, body: Value) -> (StatusCode, Value) {
-        let mut req = self
-            .http
-            .post(format!("{}{path}", self.base))
-            .bearer_auth(ADMIN_TOKEN);
-        if !body.is_null() {
-            req = req.json(&body);
-        }
-        let res = req.send().await.unwrap();
-        let status = res.status();
-        (status, res.json().await.unwrap_or(Value::Null))
-    }
-
-    pub async fn admin_get(&self, path: &str) -> (StatusCode, Value) {
-        let res = self
-            .http
-            .get(format!("{}{path}", self.base))
-            .bearer_auth(ADMIN_TOKEN)
-            .send()
-            .await
-            .unwrap();
-        let status = res.status();
-        (status, res.json().await.unwrap_or(Value::Null))
-    }
-
-    /// Polls a ticket until it is confirmed or failed. A `503` (a product being rebuilt after
-    /// a Redis loss) is polled again, as a client would after its `Retry-After`.
-    pub async fn settled(&self, ticket: &str, timeout: Duration) -> Value {
-        eventually(&format!("ticket {ticket} to settle"), timeout, || async {
-            let (status, body) = self.get_json(&format!("/v1/orders/{ticket}")).await;
-            if status == StatusCode::SERVICE_UNAVAILABLE {
-                return None;
-            }
-            assert_eq!(status, StatusCode::OK, "{body}");
-            (body["status"] != "pending").then_some(body)
-        })
-        .await
-    }
-
-    pub async fn metrics(&self) -> String {
-        self.http
-            .get(format!("{}/metrics", self.base))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap()
-    }
-
-    /// The value of one sample of the Prometheus text, e.g. `name{label="x"}`: 0 for a sample
-    /// of a declared metric that has none yet (a label set never counted), and a panic for a
-    /// metric the gateway does not declare (a typo, or a metric gone), so that no check reads
-    /// a missing metric as 0.
-    pub async fn metric(&self, sample: &str) -> f64 {
-        sample_value(&self.metrics().await, sample)
-    }
-
-    /// Waits until the gateway's ZooKeeper session and watch are up.
-    pub async fn wait_for_zookeeper(&self) {
-        eventually(
-            "the gateway's ZooKeeper session",
-            Duration::from_secs(20),
-            || async {
-                (self.metric("seckill_gateway_zookeeper_connected").await == 1.0).then_some(())
-            },
-        )
-        .await
-    }
-}
-
-pub fn ticket_of(body: &Value) -> Ticket {
-    Ticket::parse(body["ticket"].as_str().expect("body has a ticket")).unwrap()
-}
-
-/// The secret the test payment provider signs callbacks with.
-pub const WEBHOOK_SECRET: &str = "test-webhook-secret";
-
-/// A provider that records the charges it is asked for and answers `201`, or `503` while
-/// `down` is set.
-#[derive(Clone, Default)]
-pub struct Provider {
-    pub charges: std::sync::Arc<std::sync::Mutex<Vec<Charge>>>,
-    pub down: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    /// What `GET /charges/{payment_id}` says of a charge the test decided (without sending
-    /// its callback): "succeeded" or "declined".
-    pub decisions: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, String>>>,
-}
-
-impl Provider {
-    pub async fn start() -> (Self, String) {
-        let p = Provider::default();
-        let state = p.clone();
-        let server = HttpServer::new(move || {
-            let state = state.clone();
-            let seen = state.clone();
-            App::new()
-                .route(
-                    "/charges",
-                    web::post().to(move |charge: web::Json<Charge>| {
-                        let state = state.clone();
-                        async move {
-                            if state.down.load(std::sync::atomic::Ordering::SeqCst) {
-                                return HttpResponse::ServiceUnavailable().finish();
-                            }
-                            let id = charge.payment_id.clone();
-                            state.charges.lock().unwrap().push(charge.into_inner());
-                            HttpResponse::Created()
-                                .json(json!({"payment_id": id, "status": "pending"}))
-                        }
-                    }),
-                )
-                .route(
-                    "/charges/{payment_id}",
-                    web::get().to(move |id: web::Path<String>| {
-                        let state = seen.clone();
-                        async move {
-                            let id = id.into_inner();
-                            if !state
-                                .charges
-                                .lock()
-                                .unwrap()
-                                .iter()
-                                .any(|c| c.payment_id == id)
-                            {
-                                return HttpResponse::NotFound()
-                                    .json(json!({"error": "no charge"}));
-                            }
-                            let decision = state.decisions.lock().unwrap().get(&id).cloned();
-                            HttpResponse::Ok().json(json!({"payment_id": id, "decision": decision}))
-                        }
-                    }),
-                )
-        })
-        .workers(1)
-        .bind("127.0.0.1:0")
-        .unwrap();
-        let url = format!("http://{}", server.addrs()[0]);
-        tokio::spawn(server.run());
-        (p, url)
-    }
-
-    pub fn charges(&self) -> Vec<Charge> {
-        self.charges.lock().unwrap().clone()
-    }
-}
-
-/// One sample's value in a Prometheus text; see [`TestGateway::metric`].
-pub fn sample_value(text: &str, sample: &str) -> f64 {
-    if let Some(v) = text.lines().find_map(|l| {
-        l.strip_prefix(sample)
-            .and_then(|rest| rest.strip_prefix(' '))
-    }) {
-        return v.trim().parse().unwrap();
-    }
-    assert_declared(text, sample.split('{').next().unwrap());
-    0.0
-}
-
-/// Panics unless the Prometheus text declares the metric `family` (`_bucket`, `_sum`,
-/// `_count` and `_total` samples count as their family's).
-pub fn assert_declared(text: &str, family: &str) {
-    let declared = text.lines().any(|l| {
-        l.strip_prefix("# TYPE ")
-            .and_then(|rest| rest.split_whitespace().next())
-            .is_some_and(|name| {
-                name == family
-                    || family
-                        .strip_prefix(name)
-                        .is_some_and(|s| ["_bucket", "_sum", "_count", "_total"].contains(&s))
-            })
-    });
-    assert!(declared, "no metric {family} in /metrics");
-}
-
-#[test]
-fn a_missing_metric_is_not_read_as_zero() {
-    let text = "# TYPE seckill_buys_total counter\nseckill_buys_total{outcome=\"accepted\"} 3\n\
-                # TYPE seckill_wait_seconds histogram\nseckill_wait_seconds_count 2\n";
-    assert_eq!(
-        sample_value(text, "seckill_buys_total{outcome=\"accepted\"}"),
-        3.0
-    );
-    assert_eq!(
-        sample_value(text, "seckill_buys_total{outcome=\"sold_out\"}"),
-        0.0
-    );
-    assert_eq!(sample_value(text, "seckill_wait_seconds_count"), 2.0);
-    assert_eq!(sample_value(text, "seckill_wait_seconds_sum"), 0.0);
-    let typo = std::panic::catch_unwind(|| sample_value(text, "seckill_buy_total"));
-    assert!(typo.is_err(), "a metric that does not exist fails");
 }
