@@ -329,7 +329,7 @@ async fn a_sold_out_and_settled_sale_is_closed_and_its_keys_expire() {
 }
 
 /// The sweep's cost follows the sales going on, not every sale ever held. Not a test: run it
-/// with `cargo test -p seckill-worker --test e2e sweep_cost -- --ignored --nocapture`.
+/// with `cargo test -p seckill-tests --test e2e sweep_cost -- --ignored --nocapture`.
 #[tokio::test]
 #[ignore]
 async fn sweep_cost() {
