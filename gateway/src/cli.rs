@@ -1,5 +1,5 @@
 //! The `gateway` binary's command line. It lives in the library so that tests can run the
-//! binary's exact code path in a child process (see `worker/tests/e2e/lifecycle.rs`).
+//! binary's exact code path in a child process (see `tests/e2e/lifecycle.rs`).
 
 use crate::{auth, Application};
 use clap::{Parser, Subcommand};

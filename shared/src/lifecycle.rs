@@ -15,7 +15,7 @@
 //! `docs/DESIGN.md` holds it, and a test keeps the two the same. The model checker
 //! (`shared/tests/lifecycle_model`) runs the same steps (its trace labels come from this
 //! table) and checks that no interleaving and no crash breaks a promise; the step harness
-//! (`worker/tests/e2e/interleavings.rs`) runs the real scripts and transactions in chosen
+//! (`tests/e2e/interleavings/`) runs the real scripts and transactions in chosen
 //! orders.
 //!
 //! The table describes the code as it is. Where the code before issue 32's fixes

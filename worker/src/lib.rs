@@ -1,6 +1,7 @@
 //! The worker: drains the order topic into MySQL in batches, as one of a Kafka consumer group.
 //!
 //! # Layout
+//! - [`cli`]: the `worker` binary's command line and what each command runs.
 //! - [`startup`]: `Worker::build` applies migrations, creates the topic when missing, joins the
 //!   group and binds the health listener; `run_until_stopped` consumes until told to stop.
 //! - [`consume`]: the [`consume::Pipeline`], the batch loop: gather up to `worker_batch_size` messages or wait
@@ -18,6 +19,7 @@
 //!   the admin dashboard's live figures.
 
 pub mod announce;
+pub mod cli;
 pub mod consume;
 pub mod expire;
 pub mod health;

@@ -1,53 +1,9 @@
-use anyhow::Context;
-use clap::{Parser, Subcommand};
-use seckill_shared::store::TicketStore;
-use seckill_shared::{db, kafka, recovery, sold_out, telemetry, ProductId, Settings};
-use seckill_worker::Worker;
-use secrecy::ExposeSecret;
-use std::path::PathBuf;
-use std::time::Duration;
-use tokio::signal::unix::{signal, Signal, SignalKind};
-use tokio_util::sync::CancellationToken;
+use clap::Parser;
+use seckill_worker::cli::{run, Cli};
 
 /// The same allocator as the gateway's (see there).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-/// The seckill worker: persists orders from Kafka to MySQL, in batches, as one member of a
-/// consumer group.
-///
-/// Configured by SECKILL_* environment variables, layered over an optional TOML file.
-/// Like the gateway, it refuses to start without SECKILL_ADMIN_TOKEN unless run with `--dev`
-/// (`migrate` and `reconcile` do not need it).
-#[derive(Parser)]
-#[command(version)]
-struct Cli {
-    /// TOML file with settings; environment variables override it.
-    #[arg(long, global = true)]
-    config: Option<PathBuf>,
-    /// Print the effective configuration (secrets redacted) and exit.
-    #[arg(long)]
-    print_config: bool,
-    /// Development mode: allows running without SECKILL_ADMIN_TOKEN.
-    #[arg(long)]
-    dev: bool,
-    #[command(subcommand)]
-    command: Option<Command>,
-}
-
-#[derive(Subcommand)]
-enum Command {
-    /// Apply the MySQL migrations and exit.
-    Migrate,
-    /// Rebuild a product's Redis state from MySQL (after Redis lost its data, once the
-    /// workers have read every order published before), publish "false" so every gateway
-    /// drops its sold-out marker, and exit. Workers do this on their own when they find a
-    /// live product missing from Redis.
-    Reconcile {
-        /// The product to rebuild.
-        product_id: String,
-    },
-}
 
 #[tokio::main]
 async fn main() {
@@ -60,54 +16,4 @@ async fn main() {
     // that librdkafka never finishes (abandoned above, after a timeout) would keep the
     // process alive.
     std::process::exit(0);
-}
-
-async fn run(cli: Cli) -> anyhow::Result<()> {
-    let mut settings = Settings::load(cli.config.as_deref())?;
-    if cli.print_config {
-        print!("{}", settings.redacted_toml());
-        return Ok(());
-    }
-    telemetry::init(settings.common.log_format);
-    if let Some(Command::Migrate) = &cli.command {
-        let pool = db::pool(settings.mysql.url.expose_secret(), 1)?;
-        db::migrate(&pool).await?;
-        println!("migrations applied");
-        return Ok(());
-    }
-    if let Some(Command::Reconcile { product_id }) = cli.command {
-        let product = ProductId::parse(&product_id)?;
-        let pool = db::pool(settings.mysql.url.expose_secret(), 1)?;
-        db::claim_namespace(&pool, &settings.common.namespace)
-            .await?
-            .ensure_ours(&settings.common.namespace, "reconcile refuses")?;
-        let store = TicketStore::from_settings(&settings.redis, &settings.common.namespace)?;
-        let fence = kafka::Fence::new(&settings.kafka, &settings.worker.group)?;
-        let report = recovery::reconcile(&store, &pool, product, Some(&fence))
-            .await?
-            .ok_or_else(|| anyhow::anyhow!("product {product} is not in MySQL"))?;
-        sold_out::Publisher::new(&settings.zookeeper.hosts, &settings.common.namespace)
-            .not_sold_out(product, Duration::from_secs(5))
-            .await?;
-        println!("{}", serde_json::to_string_pretty(&report)?);
-        return Ok(());
-    }
-    settings.require_admin_token(cli.dev)?;
-    // Caught from here on: a SIGTERM while the worker starts stops it as soon as it runs.
-    let term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-    let worker = Worker::build(settings).await?;
-    tracing::info!(port = worker.port(), "worker started");
-    let shutdown = CancellationToken::new();
-    tokio::spawn(stop_on_signal(term, shutdown.clone()));
-    worker.run_until_stopped(shutdown).await
-}
-
-/// SIGTERM or SIGINT: finish the batch, commit, leave the group.
-async fn stop_on_signal(mut term: Signal, shutdown: CancellationToken) {
-    tokio::select! {
-        _ = term.recv() => {},
-        _ = tokio::signal::ctrl_c() => {},
-    }
-    tracing::info!("stopping: finishing the batch in hand");
-    shutdown.cancel();
 }

@@ -1,5 +1,5 @@
 //! Unit tests of key handling. Every way a token can be wrong is tested end to end, against a
-//! running gateway, in `worker/tests/e2e/auth.rs`.
+//! running gateway, in `tests/e2e/auth/`.
 
 use super::*;
 use jsonwebtoken::{encode, EncodingKey, Header};

@@ -1,4 +1,4 @@
-//! Model checks of a ticket's lifecycle (`model.rs` here; the table it runs is
+//! Model checks of a ticket's lifecycle (`model/` here; the table it runs is
 //! `seckill_shared::lifecycle`).
 //!
 //! Each `old_model_*` test puts back exactly one of today's behaviours into the fixed model,

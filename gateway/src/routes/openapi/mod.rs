@@ -8,7 +8,7 @@
 //!
 //! Held to the code by the unit tests below (every route of [`crate::routes::ROUTES`] and nothing else;
 //! every error the gateway can produce) and by the end-to-end tests in
-//! `worker/tests/e2e/openapi.rs`, which validate every answer of a running gateway against the
+//! `tests/e2e/openapi/`, which validate every answer of a running gateway against the
 //! served document and check that every documented status is produced. `scripts/test.sh` also
 //! runs schemathesis against a live gateway.
 

@@ -1,0 +1,60 @@
+//! Every order of the actors, as proptest chooses them, keeps every promise.
+
+use crate::interleavings::actors::{Pick, Role};
+use crate::interleavings::stage::{stage, Bench};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestCaseError, TestRunner};
+
+/// proptest chooses the order of the steps of a worker, two sweepers, the buyer's cancel and
+/// the expiry on one acknowledged ticket, of a worker and a sweeper on a ticket whose
+/// location is unknown, and of a worker on a third; any of them may crash between steps
+/// (a crashed worker's message comes again). After every step and once quiet, every
+/// invariant holds.
+#[test]
+fn every_order_of_the_actors_keeps_every_promise() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let bench = rt.block_on(Bench::new());
+    let cases = std::env::var("INTERLEAVING_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(48);
+    let mut runner = TestRunner::new(Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let actors = [
+        (Role::Worker, 0),
+        (Role::Sweeper, 0),
+        (Role::Sweeper, 0),
+        (Role::Buyer, 0),
+        (Role::Expiry, 0),
+        (Role::Payer, 2),
+        (Role::Payer, 2),
+        (Role::Worker, 1),
+        (Role::Sweeper, 1),
+        (Role::Worker, 2),
+    ];
+    let order = prop::collection::vec(
+        (any::<u8>(), prop::bool::weighted(0.05)).prop_map(|(n, crash)| Pick::Nth(n, crash)),
+        0..30,
+    );
+    let runs = std::sync::atomic::AtomicU32::new(0);
+    runner
+        .run(&order, |order| {
+            runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            rt.block_on(async {
+                let sale = bench.sale(3, &[true, false, true]).await;
+                stage(sale, &actors).run(&bench.env, &order).await
+            })
+            .map(|_| ())
+            .map_err(TestCaseError::fail)
+        })
+        .unwrap();
+    let runs = runs.into_inner();
+    assert!(runs >= cases, "ran {runs} of {cases} cases");
+}

@@ -1,0 +1,147 @@
+//! The waiting room's part of `every_status.rs`.
+
+use crate::helpers::token as buyer;
+use crate::helpers::*;
+use crate::openapi::recorder::Recorder;
+use reqwest::Method;
+use serde_json::json;
+
+/// The waiting room: a product whose sale has started, and one whose room is not open. Buyers
+/// of their own: this gateway's buckets hold two requests each.
+pub(crate) async fn queue_statuses(
+    r: &Recorder,
+    gw: &TestGateway,
+    limited: &TestGateway,
+    redis_down: &TestGateway,
+    t: Option<&str>,
+    p: u64,
+) {
+    use Method as M;
+    let qtokens = [21, 22, 23, 24].map(buyer);
+    let [q1, q2, q3, q4] = qtokens.each_ref().map(|t| Some(t.as_str()));
+    let past = chrono::Utc::now() - chrono::Duration::seconds(1);
+    let future = chrono::Utc::now() + chrono::Duration::hours(1);
+    let (_, roomed) = r
+        .json(
+            gw,
+            M::POST,
+            "/admin/products",
+            t,
+            json!({"name": "queued", "stock": 2, "starts_at": past.to_rfc3339(), "waiting_room": {"admit_per_sec": 100}}),
+        )
+        .await;
+    let qp = roomed["id"].as_u64().unwrap();
+    assert_eq!(
+        r.send(
+            gw,
+            M::POST,
+            &format!("/admin/products/{qp}/preload"),
+            t,
+            None,
+            None
+        )
+        .await
+        .0,
+        200
+    );
+    let (_, closed) = r
+        .json(
+            gw,
+            M::POST,
+            "/admin/products",
+            t,
+            json!({"name": "later", "stock": 2, "waiting_room": {"opens_at": future.to_rfc3339()}}),
+        )
+        .await;
+    let cp = closed["id"].as_u64().unwrap();
+    assert_eq!(
+        r.send(
+            gw,
+            M::POST,
+            &format!("/admin/products/{cp}/preload"),
+            t,
+            None,
+            None
+        )
+        .await
+        .0,
+        200
+    );
+    let join_path = format!("/v1/seckill/{qp}/queue");
+    let (s, entry) = r.send(gw, M::POST, &join_path, q1, None, None).await;
+    assert_eq!(s, 202, "{entry}");
+    let poll_path = format!(
+        "/v1/seckill/{qp}/queue/{}",
+        entry["queue_id"].as_str().unwrap()
+    );
+    let (s, polled) = r.send(gw, M::GET, &poll_path, q1, None, None).await;
+    assert_eq!(s, 200, "{polled}");
+    r.send(gw, M::POST, "/v1/seckill/abc/queue", q1, None, None)
+        .await; // 400
+    r.send(gw, M::POST, &join_path, None, None, None).await; // 401
+    let (s, body) = r
+        .send(
+            gw,
+            M::POST,
+            &format!("/v1/seckill/{cp}/queue"),
+            q3,
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(s, 403, "{body}");
+    let (s, body) = r
+        .send(
+            gw,
+            M::POST,
+            &format!("/v1/seckill/{p}/queue"),
+            q4,
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(s, 404, "{body}");
+    r.send(
+        gw,
+        M::GET,
+        &format!("/v1/seckill/{qp}/queue/nope"),
+        q1,
+        None,
+        None,
+    )
+    .await; // 400
+    r.send(gw, M::GET, &poll_path, None, None, None).await; // 401
+    r.send(gw, M::GET, &poll_path, q2, None, None).await; // 404: another buyer's
+    r.send(limited, M::POST, &join_path, q2, None, None).await;
+    r.send(limited, M::POST, &join_path, q2, None, None).await; // 429
+    r.send(limited, M::GET, &poll_path, q1, None, None).await;
+    r.send(limited, M::GET, &poll_path, q1, None, None).await; // 429
+    r.send(redis_down, M::POST, &join_path, q1, None, None)
+        .await; // 503
+    r.send(redis_down, M::GET, &poll_path, q1, None, None).await; // 503
+                                                                  // Buying without the admission, and with it.
+    let (s, body) = r
+        .json(gw, M::POST, &format!("/v1/seckill/{qp}"), q1, json!({}))
+        .await;
+    assert_eq!(
+        (s, body["error"].as_str()),
+        (403, Some("admission_required")),
+        "{body}"
+    );
+    let admitted = polled["admission_token"]
+        .as_str()
+        .expect("admitted at once")
+        .to_owned();
+    let (s, body) = r
+        .send_with(
+            gw,
+            M::POST,
+            &format!("/v1/seckill/{qp}"),
+            q1,
+            &[("Seckill-Admission", admitted)],
+            Some("application/json"),
+            Some("{}".into()),
+        )
+        .await;
+    assert_eq!(s, 202, "{body}");
+}
