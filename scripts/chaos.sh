@@ -481,12 +481,16 @@ ready_for_fault() {
     ((RUN_STOCK - BASH_REMATCH[1] >= RUN_FAULT_AFTER)) || return 1
     [[ $body =~ \"pending\":([0-9]+) ]] && ((BASH_REMATCH[1] > 0))
 }
+# metric_of PORT PATTERN: the sum of the samples whose name (with labels) matches the awk
+# regular expression PATTERN on the /metrics of the process on PORT; fails when none does.
+metric_of() {
+    curl -fsS "http://127.0.0.1:$1/metrics" |
+        awk -v pat="$2" '$1 ~ pat { n += $2; seen = 1 } END { if (!seen) exit 1; print n }'
+}
 # Admission tokens gateway (index) has handed out itself: its own
 # seckill_gateway_requests_total{outcome="admitted"} on joins and polls.
 gateway_admitted() {
-    curl -fsS "http://127.0.0.1:${GW_PORTS[$1]}/metrics" |
-        awk '$1 ~ /^seckill_gateway_requests_total\{outcome="admitted",/ { n += $2; seen = 1 }
-             END { if (!seen) exit 1; print n }'
+    metric_of "${GW_PORTS[$1]}" '^seckill_gateway_requests_total[{]outcome="admitted",'
 }
 # Scenario 13: gateway 0 itself has handed out admission tokens (its own counter, in
 # G0_ADMITTED), and the room has buyers admitted and not bought (the admin view's
@@ -505,8 +509,7 @@ db_cancelled() {
 }
 # Scenario 11: orders a worker (index) has cancelled for want of payment since it started.
 worker_expired() {
-    curl -fsS "http://127.0.0.1:${WK_PORTS[$1]}/metrics" |
-        awk '$1 == "seckill_worker_orders_expired_total" { n = $2 } END { if (n == "") exit 1; print n }'
+    metric_of "${WK_PORTS[$1]}" '^seckill_worker_orders_expired_total$'
 }
 # Scenarios 11 and 19: worker 0 is gone (it killed itself at its crash point); FAULT_START is
 # when it was seen gone.
@@ -573,8 +576,7 @@ near_sell_out() {
 }
 # Orders gateway (index) has handed to Kafka whose delivery report has not come back.
 gateway_awaiting() {
-    curl -fsS "http://127.0.0.1:${GW_PORTS[$1]}/metrics" |
-        awk '$1 == "seckill_gateway_awaiting_kafka" { n = $2 } END { if (n == "") exit 1; print n }'
+    metric_of "${GW_PORTS[$1]}" '^seckill_gateway_awaiting_kafka$'
 }
 # Scenario 4: SIGKILL gateway (index) while buys it reserved in Redis await Kafka's ack. The
 # broker is frozen (SIGSTOP) until the gateway's own gauge shows one, at most 1.5 s (less than
@@ -731,7 +733,7 @@ inject() { # scenario
                EVIDENCE+=("Redis run_id ${old:0:8} -> ${new:0:8}")
            fi
            # No reconcile call: gateways and workers find the lost product and rebuild it.
-           # OPERATOR_RECONCILE=1 calls it once, as builds before 2026-12-01 needed.
+           # OPERATOR_RECONCILE=1 calls it once, for builds that cannot rebuild by themselves.
            if [[ ${OPERATOR_RECONCILE:-0} == 1 ]]; then
                wait_for -t 30 -m "reconcile" admin POST "/admin/products/$PRODUCT/reconcile" ||
                    { run_error "reconcile failed"; return 1; }
