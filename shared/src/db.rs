@@ -3,7 +3,6 @@
 use crate::domain::{OrderStatus, ProductId, Ticket, TicketStatus, UserId};
 use anyhow::Context;
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
-use sqlx::Row;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -127,30 +126,62 @@ const PRODUCTS_PAGE: &str =
 const PRODUCT_BY_ID_FOR_UPDATE: &str =
     "SELECT id, name, stock, initial_stock, starts_at_ms, ends_at_ms, loaded_at_ms, closed_at_ms, price, currency, payment_window_secs, wr_admit_per_sec, wr_max_admitted_factor, wr_opens_at_ms, buckets FROM products WHERE id = ? FOR UPDATE";
 
-fn product_from_row(r: sqlx::mysql::MySqlRow) -> Product {
-    Product {
-        id: r.get::<i64, _>("id") as u64,
-        name: r.get("name"),
-        stock: r.get("stock"),
-        initial_stock: r.get("initial_stock"),
-        starts_at_ms: r.get("starts_at_ms"),
-        ends_at_ms: r.get("ends_at_ms"),
-        loaded_at_ms: r.get("loaded_at_ms"),
-        closed_at_ms: r.get("closed_at_ms"),
-        price: r.get("price"),
-        currency: r.get("currency"),
-        payment_window_secs: r.get("payment_window_secs"),
-        waiting_room: r
-            .get::<Option<f64>, _>("wr_admit_per_sec")
-            .map(|admit_per_sec| WaitingRoom {
+/// A row of `products`, as [`PRODUCT_BY_ID`] and its kin select it.
+#[derive(sqlx::FromRow)]
+struct ProductRow {
+    id: i64,
+    name: String,
+    stock: i64,
+    initial_stock: i64,
+    starts_at_ms: Option<i64>,
+    ends_at_ms: Option<i64>,
+    loaded_at_ms: Option<i64>,
+    closed_at_ms: Option<i64>,
+    price: i64,
+    currency: String,
+    payment_window_secs: i64,
+    wr_admit_per_sec: Option<f64>,
+    wr_max_admitted_factor: Option<f64>,
+    wr_opens_at_ms: Option<i64>,
+    buckets: u16,
+}
+
+impl From<ProductRow> for Product {
+    fn from(r: ProductRow) -> Self {
+        Product {
+            id: r.id as u64,
+            name: r.name,
+            stock: r.stock,
+            initial_stock: r.initial_stock,
+            starts_at_ms: r.starts_at_ms,
+            ends_at_ms: r.ends_at_ms,
+            loaded_at_ms: r.loaded_at_ms,
+            closed_at_ms: r.closed_at_ms,
+            price: r.price,
+            currency: r.currency,
+            payment_window_secs: r.payment_window_secs,
+            waiting_room: r.wr_admit_per_sec.map(|admit_per_sec| WaitingRoom {
                 admit_per_sec,
-                max_admitted_factor: r
-                    .get::<Option<f64>, _>("wr_max_admitted_factor")
-                    .unwrap_or(1.5),
-                opens_at_ms: r.get::<Option<i64>, _>("wr_opens_at_ms").unwrap_or(0),
+                max_admitted_factor: r.wr_max_admitted_factor.unwrap_or(1.5),
+                opens_at_ms: r.wr_opens_at_ms.unwrap_or(0),
             }),
-        buckets: r.get::<u16, _>("buckets").max(1),
+            buckets: r.buckets.max(1),
+        }
     }
+}
+
+/// A product id and its bucket count.
+#[derive(sqlx::FromRow)]
+struct BucketsRow {
+    id: i64,
+    buckets: u16,
+}
+
+/// A count by a text column (`reason`, `status`).
+#[derive(sqlx::FromRow)]
+struct CountRow {
+    key: String,
+    n: i64,
 }
 
 /// A new product's terms.
@@ -194,12 +225,12 @@ pub async fn product<'e>(
     exec: impl sqlx::Executor<'e, Database = sqlx::MySql>,
     id: ProductId,
 ) -> anyhow::Result<Option<Product>> {
-    let row = sqlx::query(PRODUCT_BY_ID)
+    let row: Option<ProductRow> = sqlx::query_as(PRODUCT_BY_ID)
         .bind(id.as_i64())
         .fetch_optional(exec)
         .await
         .context("reading a product")?;
-    Ok(row.map(product_from_row))
+    Ok(row.map(Product::from))
 }
 
 /// The product, with its row locked until the transaction ends (the lock every batch takes).
@@ -207,12 +238,12 @@ pub async fn product_for_update<'e>(
     exec: impl sqlx::Executor<'e, Database = sqlx::MySql>,
     id: ProductId,
 ) -> anyhow::Result<Option<Product>> {
-    let row = sqlx::query(PRODUCT_BY_ID_FOR_UPDATE)
+    let row: Option<ProductRow> = sqlx::query_as(PRODUCT_BY_ID_FOR_UPDATE)
         .bind(id.as_i64())
         .fetch_optional(exec)
         .await
         .context("locking a product")?;
-    Ok(row.map(product_from_row))
+    Ok(row.map(Product::from))
 }
 
 /// Records that the product was loaded into Redis for sale (`loaded_at_ms`, the first time
@@ -235,13 +266,13 @@ pub async fn list_products(
     before: Option<ProductId>,
     limit: u32,
 ) -> anyhow::Result<Vec<Product>> {
-    let rows = sqlx::query(PRODUCTS_PAGE)
+    let rows: Vec<ProductRow> = sqlx::query_as(PRODUCTS_PAGE)
         .bind(before.map_or(i64::MAX, |b| b.as_i64()))
         .bind(limit)
         .fetch_all(pool)
         .await
         .context("listing products")?;
-    Ok(rows.into_iter().map(product_from_row).collect())
+    Ok(rows.into_iter().map(Product::from).collect())
 }
 
 pub async fn count_products(pool: &MySqlPool) -> anyhow::Result<i64> {
@@ -256,17 +287,14 @@ pub async fn failed_by_reason(
     pool: &MySqlPool,
     product: ProductId,
 ) -> anyhow::Result<std::collections::BTreeMap<String, i64>> {
-    let rows = sqlx::query(
-        "SELECT reason, COUNT(*) AS n FROM failed_tickets WHERE product_id = ? GROUP BY reason",
+    let rows: Vec<CountRow> = sqlx::query_as(
+        "SELECT reason AS `key`, COUNT(*) AS n FROM failed_tickets WHERE product_id = ? GROUP BY reason",
     )
     .bind(product.as_i64())
     .fetch_all(pool)
     .await
     .context("counting failed tickets")?;
-    Ok(rows
-        .into_iter()
-        .map(|r| (r.get("reason"), r.get::<i64, _>("n")))
-        .collect())
+    Ok(rows.into_iter().map(|r| (r.key, r.n)).collect())
 }
 
 /// Products loaded for sale whose sale the sweeper has not closed. The sweeper's work is
@@ -281,7 +309,7 @@ pub async fn live_products(pool: &MySqlPool) -> anyhow::Result<Vec<ProductId>> {
 
 /// [`live_products`], each with its bucket count.
 pub async fn live_products_with_buckets(pool: &MySqlPool) -> anyhow::Result<Vec<(ProductId, u16)>> {
-    let rows = sqlx::query(
+    let rows: Vec<BucketsRow> = sqlx::query_as(
         "SELECT id, buckets FROM products WHERE loaded_at_ms IS NOT NULL AND closed_at_ms IS NULL ORDER BY id",
     )
     .fetch_all(pool)
@@ -291,12 +319,9 @@ pub async fn live_products_with_buckets(pool: &MySqlPool) -> anyhow::Result<Vec<
 }
 
 /// `(id, buckets)` rows as products and their bucket counts (at least 1).
-fn with_buckets(rows: Vec<sqlx::mysql::MySqlRow>) -> Vec<(ProductId, u16)> {
+fn with_buckets(rows: Vec<BucketsRow>) -> Vec<(ProductId, u16)> {
     rows.into_iter()
-        .filter_map(|r| {
-            let id = ProductId::new(r.get::<i64, _>("id") as u64).ok()?;
-            Some((id, r.get::<u16, _>("buckets").max(1)))
-        })
+        .filter_map(|r| Some((ProductId::new(r.id as u64).ok()?, r.buckets.max(1))))
         .collect()
 }
 
@@ -306,11 +331,12 @@ pub async fn recently_closed_products(
     pool: &MySqlPool,
     since_ms: i64,
 ) -> anyhow::Result<Vec<(ProductId, u16)>> {
-    let rows = sqlx::query("SELECT id, buckets FROM products WHERE closed_at_ms >= ? ORDER BY id")
-        .bind(since_ms)
-        .fetch_all(pool)
-        .await
-        .context("listing recently closed products")?;
+    let rows: Vec<BucketsRow> =
+        sqlx::query_as("SELECT id, buckets FROM products WHERE closed_at_ms >= ? ORDER BY id")
+            .bind(since_ms)
+            .fetch_all(pool)
+            .await
+            .context("listing recently closed products")?;
     Ok(with_buckets(rows))
 }
 
@@ -337,17 +363,15 @@ pub async fn orders_by_status(
     product: ProductId,
 ) -> anyhow::Result<std::collections::BTreeMap<OrderStatus, i64>> {
     let mut out = std::collections::BTreeMap::new();
-    for r in
-        sqlx::query("SELECT status, COUNT(*) AS n FROM orders WHERE product_id = ? GROUP BY status")
-            .bind(product.as_i64())
-            .fetch_all(pool)
-            .await
-            .context("counting orders")?
-    {
-        let status: String = r.get("status");
-        let status = OrderStatus::parse(&status)
-            .with_context(|| format!("unknown order status {status:?} in MySQL"))?;
-        out.insert(status, r.get::<i64, _>("n"));
+    let rows: Vec<CountRow> = sqlx::query_as(
+        "SELECT status AS `key`, COUNT(*) AS n FROM orders WHERE product_id = ? GROUP BY status",
+    )
+    .bind(product.as_i64())
+    .fetch_all(pool)
+    .await
+    .context("counting orders")?;
+    for r in rows {
+        out.insert(order_status(&r.key)?, r.n);
     }
     Ok(out)
 }
@@ -376,7 +400,7 @@ pub async fn buyer_ticket(
     user: UserId,
 ) -> anyhow::Result<Option<(Ticket, SettledTicket)>> {
     // A buyer may hold one live order, and any number of cancelled ones: the latest.
-    let order = sqlx::query(
+    let order: Option<String> = sqlx::query_scalar(
         "SELECT ticket FROM orders WHERE product_id = ? AND user_id = ? ORDER BY id DESC LIMIT 1",
     )
     .bind(product.get() as i64)
@@ -384,9 +408,9 @@ pub async fn buyer_ticket(
     .fetch_optional(pool)
     .await
     .context("reading a buyer's order")?;
-    let row = match order {
-        Some(row) => Some(row),
-        None => sqlx::query(
+    let ticket = match order {
+        Some(ticket) => Some(ticket),
+        None => sqlx::query_scalar(
             "SELECT ticket FROM failed_tickets WHERE product_id = ? AND user_id = ? \
              ORDER BY failed_at DESC LIMIT 1",
         )
@@ -396,9 +420,10 @@ pub async fn buyer_ticket(
         .await
         .context("reading a buyer's failed ticket")?,
     };
-    let Some(row) = row else { return Ok(None) };
-    let ticket = Ticket::parse(&row.get::<String, _>("ticket"))
-        .map_err(|e| anyhow::anyhow!("a stored ticket: {e}"))?;
+    let Some(ticket) = ticket else {
+        return Ok(None);
+    };
+    let ticket = Ticket::parse(&ticket).map_err(|e| anyhow::anyhow!("a stored ticket: {e}"))?;
     Ok(settled_ticket(pool, &ticket).await?.map(|s| (ticket, s)))
 }
 
@@ -420,38 +445,57 @@ pub async fn settled_ticket(
     pool: &MySqlPool,
     ticket: &Ticket,
 ) -> anyhow::Result<Option<SettledTicket>> {
-    if let Some(r) = sqlx::query(
+    #[derive(sqlx::FromRow)]
+    struct OrderRow {
+        id: i64,
+        user_id: i64,
+        reserved_at_ms: i64,
+        status: String,
+        pay_by_ms: Option<i64>,
+        paid_at_ms: Option<i64>,
+        cancelled_at_ms: Option<i64>,
+        cancel_reason: Option<String>,
+    }
+    #[derive(sqlx::FromRow)]
+    struct FailedRow {
+        user_id: i64,
+        reason: String,
+    }
+    let order: Option<OrderRow> = sqlx::query_as(
         "SELECT id, user_id, reserved_at_ms, status, pay_by_ms, paid_at_ms, cancelled_at_ms, cancel_reason \
          FROM orders WHERE ticket = ?",
     )
     .bind(ticket.as_str())
     .fetch_optional(pool)
     .await
-    .context("reading an order")?
-    {
-        let status: String = r.get("status");
-        let status = OrderStatus::parse(&status)
-            .with_context(|| format!("unknown order status {status:?} in MySQL"))?;
+    .context("reading an order")?;
+    if let Some(r) = order {
         return Ok(Some(SettledTicket {
-            status: status.public(),
-            user_id: r.get::<i64, _>("user_id") as u64,
-            order_id: Some(r.get::<i64, _>("id") as u64),
-            reason: r.get("cancel_reason"),
-            reserved_at_ms: Some(r.get("reserved_at_ms")),
-            pay_by_ms: r.get("pay_by_ms"),
-            paid_at_ms: r.get("paid_at_ms"),
-            cancelled_at_ms: r.get("cancelled_at_ms"),
+            status: order_status(&r.status)?.public(),
+            user_id: r.user_id as u64,
+            order_id: Some(r.id as u64),
+            reason: r.cancel_reason,
+            reserved_at_ms: Some(r.reserved_at_ms),
+            pay_by_ms: r.pay_by_ms,
+            paid_at_ms: r.paid_at_ms,
+            cancelled_at_ms: r.cancelled_at_ms,
         }));
     }
-    let failed = sqlx::query("SELECT user_id, reason FROM failed_tickets WHERE ticket = ?")
-        .bind(ticket.as_str())
-        .fetch_optional(pool)
-        .await
-        .context("reading a failed ticket")?;
+    let failed: Option<FailedRow> =
+        sqlx::query_as("SELECT user_id, reason FROM failed_tickets WHERE ticket = ?")
+            .bind(ticket.as_str())
+            .fetch_optional(pool)
+            .await
+            .context("reading a failed ticket")?;
     Ok(failed.map(|r| SettledTicket {
         status: TicketStatus::Failed,
-        user_id: r.get::<i64, _>("user_id") as u64,
-        reason: Some(r.get("reason")),
+        user_id: r.user_id as u64,
+        reason: Some(r.reason),
         ..SettledTicket::default()
     }))
+}
+
+/// An order's `status` column.
+pub fn order_status(text: &str) -> anyhow::Result<OrderStatus> {
+    OrderStatus::parse(text).with_context(|| format!("unknown order status {text:?} in MySQL"))
 }
