@@ -12,7 +12,7 @@
 //! | `sk:{ns:P}:meta` | hash | `initial`, `starts_at`, `ends_at` (ms), `confirmed` (units sold: confirmed or paid), `paid`, `cancelled`, `failed` |
 //! | `sk:{ns:P}:buyers` | hash | user id → live ticket |
 //! | `sk:{ns:P}:pending` | sorted set | tickets not yet settled, scored by reservation time |
-//! | `sk:{ns:P}:t:<ticket>` | hash | `status`, `user_id`, `created_at`, `order_id`, `confirmed_at`, `reason` (the product is in the ticket; records written before 2026-12-04 also carry an unread `product_id`) |
+//! | `sk:{ns:P}:t:<ticket>` | hash | `status`, `user_id`, `created_at`, `order_id`, `confirmed_at`, `reason` (the product is in the ticket; records written by older builds also carry an unread `product_id`) |
 //!
 //! Ticket states ([`RecordStatus`]): `pending` → `processing` (claimed by a worker) →
 //! `confirmed` | `failed`; a confirmed ticket then follows MySQL to `paid` or `cancelled`
