@@ -15,6 +15,7 @@
 pub mod attempts;
 pub mod cancel;
 mod redis_ops;
+pub mod scripts;
 
 use hmac::{KeyInit, Mac};
 use serde::{Deserialize, Serialize};

@@ -1,7 +1,8 @@
 //! The Redis adapter: the connection, the key layout, and the typed records. Each feature
 //! adds its own operations to [`TicketStore`] (`impl TicketStore` in its folder, next to its
 //! Lua scripts): reservation, locations, settle, payments, recovery, the waiting room and the
-//! sale.
+//! sale. Each Lua script is one type ([`script::RedisScript`]) in its feature's `scripts.rs`:
+//! its typed arguments, its keys and their order, and its typed reply.
 //!
 //! All keys of one product share the hash tag `{<namespace>:<product>}`, so they live in one
 //! Redis Cluster slot and every script touches a single slot.
@@ -35,6 +36,7 @@
 mod conn;
 mod keys;
 mod record;
+pub mod script;
 
 pub use conn::{RedisConn, Topology};
 pub(crate) use keys::by_bucket;
