@@ -8,21 +8,55 @@
 //! `SECKILL_RATE_LIMIT_PER_USER_PER_SEC` tokens a second up to `SECKILL_RATE_LIMIT_BURST`, and
 //! expires once it would be full again.
 
-use anyhow::Context;
-use redis::Script;
+use redis::{Script, ScriptInvocation, Value};
 use seckill_shared::config::GatewaySettings;
 use seckill_shared::reservation::{UserLimit, TOKEN_BUCKET_LUA};
+use seckill_shared::store::script::{self, RedisScript};
 use seckill_shared::store::RedisConn;
 use seckill_shared::UserId;
 use std::sync::LazyLock;
 use std::time::Duration;
 
-static TOKEN_BUCKET: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(&format!(
-        "{TOKEN_BUCKET_LUA}{}",
-        include_str!("rate_limit.lua")
-    ))
-});
+/// `rate_limit.lua` (with `token_bucket.lua` prepended): one token from a user's bucket.
+pub struct TakeToken<'a> {
+    /// The user's bucket (`sk:{<ns>:rl:<user>}:b`).
+    pub key: &'a str,
+    /// Tokens per second (> 0).
+    pub rate: f64,
+    /// The bucket's size (>= 1).
+    pub burst: u64,
+}
+
+impl RedisScript for TakeToken<'_> {
+    const NAME: &'static str = "rate-limit";
+    type Reply = Decision;
+
+    fn script() -> &'static Script {
+        static SCRIPT: LazyLock<Script> = LazyLock::new(|| {
+            Script::new(&format!(
+                "{TOKEN_BUCKET_LUA}{}",
+                include_str!("rate_limit.lua")
+            ))
+        });
+        &SCRIPT
+    }
+
+    fn args(&self, call: &mut ScriptInvocation<'static>) {
+        call.key(self.key).arg(self.rate).arg(self.burst);
+    }
+
+    /// `{1, 0}` when a token was taken, `{0, ms}` when none was.
+    fn reply(value: Value) -> anyhow::Result<Decision> {
+        let (allowed, wait_ms): (i64, i64) = script::parse(value)?;
+        Ok(match allowed {
+            1 => Decision::Allowed,
+            0 => Decision::Limited {
+                retry_after: Duration::from_millis(wait_ms.max(1) as u64),
+            },
+            other => anyhow::bail!("{other} is no reply of rate_limit.lua"),
+        })
+    }
+}
 
 /// What the bucket said.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,21 +133,13 @@ impl RateLimiter {
 
     /// Takes one token from the user's bucket, if there is one.
     pub async fn check(&self, user: UserId) -> anyhow::Result<Decision> {
-        let mut conn = self.conn.clone();
-        let (allowed, wait_ms): (i64, i64) = TOKEN_BUCKET
-            .key(self.bucket(user))
-            .arg(self.rate)
-            .arg(self.burst)
-            .invoke_async(&mut conn)
-            .await
-            .context("running the rate-limit script")?;
-        Ok(if allowed == 1 {
-            Decision::Allowed
-        } else {
-            Decision::Limited {
-                retry_after: Duration::from_millis(wait_ms.max(1) as u64),
-            }
-        })
+        let key = self.bucket(user);
+        let take = TakeToken {
+            key: &key,
+            rate: self.rate,
+            burst: self.burst,
+        };
+        script::run(&self.conn, &take).await
     }
 }
 
@@ -128,6 +154,19 @@ mod tests {
         assert_eq!(secs(1000), 1);
         assert_eq!(secs(1001), 2);
         assert_eq!(secs(2500), 3);
+    }
+
+    #[test]
+    fn the_buckets_replies_are_named_and_others_refused() {
+        let reply = |a, w| TakeToken::reply(Value::Array(vec![Value::Int(a), Value::Int(w)]));
+        assert_eq!(reply(1, 0).unwrap(), Decision::Allowed);
+        assert_eq!(
+            reply(0, 1500).unwrap(),
+            Decision::Limited {
+                retry_after: Duration::from_millis(1500)
+            }
+        );
+        assert!(reply(2, 0).is_err());
     }
 
     #[test]

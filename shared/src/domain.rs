@@ -194,8 +194,22 @@ impl fmt::Display for Ticket {
 
 /// What a client sees of a ticket. Internally a ticket that a worker has claimed is
 /// `processing`; clients see it as `pending`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    Default,
+    strum::IntoStaticStr,
+    strum::EnumString,
+    strum::Display,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum TicketStatus {
     #[default]
     Pending,
@@ -210,18 +224,25 @@ pub enum TicketStatus {
 
 impl TicketStatus {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Pending => "pending",
-            Self::Confirmed => "confirmed",
-            Self::Paid => "paid",
-            Self::Cancelled => "cancelled",
-            Self::Failed => "failed",
-        }
+        self.into()
     }
 }
 
 /// The state of an order row in MySQL (`orders.status`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    strum::IntoStaticStr,
+    strum::EnumString,
+    strum::Display,
+    strum::VariantArray,
+)]
+#[strum(serialize_all = "lowercase")]
 pub enum OrderStatus {
     Confirmed,
     Paid,
@@ -230,17 +251,11 @@ pub enum OrderStatus {
 
 impl OrderStatus {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Confirmed => "confirmed",
-            Self::Paid => "paid",
-            Self::Cancelled => "cancelled",
-        }
+        self.into()
     }
 
     pub fn parse(s: &str) -> Option<Self> {
-        [Self::Confirmed, Self::Paid, Self::Cancelled]
-            .into_iter()
-            .find(|x| x.as_str() == s)
+        s.parse().ok()
     }
 
     pub fn public(self) -> TicketStatus {
@@ -253,8 +268,22 @@ impl OrderStatus {
 }
 
 /// Why an order was cancelled (`orders.cancel_reason`, and the ticket's `reason`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+    strum::Display,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum CancelReason {
     /// Not paid by `pay_by_ms`; a worker cancelled it.
     PaymentTimeout,
@@ -264,23 +293,34 @@ pub enum CancelReason {
 
 impl CancelReason {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::PaymentTimeout => "payment_timeout",
-            Self::BuyerCancelled => "buyer_cancelled",
-        }
+        self.into()
     }
 
     pub fn parse(s: &str) -> Option<Self> {
-        [Self::PaymentTimeout, Self::BuyerCancelled]
-            .into_iter()
-            .find(|x| x.as_str() == s)
+        s.parse().ok()
     }
 }
 
 /// Why a ticket failed. Stored as its text in Redis (`reason`) and MySQL
-/// (`failed_tickets.reason`), and shown to the buyer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// (`failed_tickets.reason`), and shown to the buyer; every variant is one the code builds,
+/// so the API document's list of reasons ([`strum::VariantArray::VARIANTS`]) names only
+/// reasons that can happen.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+    strum::Display,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum FailureReason {
     /// Failed on purpose by fault injection (`SECKILL_CHAOS_*`).
     Chaos,
@@ -296,43 +336,15 @@ pub enum FailureReason {
     Lost,
     /// The gateway could not hand the order to Kafka.
     KafkaUnavailable,
-    /// Sync mode: MySQL could not take the order.
-    Unavailable,
 }
 
 impl FailureReason {
-    pub const ALL: [Self; 8] = [
-        Self::Chaos,
-        Self::UnknownProduct,
-        Self::DuplicateUser,
-        Self::OutOfStock,
-        Self::Expired,
-        Self::Lost,
-        Self::KafkaUnavailable,
-        Self::Unavailable,
-    ];
-
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Chaos => "chaos",
-            Self::UnknownProduct => "unknown_product",
-            Self::DuplicateUser => "duplicate_user",
-            Self::OutOfStock => "out_of_stock",
-            Self::Expired => "expired",
-            Self::Lost => "lost",
-            Self::KafkaUnavailable => "kafka_unavailable",
-            Self::Unavailable => "unavailable",
-        }
+        self.into()
     }
 
     pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|r| r.as_str() == s)
-    }
-}
-
-impl fmt::Display for FailureReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        s.parse().ok()
     }
 }
 
@@ -542,12 +554,67 @@ mod tests {
         assert!(OrderMessage::decode(v.to_string().as_bytes()).is_err());
     }
 
+    /// Each enum's text, pinned: it is stored in Redis and MySQL and shown in the API, so a
+    /// renamed variant must not change it. Every variant is listed (the count is checked), and
+    /// each round-trips through its text and through serde.
     #[test]
-    fn failure_reasons_round_trip_through_their_text() {
-        for r in FailureReason::ALL {
-            assert_eq!(FailureReason::parse(r.as_str()), Some(r));
+    fn texts_are_pinned_and_round_trip() {
+        use strum::VariantArray;
+        fn check<T>(pinned: &[(T, &str)])
+        where
+            T: VariantArray + Copy + PartialEq + std::fmt::Debug + std::fmt::Display,
+            T: Into<&'static str> + std::str::FromStr,
+        {
+            assert_eq!(pinned.len(), T::VARIANTS.len(), "every variant is pinned");
+            for (v, text) in pinned {
+                assert!(T::VARIANTS.contains(v));
+                assert_eq!((*v).into(), *text);
+                assert_eq!(v.to_string(), *text);
+                assert_eq!(text.parse::<T>().ok(), Some(*v));
+            }
+            assert!("nope".parse::<T>().is_err());
+        }
+        use FailureReason as F;
+        check(&[
+            (F::Chaos, "chaos"),
+            (F::UnknownProduct, "unknown_product"),
+            (F::DuplicateUser, "duplicate_user"),
+            (F::OutOfStock, "out_of_stock"),
+            (F::Expired, "expired"),
+            (F::Lost, "lost"),
+            (F::KafkaUnavailable, "kafka_unavailable"),
+        ]);
+        check(&[
+            (CancelReason::PaymentTimeout, "payment_timeout"),
+            (CancelReason::BuyerCancelled, "buyer_cancelled"),
+        ]);
+        check(&[
+            (OrderStatus::Confirmed, "confirmed"),
+            (OrderStatus::Paid, "paid"),
+            (OrderStatus::Cancelled, "cancelled"),
+        ]);
+        check(&[
+            (TicketStatus::Pending, "pending"),
+            (TicketStatus::Confirmed, "confirmed"),
+            (TicketStatus::Paid, "paid"),
+            (TicketStatus::Cancelled, "cancelled"),
+            (TicketStatus::Failed, "failed"),
+        ]);
+        // serde writes the same text as strum.
+        for r in F::VARIANTS {
+            assert_eq!(serde_json::to_value(r).unwrap(), r.as_str());
+            assert_eq!(F::parse(r.as_str()), Some(*r));
+        }
+        for r in CancelReason::VARIANTS {
             assert_eq!(serde_json::to_value(r).unwrap(), r.as_str());
         }
-        assert_eq!(FailureReason::parse("nope"), None);
+        for s in TicketStatus::VARIANTS {
+            assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
+        }
+        assert_eq!(
+            F::parse("unavailable"),
+            None,
+            "never built, so never advertised"
+        );
     }
 }

@@ -20,7 +20,9 @@
 //! Beneath them:
 //! - [`domain`]: ids that parse once (`ProductId`, `UserId`, `Ticket`), ticket states and
 //!   reasons, and the Kafka order message. No I/O.
-//! - [`store`]: the Redis adapter: connection, key layout, typed records.
+//! - [`store`]: the Redis adapter: connection, key layout, typed records, and the
+//!   [`store::script::RedisScript`] trait each feature's Lua scripts implement (one type per
+//!   script, in its `scripts.rs`).
 //! - [`db`]: the MySQL adapter: pool, embedded migrations, products and order look-ups.
 //! - [`config`]: the one typed `Settings`, layered as defaults, an optional TOML file, then
 //!   `SECKILL_*` environment variables.

@@ -18,11 +18,24 @@
 //! (`tests/e2e/interleavings/`) runs the real scripts and transactions in chosen
 //! orders.
 //!
-//! The table describes the code as it is. Where the code before issue 32's fixes
-//! (2026-12-04) differed, the step says so in [`Step::before`]; the model can run either.
+//! The table describes the code as it is. Where the code before issue 32's fixes differed,
+//! the step says so in [`Step::before`]; the model can run either.
 
 /// Who takes a step.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::VariantArray,
+)]
+#[strum(serialize_all = "lowercase")]
 pub enum Actor {
     /// The gateway, serving one buyer's `buy` request.
     Gateway,
@@ -45,28 +58,33 @@ pub enum Actor {
 
 impl Actor {
     pub fn name(self) -> &'static str {
-        match self {
-            Actor::Gateway => "gateway",
-            Actor::Worker => "worker",
-            Actor::Sweeper => "sweeper",
-            Actor::Expiry => "expiry",
-            Actor::Buyer => "buyer",
-            Actor::Recovery => "recovery",
-            Actor::Provider => "provider",
-            Actor::Reconcile => "reconcile",
-        }
+        self.into()
     }
 }
 
-/// Why a ticket failed. Kept in the Redis record and in MySQL's `failed_tickets`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// Why a ticket failed. Kept in the Redis record and in MySQL's `failed_tickets`: the
+/// reasons of [`crate::FailureReason`] that the model follows, with the same text.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::VariantArray,
+)]
+#[strum(serialize_all = "snake_case")]
 pub enum FailReason {
     /// Kafka refused the message; the gateway released the unit and answered 503.
     KafkaUnavailable,
     /// Reserved, but the order never reached a worker in time (no 202 was given).
     Expired,
-    /// The sweeper gave up on a ticket stuck in `processing` (before 2026-12-04), or the
-    /// gateway's sync mode found no order for a ticket whose own settle failed.
+    /// The gateway's sync mode found no order for a ticket whose own settle failed ("settle
+    /// stuck"; the model's old-code variant also lets the sweeper take it).
     Lost,
     /// MySQL had no unit left for a reservation Redis had made.
     OutOfStock,
@@ -76,12 +94,17 @@ pub enum FailReason {
 
 impl FailReason {
     pub fn name(self) -> &'static str {
+        self.into()
+    }
+
+    /// The code's reason of the same name.
+    pub fn code(self) -> crate::FailureReason {
         match self {
-            FailReason::KafkaUnavailable => "kafka_unavailable",
-            FailReason::Expired => "expired",
-            FailReason::Lost => "lost",
-            FailReason::OutOfStock => "out_of_stock",
-            FailReason::DuplicateUser => "duplicate_user",
+            FailReason::KafkaUnavailable => crate::FailureReason::KafkaUnavailable,
+            FailReason::Expired => crate::FailureReason::Expired,
+            FailReason::Lost => crate::FailureReason::Lost,
+            FailReason::OutOfStock => crate::FailureReason::OutOfStock,
+            FailReason::DuplicateUser => crate::FailureReason::DuplicateUser,
         }
     }
 
@@ -136,7 +159,20 @@ impl RecordStatus {
 }
 
 /// The status of a MySQL `orders` row.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    strum::IntoStaticStr,
+    strum::Display,
+    strum::VariantArray,
+)]
+#[strum(serialize_all = "lowercase")]
 pub enum OrderStatus {
     Confirmed,
     Paid,
@@ -159,11 +195,7 @@ impl OrderStatus {
     }
 
     pub fn name(self) -> &'static str {
-        match self {
-            OrderStatus::Confirmed => "confirmed",
-            OrderStatus::Paid => "paid",
-            OrderStatus::Cancelled => "cancelled",
-        }
+        self.into()
     }
 }
 
@@ -202,23 +234,22 @@ impl Outcome {
 }
 
 /// Where a step reads and writes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr, strum::Display, strum::VariantArray,
+)]
 pub enum Store {
     Redis,
+    #[strum(serialize = "MySQL")]
     MySql,
     Kafka,
     /// The HTTP answer to the buyer.
+    #[strum(serialize = "answer")]
     Answer,
 }
 
 impl Store {
     pub fn name(self) -> &'static str {
-        match self {
-            Store::Redis => "Redis",
-            Store::MySql => "MySQL",
-            Store::Kafka => "Kafka",
-            Store::Answer => "answer",
-        }
+        self.into()
     }
 }
 
@@ -232,7 +263,7 @@ pub struct Step {
     pub effect: &'static str,
     /// What an actor that stops right after this step leaves behind, and who picks it up.
     pub crash_leaves: &'static str,
-    /// How the code before 2026-12-04 differed at this step, if it did.
+    /// How the code before issue 32's fixes differed at this step, if it did.
     pub before: Option<&'static str>,
 }
 
@@ -720,6 +751,62 @@ pub fn markdown_table() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The model's names, pinned: they label the model checker's traces and the table in
+    /// `docs/DESIGN.md`, and a failure's reason is the code's text.
+    #[test]
+    fn names_are_pinned() {
+        use strum::VariantArray;
+        let actors = [
+            (Actor::Gateway, "gateway"),
+            (Actor::Worker, "worker"),
+            (Actor::Sweeper, "sweeper"),
+            (Actor::Expiry, "expiry"),
+            (Actor::Buyer, "buyer"),
+            (Actor::Recovery, "recovery"),
+            (Actor::Provider, "provider"),
+            (Actor::Reconcile, "reconcile"),
+        ];
+        assert_eq!(actors.len(), Actor::VARIANTS.len());
+        for (a, name) in actors {
+            assert_eq!((a.name(), a.to_string()), (name, name.to_owned()));
+        }
+        let reasons = [
+            (FailReason::KafkaUnavailable, "kafka_unavailable"),
+            (FailReason::Expired, "expired"),
+            (FailReason::Lost, "lost"),
+            (FailReason::OutOfStock, "out_of_stock"),
+            (FailReason::DuplicateUser, "duplicate_user"),
+        ];
+        assert_eq!(reasons.len(), FailReason::VARIANTS.len());
+        for (r, name) in reasons {
+            assert_eq!(r.name(), name);
+            assert_eq!(r.code().as_str(), name);
+        }
+        let orders = [
+            (OrderStatus::Confirmed, "confirmed"),
+            (OrderStatus::Paid, "paid"),
+            (OrderStatus::Cancelled, "cancelled"),
+        ];
+        assert_eq!(orders.len(), OrderStatus::VARIANTS.len());
+        for (o, name) in orders {
+            assert_eq!(o.name(), name);
+            assert_eq!(
+                crate::OrderStatus::parse(o.name()).map(|c| c.as_str()),
+                Some(name)
+            );
+        }
+        let stores = [
+            (Store::Redis, "Redis"),
+            (Store::MySql, "MySQL"),
+            (Store::Kafka, "Kafka"),
+            (Store::Answer, "answer"),
+        ];
+        assert_eq!(stores.len(), Store::VARIANTS.len());
+        for (st, name) in stores {
+            assert_eq!(st.name(), name);
+        }
+    }
 
     #[test]
     fn each_transition_has_one_row_and_steps() {

@@ -267,7 +267,7 @@ async fn kafka_locations_are_trimmed_once_their_orders_settle() {
     // The head entry still has `first` in flight: nothing goes, not even `second`'s part.
     assert_eq!(
         store
-            .expire_pending(second, "expired", i64::MAX)
+            .expire_pending(second, seckill_shared::FailureReason::Expired, i64::MAX)
             .await
             .unwrap(),
         Some(true)
@@ -277,7 +277,7 @@ async fn kafka_locations_are_trimmed_once_their_orders_settle() {
     // Both settled: the head entry goes; the next holds `third`, in flight, and stays.
     assert_eq!(
         store
-            .expire_pending(first, "expired", i64::MAX)
+            .expire_pending(first, seckill_shared::FailureReason::Expired, i64::MAX)
             .await
             .unwrap(),
         Some(true)
@@ -288,7 +288,7 @@ async fn kafka_locations_are_trimmed_once_their_orders_settle() {
     assert_eq!(store.location(third).await.unwrap(), Some((1, 3)));
     assert_eq!(
         store
-            .expire_pending(third, "expired", i64::MAX)
+            .expire_pending(third, seckill_shared::FailureReason::Expired, i64::MAX)
             .await
             .unwrap(),
         Some(true)

@@ -47,7 +47,11 @@ async fn an_expire_or_a_release_on_another_runs_state_changes_nothing() {
 
     let expired = env
         .store
-        .expire_pending(&ticket, "expired", now_ms() + 1)
+        .expire_pending(
+            &ticket,
+            seckill_shared::FailureReason::Expired,
+            now_ms() + 1,
+        )
         .await
         .unwrap();
     assert_eq!(expired, None, "nothing expired from another run's state");
@@ -59,7 +63,12 @@ async fn an_expire_or_a_release_on_another_runs_state_changes_nothing() {
     );
     let released = env
         .store
-        .release(&ticket, user, "kafka_unavailable", 60_000)
+        .release(
+            &ticket,
+            user,
+            seckill_shared::FailureReason::KafkaUnavailable,
+            60_000,
+        )
         .await
         .unwrap();
     assert!(!released, "nothing released from another run's state");
@@ -88,14 +97,22 @@ async fn a_heal_gives_a_unit_back_only_to_a_stock_below_zero() {
 
     let back = env
         .store
-        .compensate_with(&first, "out_of_stock", GiveBack::Heal)
+        .compensate_with(
+            &first,
+            seckill_shared::FailureReason::OutOfStock,
+            GiveBack::Heal,
+        )
         .await
         .unwrap();
     assert!(back, "a stock below zero gets the unit");
     assert_eq!(env.redis_stock(product).await, 0);
     let back = env
         .store
-        .compensate_with(&second, "out_of_stock", GiveBack::Heal)
+        .compensate_with(
+            &second,
+            seckill_shared::FailureReason::OutOfStock,
+            GiveBack::Heal,
+        )
         .await
         .unwrap();
     assert!(
@@ -143,8 +160,15 @@ async fn a_payment_whose_record_redis_lost_stays_paid_through_a_rebuild() {
     env.store
         .restore_settled(
             product,
-            RecordStatus::Confirmed,
-            &[(ticket.clone(), user.get(), "77".to_owned(), String::new())],
+            recovery::Settled::Orders {
+                status: seckill_shared::OrderStatus::Confirmed,
+                orders: &[recovery::RestoredOrder {
+                    ticket: ticket.clone(),
+                    user_id: user.get(),
+                    order_id: 77,
+                    cancel_reason: None,
+                }],
+            },
             60,
         )
         .await
@@ -269,7 +293,12 @@ async fn a_release_leaves_a_ticket_a_buy_again_located() {
     assert!(env.store.locate_held(&ticket, 0, 5).await.unwrap());
     let released = env
         .store
-        .release(&ticket, user, "kafka_unavailable", 60_000)
+        .release(
+            &ticket,
+            user,
+            seckill_shared::FailureReason::KafkaUnavailable,
+            60_000,
+        )
         .await
         .unwrap();
     assert!(!released);
@@ -305,7 +334,11 @@ async fn a_bucketed_rebuild_owing_units_sells_none_until_the_orders_in_flight_se
 
     // One order fails for a reason of its own: no bucket may take its unit back.
     env.store
-        .compensate_with(&held[0], "chaos", GiveBack::Unit)
+        .compensate_with(
+            &held[0],
+            seckill_shared::FailureReason::Chaos,
+            GiveBack::Unit,
+        )
         .await
         .unwrap();
     for user in 7104..7110 {
@@ -322,11 +355,19 @@ async fn a_bucketed_rebuild_owing_units_sells_none_until_the_orders_in_flight_se
 
     // The others fail too; once nothing is in flight, a rebuild sets the stock from MySQL.
     env.store
-        .compensate_with(&held[1], "chaos", GiveBack::Unit)
+        .compensate_with(
+            &held[1],
+            seckill_shared::FailureReason::Chaos,
+            GiveBack::Unit,
+        )
         .await
         .unwrap();
     env.store
-        .compensate_with(&held[2], "chaos", GiveBack::Unit)
+        .compensate_with(
+            &held[2],
+            seckill_shared::FailureReason::Chaos,
+            GiveBack::Unit,
+        )
         .await
         .unwrap();
     recovery::reconcile(&env.store, &env.db, product, None)

@@ -144,7 +144,11 @@ async fn a_record_expires_only_once_its_order_settles() {
     );
     let t = ttl_of(&mut conn, keys.ticket(&unpaid.ticket)).await;
     assert!(near(t, ttl), "confirmed: {t} s against {ttl}");
-    assert!(env.store.compensate(&failed.ticket, "test").await.unwrap());
+    assert!(env
+        .store
+        .compensate(&failed.ticket, seckill_shared::FailureReason::Chaos)
+        .await
+        .unwrap());
     let t = ttl_of(&mut conn, keys.ticket(&failed.ticket)).await;
     assert!(near(t, ttl), "compensated: {t} s against {ttl}");
     let released_ticket = &released.ticket;
@@ -153,7 +157,7 @@ async fn a_record_expires_only_once_its_order_settles() {
         .release(
             released_ticket,
             released.user_id,
-            "kafka_unavailable",
+            seckill_shared::FailureReason::KafkaUnavailable,
             60_000
         )
         .await
@@ -277,7 +281,12 @@ async fn a_release_does_not_recreate_a_lost_stock_key() {
     env.lose_redis_keys(&format!("{product}}}:stock")).await;
     assert!(env
         .store
-        .release(&ticket, user, "kafka_unavailable", 60_000)
+        .release(
+            &ticket,
+            user,
+            seckill_shared::FailureReason::KafkaUnavailable,
+            60_000
+        )
         .await
         .unwrap());
     assert_eq!(env.store.stock(product).await.unwrap(), None, "still lost");

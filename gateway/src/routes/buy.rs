@@ -342,7 +342,7 @@ async fn give_back(state: &AppState, order: &OrderMessage) {
         .release(
             &order.ticket,
             order.user_id,
-            "kafka_unavailable",
+            FailureReason::KafkaUnavailable,
             state.admissions.ttl_ms,
         )
         .await

@@ -2,6 +2,7 @@
 
 use crate::domain::{MAX_ID, MAX_NAME_CHARS, MAX_PRICE, MAX_STOCK};
 use crate::{CancelReason, FailureReason, TicketStatus};
+use strum::VariantArray;
 use utoipa::openapi::schema::{Object, ObjectBuilder, Schema, Type};
 use utoipa::openapi::{KnownFormat, RefOr, SchemaFormat};
 use utoipa::{PartialSchema, ToSchema};
@@ -76,16 +77,9 @@ pub fn decimal_up_to(max: u64) -> String {
 
 /// A ticket's state, as clients see it.
 pub fn ticket_status() -> Object {
-    let all = [
-        TicketStatus::Pending,
-        TicketStatus::Confirmed,
-        TicketStatus::Paid,
-        TicketStatus::Cancelled,
-        TicketStatus::Failed,
-    ];
     ObjectBuilder::new()
         .schema_type(Type::String)
-        .enum_values(Some(all.map(TicketStatus::as_str)))
+        .enum_values(Some(TicketStatus::VARIANTS.iter().map(|s| s.as_str())))
         .description(Some(
             "`pending` until a worker settled it (a ticket being settled is still `pending`); then `confirmed` or `failed`. A confirmed order with `pay_by_ms` becomes `paid`, or `cancelled` when it is not paid in time or its buyer cancels it.",
         ))
@@ -94,13 +88,10 @@ pub fn ticket_status() -> Object {
 
 /// Why a ticket failed, or why its order was cancelled.
 pub fn failure_reason() -> Object {
-    let reasons: Vec<&str> = FailureReason::ALL
-        .map(FailureReason::as_str)
-        .into_iter()
-        .chain([
-            CancelReason::PaymentTimeout.as_str(),
-            CancelReason::BuyerCancelled.as_str(),
-        ])
+    let reasons: Vec<&str> = FailureReason::VARIANTS
+        .iter()
+        .map(|r| r.as_str())
+        .chain(CancelReason::VARIANTS.iter().map(|r| r.as_str()))
         .collect();
     ObjectBuilder::new()
         .schema_type(Type::String)

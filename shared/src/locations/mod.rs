@@ -2,6 +2,7 @@
 //! bucket in Redis so that the sweeper can tell an order Kafka holds from one it lost.
 
 pub mod located;
+pub mod scripts;
 
 pub use located::{located_entry, Located, HOLD_LOCATED_MS, MAX_LOCATED};
 
@@ -9,15 +10,9 @@ use crate::domain::{ProductId, Ticket};
 use crate::store::{by_bucket, TicketStore};
 use anyhow::Context;
 use located::parse_located_entry;
-use redis::{AsyncCommands, Script};
+use redis::AsyncCommands;
+use scripts::{Locate, LocateHeld, TrimLocated};
 use std::collections::HashMap;
-use std::sync::LazyLock;
-
-static LOCATE_HELD: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("locate_held.lua")));
-static LOCATE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("locate.lua")));
-static TRIM_LOCATED: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("trim_located.lua")));
 
 impl TicketStore {
     /// Records where the orders of one product landed in Kafka, one entry of each bucket's
@@ -25,14 +20,9 @@ impl TicketStore {
     pub async fn locate(&self, product: ProductId, located: &[Located]) -> anyhow::Result<u64> {
         for (bucket, idx) in by_bucket(located.iter().map(|l| &l.ticket)) {
             let part: Vec<_> = idx.iter().map(|&i| located[i].clone()).collect();
-            for entry in part.chunks(MAX_LOCATED) {
-                let mut c = self.conn.clone();
-                let _: u64 = LOCATE
-                    .key(self.bucket_keys(product, bucket).located())
-                    .arg(located_entry(entry))
-                    .invoke_async(&mut c)
-                    .await
-                    .context("running the locate script")?;
+            for located in part.chunks(MAX_LOCATED) {
+                let keys = self.bucket_keys(product, bucket);
+                self.run(&Locate { keys, located }).await?;
             }
         }
         Ok(located.len() as u64)
@@ -67,16 +57,13 @@ impl TicketStore {
         partition: i32,
         offset: i64,
     ) -> anyhow::Result<bool> {
-        let k = self.ticket_keys(ticket);
-        let mut c = self.conn.clone();
-        let n: i64 = LOCATE_HELD
-            .key(k.ticket(ticket))
-            .arg(partition)
-            .arg(offset)
-            .invoke_async(&mut c)
-            .await
-            .context("running the locate_held script")?;
-        Ok(n == 1)
+        self.run(&LocateHeld {
+            keys: self.ticket_keys(ticket),
+            ticket,
+            partition,
+            offset,
+        })
+        .await
     }
 
     /// Where one ticket's order landed in Kafka, once its gateway recorded it (and while its
@@ -93,16 +80,11 @@ impl TicketStore {
     pub async fn trim_located(&self, product: ProductId, limit: usize) -> anyhow::Result<u64> {
         let mut dropped = 0;
         for bucket in 0..self.buckets(product).await? {
-            let k = self.bucket_keys(product, bucket);
-            let mut c = self.conn.clone();
-            let n: u64 = TRIM_LOCATED
-                .key(k.located())
-                .key(k.pending())
-                .arg(limit)
-                .invoke_async(&mut c)
+            let keys = self.bucket_keys(product, bucket);
+            dropped += self
+                .run(&TrimLocated { keys, limit })
                 .await
                 .context("trimming Kafka locations")?;
-            dropped += n;
         }
         Ok(dropped)
     }

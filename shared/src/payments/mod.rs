@@ -15,6 +15,7 @@
 pub mod attempts;
 pub mod cancel;
 mod redis_ops;
+pub mod scripts;
 
 use hmac::{KeyInit, Mac};
 use serde::{Deserialize, Serialize};
@@ -29,8 +30,24 @@ pub const MAX_SKEW_SECS: i64 = 300;
 type HmacSha256 = hmac::Hmac<sha2::Sha256>;
 
 /// The state of a payment attempt (`payments.status`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+    strum::Display,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum PaymentStatus {
     /// Recorded, but the provider could not be reached; a retry with the same key sends it.
     Unsent,
@@ -45,26 +62,12 @@ pub enum PaymentStatus {
 }
 
 impl PaymentStatus {
-    pub const ALL: [Self; 5] = [
-        Self::Unsent,
-        Self::Processing,
-        Self::Succeeded,
-        Self::Declined,
-        Self::RefundDue,
-    ];
-
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Unsent => "unsent",
-            Self::Processing => "processing",
-            Self::Succeeded => "succeeded",
-            Self::Declined => "declined",
-            Self::RefundDue => "refund_due",
-        }
+        self.into()
     }
 
     pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|x| x.as_str() == s)
+        s.parse().ok()
     }
 
     /// Whether the buyer is (or may be about to be) charged by this attempt.
@@ -162,6 +165,27 @@ mod tests {
     use super::*;
 
     const SECRET: &[u8] = b"whsec-test-secret";
+
+    /// The text of each payment state, pinned: it is `payments.status` in MySQL and the API's.
+    #[test]
+    fn payment_statuses_are_pinned_and_round_trip() {
+        use strum::VariantArray;
+        let pinned = [
+            (PaymentStatus::Unsent, "unsent"),
+            (PaymentStatus::Processing, "processing"),
+            (PaymentStatus::Succeeded, "succeeded"),
+            (PaymentStatus::Declined, "declined"),
+            (PaymentStatus::RefundDue, "refund_due"),
+        ];
+        assert_eq!(pinned.len(), PaymentStatus::VARIANTS.len());
+        for (s, text) in pinned {
+            assert_eq!(s.as_str(), text);
+            assert_eq!(s.to_string(), text);
+            assert_eq!(PaymentStatus::parse(text), Some(s));
+            assert_eq!(serde_json::to_value(s).unwrap(), text);
+        }
+        assert_eq!(PaymentStatus::parse("paid"), None);
+    }
 
     /// A caller's `t` at the ends of i64 is stale, not an overflow (a panic in debug builds).
     #[test]

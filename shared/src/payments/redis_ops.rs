@@ -1,14 +1,9 @@
 //! The Redis steps of the payment window: a cancelled order's unit back on sale, a paid order
 //! counted.
 
-use crate::domain::Ticket;
+use super::scripts::{Cancel, Cancelled, Paid};
+use crate::domain::{CancelReason, Ticket};
 use crate::store::TicketStore;
-use anyhow::Context;
-use redis::Script;
-use std::sync::LazyLock;
-
-static CANCEL: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("cancel.lua")));
-static PAID: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("paid.lua")));
 
 impl TicketStore {
     /// Makes Redis follow an order MySQL cancelled: the ticket becomes `cancelled` (from
@@ -18,26 +13,20 @@ impl TicketStore {
         &self,
         ticket: &Ticket,
         order_id: u64,
-        reason: crate::CancelReason,
+        reason: CancelReason,
         now_ms: i64,
     ) -> anyhow::Result<bool> {
-        let k = self.ticket_keys(ticket);
-        let mut c = self.conn.clone();
-        let n: i64 = CANCEL
-            .key(k.stock())
-            .key(k.meta())
-            .key(k.buyers())
-            .key(k.ticket(ticket))
-            .key(k.pending())
-            .arg(ticket.as_str())
-            .arg(reason.as_str())
-            .arg(now_ms)
-            .arg(self.ticket_ttl_secs)
-            .arg(order_id)
-            .invoke_async(&mut c)
-            .await
-            .context("running the cancel script")?;
-        Ok(n == 1)
+        let done = self
+            .run(&Cancel {
+                keys: self.ticket_keys(ticket),
+                ticket,
+                order_id,
+                reason,
+                now_ms,
+                ticket_ttl_secs: self.ticket_ttl_secs,
+            })
+            .await?;
+        Ok(done == Cancelled::UnitBack)
     }
 
     /// Makes Redis follow an order MySQL marked paid (from `confirmed`, or still `processing`
@@ -50,20 +39,14 @@ impl TicketStore {
         user_id: u64,
         now_ms: i64,
     ) -> anyhow::Result<bool> {
-        let k = self.ticket_keys(ticket);
-        let mut c = self.conn.clone();
-        let n: i64 = PAID
-            .key(k.meta())
-            .key(k.ticket(ticket))
-            .key(k.pending())
-            .arg(now_ms)
-            .arg(ticket.as_str())
-            .arg(order_id)
-            .arg(self.ticket_ttl_secs)
-            .arg(user_id)
-            .invoke_async(&mut c)
-            .await
-            .context("running the paid script")?;
-        Ok(n == 1)
+        self.run(&Paid {
+            keys: self.ticket_keys(ticket),
+            ticket,
+            order_id,
+            user_id,
+            now_ms,
+            ticket_ttl_secs: self.ticket_ttl_secs,
+        })
+        .await
     }
 }

@@ -34,11 +34,15 @@
 //! ([`Fence`]), so that those orders are counted as in flight. One pass is exact.
 
 mod redis_ops;
+pub mod scripts;
 
 pub use redis_ops::Rebuild;
+pub use scripts::{RestoredFailure, RestoredOrder, Settled};
 
 use crate::db;
-use crate::domain::{FailureReason, OrderMessage, OrderStatus, ProductId, Ticket, UserId};
+use crate::domain::{
+    CancelReason, FailureReason, OrderMessage, OrderStatus, ProductId, Ticket, UserId,
+};
 use crate::kafka::Fence;
 use crate::settle::{Chaos, Settler};
 use crate::store::{RecordStatus, TicketRecord, TicketStore};
@@ -276,7 +280,7 @@ pub async fn expire(
     cutoff_ms: i64,
 ) -> anyhow::Result<Option<bool>> {
     let expired = store
-        .expire_pending(ticket, FailureReason::Expired.as_str(), cutoff_ms)
+        .expire_pending(ticket, FailureReason::Expired, cutoff_ms)
         .await?;
     if expired.is_some() {
         record_expired(db, ticket, user).await?;
@@ -393,7 +397,8 @@ pub async fn settle_stuck(
         });
     }
     let reason = match reason {
-        Some(r) => r,
+        Some(r) => FailureReason::parse(&r)
+            .with_context(|| format!("unknown failure reason {r:?} in MySQL"))?,
         None => {
             sqlx::query("INSERT INTO failed_tickets (ticket, product_id, user_id, reason) VALUES (?, ?, ?, ?)")
                 .bind(ticket.as_str())
@@ -403,11 +408,11 @@ pub async fn settle_stuck(
                 .execute(&mut *tx)
                 .await
                 .context("recording a lost ticket")?;
-            FailureReason::Lost.as_str().to_owned()
+            FailureReason::Lost
         }
     };
     tx.commit().await.context("committing a lost ticket")?;
-    let given_back = store.compensate(ticket, &reason).await?;
+    let given_back = store.compensate(ticket, reason).await?;
     tracing::warn!(%ticket, %reason, "unsettled ticket failed through MySQL: its message was lost");
     Ok(Stuck::Failed { given_back })
 }
@@ -494,7 +499,7 @@ async fn run_reconcile(
     if p.buckets > 1 {
         store.freeze(product).await?;
     }
-    let mut orders: BTreeMap<OrderStatus, Vec<(Ticket, u64, String, String)>> = BTreeMap::new();
+    let mut orders: BTreeMap<OrderStatus, Vec<RestoredOrder>> = BTreeMap::new();
     for r in sqlx::query(
         "SELECT ticket, user_id, id, status, cancel_reason FROM orders WHERE product_id = ?",
     )
@@ -509,45 +514,49 @@ async fn run_reconcile(
         let status: String = r.get("status");
         let status = OrderStatus::parse(&status)
             .with_context(|| format!("unknown order status {status:?} in MySQL"))?;
-        orders.entry(status).or_default().push((
-            t,
-            r.get::<i64, _>("user_id") as u64,
-            r.get::<i64, _>("id").to_string(),
-            r.get::<Option<String>, _>("cancel_reason")
-                .unwrap_or_default(),
-        ));
-    }
-    let failed: Vec<(Ticket, u64, String, String)> =
-        sqlx::query("SELECT ticket, user_id, reason FROM failed_tickets WHERE product_id = ?")
-            .bind(product.as_i64())
-            .fetch_all(&mut *tx)
-            .await
-            .context("reading failed tickets")?
-            .into_iter()
-            .filter_map(|r| {
-                let t = Ticket::parse(r.get::<&str, _>("ticket")).ok()?;
-                Some((
-                    t,
-                    r.get::<i64, _>("user_id") as u64,
-                    r.get::<String, _>("reason"),
-                    String::new(),
-                ))
+        let cancel_reason = r
+            .get::<Option<String>, _>("cancel_reason")
+            .filter(|c| !c.is_empty())
+            .map(|c| {
+                CancelReason::parse(&c)
+                    .with_context(|| format!("unknown cancel reason {c:?} in MySQL"))
             })
-            .collect();
+            .transpose()?;
+        orders.entry(status).or_default().push(RestoredOrder {
+            ticket: t,
+            user_id: r.get::<i64, _>("user_id") as u64,
+            order_id: r.get::<i64, _>("id") as u64,
+            cancel_reason,
+        });
+    }
+    let mut failed: Vec<RestoredFailure> = vec![];
+    for r in sqlx::query("SELECT ticket, user_id, reason FROM failed_tickets WHERE product_id = ?")
+        .bind(product.as_i64())
+        .fetch_all(&mut *tx)
+        .await
+        .context("reading failed tickets")?
+    {
+        let Ok(ticket) = Ticket::parse(r.get::<&str, _>("ticket")) else {
+            continue;
+        };
+        let reason: String = r.get("reason");
+        failed.push(RestoredFailure {
+            ticket,
+            user_id: r.get::<i64, _>("user_id") as u64,
+            reason: FailureReason::parse(&reason)
+                .with_context(|| format!("unknown failure reason {reason:?} in MySQL"))?,
+        });
+    }
 
     // Records to be paid live for the window too (see `confirm.lua`).
     let ttl = store.ticket_ttl_secs() + p.payment_window_secs.max(0) as u64;
     let mut restored = 0;
-    for (status, list) in &orders {
-        let status = match status {
-            OrderStatus::Confirmed => RecordStatus::Confirmed,
-            OrderStatus::Paid => RecordStatus::Paid,
-            OrderStatus::Cancelled => RecordStatus::Cancelled,
-        };
-        restored += store.restore_settled(product, status, list, ttl).await?;
+    for (&status, orders) in &orders {
+        let settled = Settled::Orders { status, orders };
+        restored += store.restore_settled(product, settled, ttl).await?;
     }
     restored += store
-        .restore_settled(product, RecordStatus::Failed, &failed, ttl)
+        .restore_settled(product, Settled::Failed(&failed), ttl)
         .await?;
     let pruned = store.prune_pending(product).await?;
     let count = |s: OrderStatus| orders.get(&s).map_or(0, |l| l.len() as i64);
@@ -604,8 +613,8 @@ async fn rebuild_buckets(
     store: &TicketStore,
     product: ProductId,
     p: &db::Product,
-    orders: &BTreeMap<OrderStatus, Vec<(Ticket, u64, String, String)>>,
-    failed: &[(Ticket, u64, String, String)],
+    orders: &BTreeMap<OrderStatus, Vec<RestoredOrder>>,
+    failed: &[RestoredFailure],
 ) -> anyhow::Result<i64> {
     let n = p.buckets;
     let mut each = vec![
@@ -617,8 +626,8 @@ async fn rebuild_buckets(
         n as usize
     ];
     for (status, list) in orders {
-        for (t, ..) in list {
-            let Some(b) = each.get_mut(t.bucket() as usize) else {
+        for o in list {
+            let Some(b) = each.get_mut(o.ticket.bucket() as usize) else {
                 continue;
             };
             match status {
@@ -631,8 +640,8 @@ async fn rebuild_buckets(
             }
         }
     }
-    for (t, ..) in failed {
-        if let Some(b) = each.get_mut(t.bucket() as usize) {
+    for f in failed {
+        if let Some(b) = each.get_mut(f.ticket.bucket() as usize) {
             b.failed += 1;
         }
     }

@@ -1,15 +1,11 @@
 //! The Redis steps of recovery: rebuilding a product Redis lost, restoring units of settled
 //! orders, pruning the pending set, and the epoch that tells a Redis that came back old.
 
+use super::scripts::{Epoch, EpochCheck, RebuildBucket, Restore, Settled};
 use crate::domain::{ProductId, Ticket};
-use crate::store::{by_bucket, RecordStatus, TicketStore};
+use crate::store::{by_bucket, TicketStore};
 use anyhow::Context;
-use redis::{AsyncCommands, Script};
-use std::sync::LazyLock;
-
-static RESTORE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("restore.lua")));
-static REBUILD: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("rebuild.lua")));
-static EPOCH: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("epoch.lua")));
+use redis::AsyncCommands;
 
 /// What MySQL says of a product, for [`TicketStore::rebuild`].
 #[derive(Debug, Clone, Default)]
@@ -52,52 +48,55 @@ impl TicketStore {
         Ok(out)
     }
 
-    /// Reconcile, step one: write settled records for tickets MySQL has settled. `entries`
-    /// are (ticket, user, order id or failure reason, cancel reason or ""). `ttl_secs` is how long the records live.
+    /// Reconcile, step one: write settled records for tickets MySQL has settled, of one kind
+    /// (orders of one status, or failures). `ttl_secs` is how long the records live.
     /// Returns how many records changed.
     pub async fn restore_settled(
         &self,
         product: ProductId,
-        status: RecordStatus,
-        entries: &[(Ticket, u64, String, String)],
+        settled: Settled<'_>,
         ttl_secs: u64,
     ) -> anyhow::Result<u64> {
         let mut changed = 0;
-        for (bucket, idx) in by_bucket(entries.iter().map(|(t, _, _, _)| t)) {
-            let part: Vec<_> = idx.iter().map(|&i| entries[i].clone()).collect();
-            changed += self
-                .restore_settled_in(product, bucket, status, &part, ttl_secs)
-                .await?;
+        match settled {
+            Settled::Orders { status, orders } => {
+                for (bucket, idx) in by_bucket(orders.iter().map(|o| &o.ticket)) {
+                    let part: Vec<_> = idx.iter().map(|&i| orders[i].clone()).collect();
+                    for chunk in part.chunks(500) {
+                        let orders = Settled::Orders {
+                            status,
+                            orders: chunk,
+                        };
+                        changed += self.restore_in(product, bucket, orders, ttl_secs).await?;
+                    }
+                }
+            }
+            Settled::Failed(failed) => {
+                for (bucket, idx) in by_bucket(failed.iter().map(|f| &f.ticket)) {
+                    let part: Vec<_> = idx.iter().map(|&i| failed[i].clone()).collect();
+                    for chunk in part.chunks(500) {
+                        let failed = Settled::Failed(chunk);
+                        changed += self.restore_in(product, bucket, failed, ttl_secs).await?;
+                    }
+                }
+            }
         }
         Ok(changed)
     }
 
-    async fn restore_settled_in(
+    async fn restore_in(
         &self,
         product: ProductId,
         bucket: u16,
-        status: RecordStatus,
-        entries: &[(Ticket, u64, String, String)],
+        settled: Settled<'_>,
         ttl_secs: u64,
     ) -> anyhow::Result<u64> {
-        let k = self.bucket_keys(product, bucket);
-        let mut changed = 0;
-        for chunk in entries.chunks(500) {
-            let mut inv = RESTORE.prepare_invoke();
-            inv.key(k.buyers()).key(k.pending());
-            inv.arg(status.as_str()).arg(ttl_secs);
-            for (t, user, detail, why) in chunk {
-                inv.key(k.ticket(t));
-                inv.arg(t.as_str()).arg(*user).arg(detail).arg(why);
-            }
-            let mut c = self.conn.clone();
-            let n: u64 = inv
-                .invoke_async(&mut c)
-                .await
-                .context("running the restore script")?;
-            changed += n;
-        }
-        Ok(changed)
+        self.run(&Restore {
+            keys: self.bucket_keys(product, bucket),
+            settled,
+            ttl_secs,
+        })
+        .await
     }
 
     /// Reconcile, step two, for a product in one bucket: counters and stock from MySQL.
@@ -113,31 +112,13 @@ impl TicketStore {
         buckets: u16,
         m: &Rebuild,
     ) -> anyhow::Result<i64> {
-        let k = self.bucket_keys(product, bucket);
-        let opt = |v: Option<i64>| v.map(|x| x.to_string()).unwrap_or_default();
-        let initial = if buckets > 1 {
-            String::new()
-        } else {
-            m.initial.to_string()
-        };
-        let mut c = self.conn.clone();
-        REBUILD
-            .key(k.stock())
-            .key(k.meta())
-            .key(k.pending())
-            .arg(m.mysql_stock)
-            .arg(initial)
-            .arg(m.sold)
-            .arg(m.failed)
-            .arg(opt(m.starts_at_ms))
-            .arg(opt(m.ends_at_ms))
-            .arg(crate::now_ms())
-            .arg(m.paid)
-            .arg(m.cancelled)
-            .arg(buckets)
-            .invoke_async(&mut c)
-            .await
-            .context("running the rebuild script")
+        self.run(&RebuildBucket {
+            keys: self.bucket_keys(product, bucket),
+            mysql: m,
+            buckets,
+            now_ms: crate::now_ms(),
+        })
+        .await
     }
 
     /// Drops `pending` entries whose ticket record is gone (expired).
@@ -168,15 +149,8 @@ impl TicketStore {
     pub async fn check_epoch(&self, product: ProductId) -> anyhow::Result<u16> {
         let mut dropped = 0;
         for bucket in 0..self.buckets(product).await? {
-            let k = self.bucket_keys(product, bucket);
-            let mut c = self.conn.clone();
-            let fresh: i64 = EPOCH
-                .key(k.stock())
-                .key(k.meta())
-                .invoke_async(&mut c)
-                .await
-                .context("running the epoch script")?;
-            if fresh == 0 {
+            let keys = self.bucket_keys(product, bucket);
+            if self.run(&Epoch { keys }).await? == EpochCheck::Dropped {
                 dropped += 1;
             }
         }

@@ -16,24 +16,15 @@
 
 use super::call::{Reply, ReserveCall};
 use super::lanes::{Lane, LaneKey, Lanes, Next, Unstick, Waiting};
+use super::scripts::Reserve;
 use crate::domain::ProductId;
 use crate::locations::Located;
 use crate::store::TicketStore;
-use anyhow::Context;
-use redis::Script;
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{oneshot, Notify};
-
-static RESERVE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(&format!(
-        "{}{}",
-        super::TOKEN_BUCKET_LUA,
-        include_str!("reserve.lua")
-    ))
-});
 
 /// Buyers per call at most: a call holds Redis for several µs per buyer.
 const MAX_BATCH: usize = 32;
@@ -223,49 +214,21 @@ impl TicketStore {
         calls: &[ReserveCall],
     ) -> anyhow::Result<Vec<Reply>> {
         let (product, bucket) = lane;
-        let k = self.bucket_keys(product, bucket);
-        let mut inv = RESERVE.prepare_invoke();
-        inv.key(k.stock())
-            .key(k.meta())
-            .key(k.buyers())
-            .key(k.pending())
-            .key(k.admitted())
-            .key(k.queue_done())
-            .key(k.queue())
-            .key(k.borrowing())
-            .key(k.located())
-            .arg(self.ticket_ttl_secs)
-            .arg(crate::locations::located_entry(located));
-        // One limit per call (`one_limit`): its rate and burst, or '' when no buyer takes a
-        // token.
-        match calls.iter().find_map(|c| c.limit.as_ref()) {
-            Some(l) => inv.arg(l.rate).arg(l.burst),
-            None => inv.arg("").arg(""),
-        };
-        for c in calls {
-            let flags = u8::from(c.admission_verified) | (u8::from(c.limit.is_some()) << 1);
-            inv.key(k.ticket(&c.ticket))
-                .arg(c.user.get())
-                .arg(c.ticket.as_str())
-                .arg(c.now_ms)
-                .arg(flags)
-                .arg(c.buckets);
-            if let Some(l) = &c.limit {
-                inv.key(&l.key);
-            }
-        }
-        let mut conn = self.conn.clone();
-        let replies: Vec<Vec<redis::Value>> = inv
-            .invoke_async(&mut conn)
-            .await
-            .context("running the reservation script")?;
+        let replies = self
+            .run(&Reserve {
+                keys: self.bucket_keys(product, bucket),
+                ticket_ttl_secs: self.ticket_ttl_secs,
+                located,
+                calls,
+            })
+            .await?;
         anyhow::ensure!(
             replies.len() == calls.len(),
             "the reservation script answered {} of {} buyers",
             replies.len(),
             calls.len()
         );
-        Ok(replies.iter().map(|v| parse(v)).collect())
+        Ok(replies)
     }
 }
 
@@ -286,22 +249,6 @@ fn one_limit(waiting: &[Waiting]) -> usize {
             }
         })
         .count()
-}
-
-/// One buyer's reply: `{code}`, `{code, value}`, or `{0, error}`.
-fn parse(v: &[redis::Value]) -> Reply {
-    let code: i64 = redis::from_redis_value_ref(v.first().context("empty reply")?)?;
-    let extra: Option<String> = match v.get(1) {
-        Some(x) => Some(redis::from_redis_value_ref(x)?),
-        None => None,
-    };
-    if code == 0 {
-        anyhow::bail!(
-            "the reservation script failed: {}",
-            extra.unwrap_or_default()
-        );
-    }
-    Ok((code, extra))
 }
 
 #[cfg(test)]

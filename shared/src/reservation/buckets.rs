@@ -18,17 +18,12 @@
 //! longer be), and fails it. The buyer never had a `202` for it.
 
 use super::call::{Reservation, ReserveStep, UserLimit};
+use super::scripts::{Borrow, BorrowEnd, Borrowed, SettleBorrow, Void};
 use crate::domain::{home_bucket, ProductId, Ticket, UserId};
 use crate::recovery::Rebuild;
 use crate::store::TicketStore;
 use anyhow::Context;
-use redis::{AsyncCommands, Script};
-use std::sync::LazyLock;
-
-static BORROW: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("borrow.lua")));
-static VOID: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("void.lua")));
-static SETTLE_BORROW: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("settle_borrow.lua")));
+use redis::AsyncCommands;
 
 impl TicketStore {
     /// Tells the store how many buckets `product` has (from MySQL, or Redis).
@@ -127,17 +122,24 @@ impl TicketStore {
         let mut unloaded = false;
         for i in 0..n - 1 {
             let donor = (home + 1 + (start + i) % (n - 1)) % n;
-            let got: i64 = self.in_donor((&BORROW, "borrow"), ticket, donor).await?;
-            if got == 1 {
-                anyhow::ensure!(
-                    self.settle_borrow(ticket, "lent").await?,
-                    "the borrow of {ticket} was voided before it finished; its unit went back"
-                );
-                return Ok(Reservation::Reserved);
+            let keys = self.bucket_keys(ticket.product(), donor);
+            let got = self
+                .run(&Borrow { keys, ticket })
+                .await
+                .with_context(|| format!("in bucket {donor}"))?;
+            match got {
+                Borrowed::Lent => {
+                    anyhow::ensure!(
+                        self.settle_borrow(ticket, BorrowEnd::Lent).await?,
+                        "the borrow of {ticket} was voided before it finished; its unit went back"
+                    );
+                    return Ok(Reservation::Reserved);
+                }
+                Borrowed::NotLoaded => unloaded = true,
+                Borrowed::NoUnit => {}
             }
-            unloaded |= got == 2;
         }
-        self.settle_borrow(ticket, "none").await?;
+        self.settle_borrow(ticket, BorrowEnd::None).await?;
         // A bucket Redis lost may hold units: not sold out, but a product to rebuild.
         Ok(if unloaded {
             Reservation::UnknownProduct
@@ -146,41 +148,13 @@ impl TicketStore {
         })
     }
 
-    /// Runs `borrow.lua` or `void.lua` (the same keys and argument) for `ticket` in bucket
-    /// `donor`.
-    async fn in_donor<T: redis::FromRedisValue>(
-        &self,
-        (script, name): (&Script, &str),
-        ticket: &Ticket,
-        donor: u16,
-    ) -> anyhow::Result<T> {
-        let k = self.bucket_keys(ticket.product(), donor);
-        let mut c = self.conn.clone();
-        script
-            .key(k.stock())
-            .key(k.meta())
-            .key(k.loans())
-            .arg(ticket.as_str())
-            .invoke_async(&mut c)
-            .await
-            .with_context(|| format!("running the {name} script in bucket {donor}"))
-    }
-
-    async fn settle_borrow(&self, ticket: &Ticket, mode: &str) -> anyhow::Result<bool> {
-        let k = self.ticket_keys(ticket);
-        let mut c = self.conn.clone();
-        let n: i64 = SETTLE_BORROW
-            .key(k.meta())
-            .key(k.pending())
-            .key(k.borrowing())
-            .key(k.buyers())
-            .key(k.ticket(ticket))
-            .arg(ticket.as_str())
-            .arg(mode)
-            .invoke_async(&mut c)
-            .await
-            .context("running the settle-borrow script")?;
-        Ok(n == 1)
+    async fn settle_borrow(&self, ticket: &Ticket, end: BorrowEnd) -> anyhow::Result<bool> {
+        self.run(&SettleBorrow {
+            keys: self.ticket_keys(ticket),
+            ticket,
+            end,
+        })
+        .await
     }
 
     /// Tickets of a product left `borrowing` (or `voiding`) since before `cutoff_ms`.
@@ -214,15 +188,20 @@ impl TicketStore {
     /// The sweeper's end of a borrow its gateway never finished (module docs). Returns how
     /// many units went back on sale (0 or 1).
     pub async fn void_borrow(&self, ticket: &Ticket) -> anyhow::Result<u64> {
-        if !self.settle_borrow(ticket, "voiding").await? {
+        if !self.settle_borrow(ticket, BorrowEnd::Voiding).await? {
             return Ok(0);
         }
         let product = ticket.product();
         let mut back = 0;
         for donor in (0..self.buckets(product).await?).filter(|b| *b != ticket.bucket()) {
-            back += self.in_donor::<u64>((&VOID, "void"), ticket, donor).await?;
+            let keys = self.bucket_keys(product, donor);
+            let unit_back = self
+                .run(&Void { keys, ticket })
+                .await
+                .with_context(|| format!("in bucket {donor}"))?;
+            back += u64::from(unit_back);
         }
-        self.settle_borrow(ticket, "void").await?;
+        self.settle_borrow(ticket, BorrowEnd::Void).await?;
         tracing::warn!(%ticket, units_back = back, "a borrow its gateway never finished was voided");
         Ok(back)
     }

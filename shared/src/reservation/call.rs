@@ -2,25 +2,29 @@
 
 use crate::domain::{Ticket, UserId};
 
-/// What the reservation script decided.
+/// What the reservation script decided (its reply code for the buyer in brackets; the codes
+/// that ask for another step are [`ReserveStep`]'s).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reservation {
+    /// `{1}`: a unit is the buyer's, the ticket `pending`.
     Reserved,
-    /// The user already holds this live ticket.
+    /// `{2, ticket}`: the user already holds this live ticket.
     AlreadyHolds(Ticket),
+    /// `{3}`: no unit left (and for a product in buckets, none to borrow).
     SoldOut,
+    /// `{4}`: the product is not loaded: unknown, lost, or its state was another server run's.
     UnknownProduct,
+    /// `{5}`: before the sale's start.
     NotStarted,
+    /// `{6}`: at or after the sale's end.
     Ended,
-    /// A waiting-room product, and no verified admission token.
+    /// `{7}`: a waiting-room product, and no verified admission token.
     AdmissionRequired,
-    /// A waiting-room product, and the buyer is not admitted now (lapsed, or taken back).
+    /// `{8}`: a waiting-room product, and the buyer is not admitted now (lapsed, or taken back).
     NotAdmitted,
-    /// The buyer's per-user limit, taken in the same call ([`UserLimit`]): no token; the next
-    /// comes after this many ms.
-    RateLimited {
-        retry_after_ms: u64,
-    },
+    /// `{11, ms}`: the buyer's per-user limit, taken in the same call ([`UserLimit`]): no
+    /// token; the next comes after this many ms.
+    RateLimited { retry_after_ms: u64 },
 }
 
 /// The buyer's per-user limit, taken inside the reservation script when Redis is one server
@@ -34,17 +38,19 @@ pub struct UserLimit {
     pub burst: u64,
 }
 
-/// What one run of the reservation script asks for next.
+/// One buyer's reply from the reservation script: a decision, or what to do next.
+#[derive(Debug)]
 pub(crate) enum ReserveStep {
     Done(Reservation),
-    /// The home bucket is empty and holds the buyer's place: borrow a unit elsewhere.
+    /// `{9}`: the home bucket is empty and holds the buyer's place (`borrowing`): borrow a
+    /// unit elsewhere.
     Borrow,
-    /// The product has this many buckets, not the number assumed.
+    /// `{10, buckets}`: the product has this many buckets, not the number assumed: ask again.
     Buckets(u16),
 }
 
 /// One buyer's part of a `reserve.lua` call (see `TicketStore::reserve_step`).
-pub struct ReserveCall {
+pub(crate) struct ReserveCall {
     pub ticket: Ticket,
     pub user: UserId,
     pub now_ms: i64,
@@ -53,5 +59,5 @@ pub struct ReserveCall {
     pub limit: Option<UserLimit>,
 }
 
-/// `reserve.lua`'s reply: its code, and the value that comes with some codes.
-pub type Reply = anyhow::Result<(i64, Option<String>)>;
+/// One buyer's reply from `reserve.lua` (`{0, error}`, its step failed, is an error).
+pub(crate) type Reply = anyhow::Result<ReserveStep>;

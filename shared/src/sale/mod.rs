@@ -1,15 +1,14 @@
 //! The sale: preloading a product's stock into Redis (split over its buckets), ending it,
 //! and its counts.
 
+pub mod scripts;
+
 use crate::domain::ProductId;
 use crate::store::TicketStore;
 use anyhow::Context;
-use redis::Script;
+use scripts::Preload;
 use std::collections::HashMap;
-use std::sync::LazyLock;
 use std::time::Duration;
-
-static PRELOAD: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("preload.lua")));
 
 /// Redis view of a product, for the admin API and the auditor.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
@@ -78,24 +77,18 @@ impl TicketStore {
     ) -> anyhow::Result<i64> {
         let buckets = buckets.max(1);
         self.learn_buckets(product, buckets);
-        let opt = |v: Option<i64>| v.map(|x| x.to_string()).unwrap_or_default();
         let mut total = 0;
         for (bucket, share) in split(mysql_stock, buckets).into_iter().enumerate() {
-            let k = self.bucket_keys(product, bucket as u16);
-            let mut c = self.conn.clone();
-            let set: i64 = PRELOAD
-                .key(k.stock())
-                .key(k.meta())
-                .key(k.pending())
-                .arg(share)
-                .arg(opt(starts_at_ms))
-                .arg(opt(ends_at_ms))
-                .arg(crate::now_ms())
-                .arg(buckets)
-                .invoke_async(&mut c)
-                .await
-                .context("running the preload script")?;
-            total += set;
+            total += self
+                .run(&Preload {
+                    keys: self.bucket_keys(product, bucket as u16),
+                    mysql_stock: share,
+                    starts_at_ms,
+                    ends_at_ms,
+                    now_ms: crate::now_ms(),
+                    buckets,
+                })
+                .await?;
         }
         Ok(total)
     }

@@ -13,6 +13,7 @@
 //! Every step is idempotent, so the caller retries the whole batch on any error.
 
 mod redis_ops;
+pub mod scripts;
 
 pub use redis_ops::{ClaimStatus, GiveBack};
 
@@ -353,7 +354,7 @@ impl Settler {
             };
             if self
                 .store
-                .compensate_with(&m.ticket, reason.as_str(), give_back)
+                .compensate_with(&m.ticket, *reason, give_back)
                 .await?
             {
                 *report.given_back.entry(m.product_id).or_default() += 1;

@@ -1,47 +1,11 @@
 //! The Redis steps of settling: a worker claims a ticket, then confirms it or gives its unit
 //! back (compensates).
 
-use crate::domain::{OrderMessage, ProductId, Ticket};
-use crate::store::{by_bucket, RecordStatus, TicketStore};
-use anyhow::Context;
-use redis::Script;
-use std::sync::LazyLock;
+use super::scripts::{Claim, Compensate, CompensateMode, Compensated, Confirm, Confirmed};
+use crate::domain::{FailureReason, OrderMessage, ProductId, Ticket};
+use crate::store::{by_bucket, TicketStore};
 
-static CLAIM: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("claim.lua")));
-static CONFIRM: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("confirm.lua")));
-static COMPENSATE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("compensate.lua")));
-
-/// What `claim.lua` found for one order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ClaimStatus {
-    /// This call owns the order now (`processing`), or a redelivery found it still claimed.
-    Claimed,
-    /// Settled already: confirmed, paid, cancelled or failed.
-    Settled(RecordStatus),
-    /// No record, and Redis did not lose it: it expired after the order settled.
-    Expired,
-}
-
-impl ClaimStatus {
-    fn parse(s: &str) -> anyhow::Result<Self> {
-        Ok(match s {
-            "processing" => Self::Claimed,
-            "expired" => Self::Expired,
-            other => match RecordStatus::parse(other) {
-                Some(r) if r.is_settled() => Self::Settled(r),
-                _ => anyhow::bail!("claim script returned {other:?}"),
-            },
-        })
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Claimed => "processing",
-            Self::Settled(r) => r.as_str(),
-            Self::Expired => "expired",
-        }
-    }
-}
+pub use super::scripts::ClaimStatus;
 
 /// How a failed ticket's unit is treated by [`TicketStore::compensate`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,25 +50,12 @@ impl TicketStore {
         bucket: u16,
         orders: &[&OrderMessage],
     ) -> anyhow::Result<Vec<ClaimStatus>> {
-        let k = self.bucket_keys(product, bucket);
-        let mut inv = CLAIM.prepare_invoke();
-        inv.key(k.stock())
-            .key(k.meta())
-            .key(k.buyers())
-            .key(k.pending());
-        for m in orders {
-            inv.key(k.ticket(&m.ticket));
-            inv.arg(m.ticket.as_str())
-                .arg(m.user_id.get())
-                .arg(m.reserved_at_ms);
-        }
-        inv.arg(self.ticket_ttl_secs);
-        let mut c = self.conn.clone();
-        let raw: Vec<String> = inv
-            .invoke_async(&mut c)
-            .await
-            .context("running the claim script")?;
-        raw.iter().map(|s| ClaimStatus::parse(s)).collect()
+        self.run(&Claim {
+            keys: self.bucket_keys(product, bucket),
+            orders,
+            ticket_ttl_secs: self.ticket_ttl_secs,
+        })
+        .await
     }
 
     /// Confirms claimed tickets of one product with their order ids and payment deadlines.
@@ -128,27 +79,28 @@ impl TicketStore {
         bucket: u16,
         orders: &[(&Ticket, u64, Option<i64>)],
     ) -> anyhow::Result<u64> {
-        let k = self.bucket_keys(product, bucket);
-        let mut inv = CONFIRM.prepare_invoke();
-        inv.key(k.meta()).key(k.pending());
-        let now = crate::now_ms();
-        for (t, id, pay_by) in orders {
-            inv.key(k.ticket(t));
-            // A ticket to be paid lives until its deadline plus the usual TTL.
-            let ttl =
-                self.ticket_ttl_secs as i64 + pay_by.map_or(0, |by| (by - now).max(0) / 1000 + 1);
-            inv.arg(t.as_str()).arg(*id).arg(ttl);
-        }
-        inv.arg(now);
-        let mut c = self.conn.clone();
-        inv.invoke_async(&mut c)
-            .await
-            .context("running the confirm script")
+        let now_ms = crate::now_ms();
+        let tickets = orders
+            .iter()
+            .map(|&(ticket, order_id, pay_by)| Confirmed {
+                ticket,
+                order_id,
+                // A ticket to be paid lives until its deadline plus the usual TTL.
+                ttl_secs: self.ticket_ttl_secs as i64
+                    + pay_by.map_or(0, |by| (by - now_ms).max(0) / 1000 + 1),
+            })
+            .collect();
+        self.run(&Confirm {
+            keys: self.bucket_keys(product, bucket),
+            tickets,
+            now_ms,
+        })
+        .await
     }
 
     /// Fails a ticket for good and gives its unit back, once. `true` when this call gave a
     /// unit back.
-    pub async fn compensate(&self, ticket: &Ticket, reason: &str) -> anyhow::Result<bool> {
+    pub async fn compensate(&self, ticket: &Ticket, reason: FailureReason) -> anyhow::Result<bool> {
         self.compensate_with(ticket, reason, GiveBack::Unit).await
     }
 
@@ -156,14 +108,14 @@ impl TicketStore {
     pub async fn compensate_with(
         &self,
         ticket: &Ticket,
-        reason: &str,
+        reason: FailureReason,
         give_back: GiveBack,
     ) -> anyhow::Result<bool> {
         let mode = match give_back {
-            GiveBack::Unit => "any",
-            GiveBack::Heal => "heal",
+            GiveBack::Unit => CompensateMode::Any,
+            GiveBack::Heal => CompensateMode::Heal,
         };
-        Ok(self.run_compensate(ticket, reason, mode, 0).await? == 1)
+        Ok(self.run_compensate(ticket, reason, mode).await? == Compensated::UnitBack)
     }
 
     /// The sweeper's variant: fails the ticket only if it is still `pending` (no worker has
@@ -174,43 +126,32 @@ impl TicketStore {
     pub async fn expire_pending(
         &self,
         ticket: &Ticket,
-        reason: &str,
+        reason: FailureReason,
         cutoff_ms: i64,
     ) -> anyhow::Result<Option<bool>> {
-        Ok(
-            match self
-                .run_compensate(ticket, reason, "pending_only", cutoff_ms)
-                .await?
-            {
-                0 => None,
-                n => Some(n == 1),
-            },
-        )
+        let mode = CompensateMode::PendingOnly {
+            reserved_by_ms: cutoff_ms,
+        };
+        Ok(match self.run_compensate(ticket, reason, mode).await? {
+            Compensated::Unchanged => None,
+            Compensated::UnitBack => Some(true),
+            Compensated::NoUnitBack => Some(false),
+        })
     }
 
     async fn run_compensate(
         &self,
         ticket: &Ticket,
-        reason: &str,
-        mode: &str,
-        cutoff_ms: i64,
-    ) -> anyhow::Result<i64> {
-        let k = self.ticket_keys(ticket);
-        let mut c = self.conn.clone();
-        let n: i64 = COMPENSATE
-            .key(k.stock())
-            .key(k.meta())
-            .key(k.buyers())
-            .key(k.pending())
-            .key(k.ticket(ticket))
-            .arg(ticket.as_str())
-            .arg(reason)
-            .arg(mode)
-            .arg(cutoff_ms)
-            .arg(self.ticket_ttl_secs)
-            .invoke_async(&mut c)
-            .await
-            .context("running the compensation script")?;
-        Ok(n)
+        reason: FailureReason,
+        mode: CompensateMode,
+    ) -> anyhow::Result<Compensated> {
+        self.run(&Compensate {
+            keys: self.ticket_keys(ticket),
+            ticket,
+            reason,
+            mode,
+            ticket_ttl_secs: self.ticket_ttl_secs,
+        })
+        .await
     }
 }

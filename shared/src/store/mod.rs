@@ -1,7 +1,8 @@
 //! The Redis adapter: the connection, the key layout, and the typed records. Each feature
 //! adds its own operations to [`TicketStore`] (`impl TicketStore` in its folder, next to its
 //! Lua scripts): reservation, locations, settle, payments, recovery, the waiting room and the
-//! sale.
+//! sale. Each Lua script is one type ([`script::RedisScript`]) in its feature's `scripts.rs`:
+//! its typed arguments, its keys and their order, and its typed reply.
 //!
 //! All keys of one product share the hash tag `{<namespace>:<product>}`, so they live in one
 //! Redis Cluster slot and every script touches a single slot.
@@ -12,7 +13,7 @@
 //! | `sk:{ns:P}:meta` | hash | `initial`, `starts_at`, `ends_at` (ms), `confirmed` (units sold: confirmed or paid), `paid`, `cancelled`, `failed` |
 //! | `sk:{ns:P}:buyers` | hash | user id → live ticket |
 //! | `sk:{ns:P}:pending` | sorted set | tickets not yet settled, scored by reservation time |
-//! | `sk:{ns:P}:t:<ticket>` | hash | `status`, `user_id`, `created_at`, `order_id`, `confirmed_at`, `reason` (the product is in the ticket; records written before 2026-12-04 also carry an unread `product_id`) |
+//! | `sk:{ns:P}:t:<ticket>` | hash | `status`, `user_id`, `created_at`, `order_id`, `confirmed_at`, `reason` (the product is in the ticket; records written by older builds also carry an unread `product_id`) |
 //!
 //! Ticket states ([`RecordStatus`]): `pending` → `processing` (claimed by a worker) →
 //! `confirmed` | `failed`; a confirmed ticket then follows MySQL to `paid` or `cancelled`
@@ -35,6 +36,7 @@
 mod conn;
 mod keys;
 mod record;
+pub mod script;
 
 pub use conn::{RedisConn, Topology};
 pub(crate) use keys::by_bucket;

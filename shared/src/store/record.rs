@@ -3,7 +3,18 @@
 use crate::domain::TicketStatus;
 
 /// The `status` field of a Redis ticket record, parsed once where it is read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    strum::IntoStaticStr,
+    strum::EnumString,
+    strum::Display,
+    strum::VariantArray,
+)]
+#[strum(serialize_all = "lowercase")]
 pub enum RecordStatus {
     /// Reserved; no worker has claimed it yet.
     Pending,
@@ -23,30 +34,11 @@ pub enum RecordStatus {
 
 impl RecordStatus {
     pub fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "pending" => Self::Pending,
-            "processing" => Self::Processing,
-            "borrowing" => Self::Borrowing,
-            "voiding" => Self::Voiding,
-            "confirmed" => Self::Confirmed,
-            "paid" => Self::Paid,
-            "cancelled" => Self::Cancelled,
-            "failed" => Self::Failed,
-            _ => return None,
-        })
+        s.parse().ok()
     }
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Pending => "pending",
-            Self::Processing => "processing",
-            Self::Borrowing => "borrowing",
-            Self::Voiding => "voiding",
-            Self::Confirmed => "confirmed",
-            Self::Paid => "paid",
-            Self::Cancelled => "cancelled",
-            Self::Failed => "failed",
-        }
+        self.into()
     }
 
     /// What a client sees: `processing` is shown as `pending`.
@@ -83,9 +75,38 @@ pub struct TicketRecord {
     pub confirmed_at_ms: Option<i64>,
     pub paid_at_ms: Option<i64>,
     pub cancelled_at_ms: Option<i64>,
-    /// Where the order landed in Kafka (partition, offset), as builds before 2026-12-04
-    /// recorded it, on the record itself. Newer gateways record it in the bucket's `located`
-    /// list ([`TicketStore::locations`]); the sweeper reads both, so a mixed fleet keeps
-    /// every promise.
+    /// Where the order landed in Kafka (partition, offset), when it is recorded on the record
+    /// itself: `locate_held.lua` writes it there for a buy again, and an older gateway wrote
+    /// it there for every order. Otherwise it is in the bucket's `located` list
+    /// ([`TicketStore::locations`]); the sweeper reads both, so a mixed fleet keeps every
+    /// promise.
     pub location: Option<(i32, i64)>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RecordStatus::{self, *};
+    use strum::VariantArray;
+
+    /// The text of each status, pinned: it is the `status` field of every record in Redis.
+    #[test]
+    fn statuses_are_pinned_and_round_trip() {
+        let pinned = [
+            (Pending, "pending"),
+            (Processing, "processing"),
+            (Borrowing, "borrowing"),
+            (Voiding, "voiding"),
+            (Confirmed, "confirmed"),
+            (Paid, "paid"),
+            (Cancelled, "cancelled"),
+            (Failed, "failed"),
+        ];
+        assert_eq!(pinned.len(), RecordStatus::VARIANTS.len());
+        for (s, text) in pinned {
+            assert_eq!(s.as_str(), text);
+            assert_eq!(s.to_string(), text);
+            assert_eq!(RecordStatus::parse(text), Some(s));
+        }
+        assert_eq!(RecordStatus::parse("expired"), None);
+    }
 }

@@ -1,13 +1,13 @@
 //! The waiting room: joins, polls and admissions, decided in Redis on each call
 //! (`queue.lua`), so every gateway serves any entry.
 
+pub mod scripts;
+
 use crate::domain::{ProductId, UserId};
 use crate::store::TicketStore;
 use anyhow::Context;
-use redis::{AsyncCommands, Script};
-use std::sync::LazyLock;
-
-static QUEUE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("queue.lua")));
+use redis::AsyncCommands;
+use scripts::Queue;
 
 /// A buyer's place in a product's waiting room, as `queue.lua` left it.
 #[derive(Debug, Clone, PartialEq)]
@@ -61,51 +61,14 @@ impl TicketStore {
         now_ms: i64,
         admission_ttl_ms: u64,
     ) -> anyhow::Result<QueueState> {
-        let k = self.keys(product);
-        let (kind, id, place) = match op {
-            QueueOp::Join { queue_id, place } => ("join", queue_id, place.min((1 << 50) - 1)),
-            QueueOp::Poll => ("poll", "", 0),
-        };
-        let mut c = self.conn.clone();
-        let raw: Vec<String> = QUEUE
-            .key(k.stock())
-            .key(k.meta())
-            .key(k.pending())
-            .key(k.queue())
-            .key(k.admitted())
-            .key(k.queue_done())
-            .key(k.queue_ids())
-            .arg(now_ms)
-            .arg(user.get())
-            .arg(kind)
-            .arg(id)
-            .arg(place)
-            .arg(admission_ttl_ms)
-            .invoke_async(&mut c)
-            .await
-            .context("running the queue script")?;
-        let field = |i: usize| raw.get(i).cloned().unwrap_or_default();
-        let num = |i: usize| field(i).parse::<f64>().unwrap_or(0.0);
-        Ok(match field(0).as_str() {
-            "unknown_product" => QueueState::UnknownProduct,
-            "no_waiting_room" => QueueState::NoWaitingRoom,
-            "not_open" => QueueState::NotOpen,
-            "none" => QueueState::NotJoined,
-            "waiting" => QueueState::Waiting {
-                queue_id: field(1),
-                ahead: (num(2) >= 0.0).then_some(num(2) as u64),
-                sold_out: field(3) == "1",
-                admit_per_sec: num(4),
-                starts_at_ms: num(5) as i64,
-            },
-            "admitted" => QueueState::Admitted {
-                queue_id: field(1),
-                until_ms: num(2) as i64,
-            },
-            "expired" => QueueState::Expired { queue_id: field(1) },
-            "bought" => QueueState::Bought { queue_id: field(1) },
-            other => anyhow::bail!("queue script returned {other:?}"),
+        self.run(&Queue {
+            keys: self.keys(product),
+            user,
+            op,
+            now_ms,
+            admission_ttl_ms,
         })
+        .await
     }
 
     /// Writes (or, with `None`, removes) a product's waiting room in its Redis meta.

@@ -1,0 +1,88 @@
+//! One Rust type per Lua script, as mini-redis has one type per command. A script's type
+//! holds its typed arguments (ids, reasons and modes as our types, never bare strings), knows
+//! its keys and the order of its arguments (the one place that writes them, next to the
+//! `.lua` file in its feature folder), and parses the script's reply into a type that names
+//! every answer the script can give. A reply the script cannot give is an error, never a
+//! default.
+//!
+//! [`run`] invokes a script on a connection (`EVALSHA`, then `EVAL` when Redis does not
+//! know the script yet); [`TicketStore::run`] on the store's.
+//!
+//! `token_bucket.lua` is no script of its own: it is a Lua library prepended to the scripts
+//! that take a rate-limit token (`reserve.lua`, and the gateway's `rate_limit.lua`).
+
+use super::{RedisConn, TicketStore};
+use anyhow::Context;
+use redis::{FromRedisValue, Script, ScriptInvocation, Value};
+
+/// A Lua script with typed arguments and a typed reply.
+pub trait RedisScript {
+    /// The script's name, as in its file name (`claim` for `claim.lua`), for errors.
+    const NAME: &'static str;
+    /// What the script answers.
+    type Reply;
+    /// The script's text, loaded once per process.
+    fn script() -> &'static Script;
+    /// Adds this call's keys and arguments, in the order the script reads them.
+    fn args(&self, call: &mut ScriptInvocation<'static>);
+    /// Parses the script's reply. A reply the script cannot give is an error.
+    fn reply(value: Value) -> anyhow::Result<Self::Reply>;
+}
+
+/// Runs `call` on `conn`, and parses its reply.
+pub async fn run<S: RedisScript>(conn: &RedisConn, call: &S) -> anyhow::Result<S::Reply> {
+    let mut invocation = S::script().prepare_invoke();
+    call.args(&mut invocation);
+    let mut c = conn.clone();
+    let value: Value = invocation
+        .invoke_async(&mut c)
+        .await
+        .with_context(|| format!("running the {} script", S::NAME))?;
+    S::reply(value).with_context(|| format!("the {} script's reply", S::NAME))
+}
+
+impl TicketStore {
+    /// Runs `call` on this store's connection (see [`run`]).
+    pub async fn run<S: RedisScript>(&self, call: &S) -> anyhow::Result<S::Reply> {
+        run(&self.conn, call).await
+    }
+}
+
+/// A value of the reply as `T` (an integer, a string, a list of them).
+pub fn parse<T: FromRedisValue>(value: Value) -> anyhow::Result<T> {
+    redis::from_redis_value(value).map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+/// A reply that is a whole number.
+pub fn int(value: Value) -> anyhow::Result<i64> {
+    parse(value)
+}
+
+/// A reply of `1` (something changed) or `0` (nothing did).
+pub fn changed(value: Value) -> anyhow::Result<bool> {
+    match int(value)? {
+        1 => Ok(true),
+        0 => Ok(false),
+        other => anyhow::bail!("{other} is no reply of this script (0 or 1)"),
+    }
+}
+
+/// An optional time in ms as a script argument: the number, or `''` for none.
+pub fn opt_ms(v: Option<i64>) -> String {
+    v.map(|x| x.to_string()).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_flag_is_zero_or_one_and_nothing_else() {
+        assert!(changed(Value::Int(1)).unwrap());
+        assert!(!changed(Value::Int(0)).unwrap());
+        assert!(changed(Value::Int(2)).is_err());
+        assert!(changed(Value::Nil).is_err());
+        assert_eq!(opt_ms(Some(12)), "12");
+        assert_eq!(opt_ms(None), "");
+    }
+}

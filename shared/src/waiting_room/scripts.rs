@@ -1,0 +1,135 @@
+//! The waiting room's script as a type: `queue.lua` (see [`crate::store::script`]).
+
+use super::{QueueOp, QueueState};
+use crate::domain::UserId;
+use crate::store::script::{self, RedisScript};
+use crate::store::ProductKeys;
+use anyhow::Context;
+use redis::{Script, ScriptInvocation, Value};
+use std::sync::LazyLock;
+
+/// `queue.lua`: a join or poll of a product's waiting room, admitting whoever's turn has come.
+pub struct Queue<'a> {
+    /// The product's keys.
+    pub keys: ProductKeys,
+    pub user: UserId,
+    pub op: QueueOp<'a>,
+    pub now_ms: i64,
+    /// How long an admission lasts (ms).
+    pub admission_ttl_ms: u64,
+}
+
+impl RedisScript for Queue<'_> {
+    const NAME: &'static str = "queue";
+    type Reply = QueueState;
+
+    fn script() -> &'static Script {
+        static SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("queue.lua")));
+        &SCRIPT
+    }
+
+    fn args(&self, call: &mut ScriptInvocation<'static>) {
+        let k = &self.keys;
+        let (kind, id, place) = match self.op {
+            QueueOp::Join { queue_id, place } => ("join", queue_id, place.min((1 << 50) - 1)),
+            QueueOp::Poll => ("poll", "", 0),
+        };
+        call.key(k.stock())
+            .key(k.meta())
+            .key(k.pending())
+            .key(k.queue())
+            .key(k.admitted())
+            .key(k.queue_done())
+            .key(k.queue_ids())
+            .arg(self.now_ms)
+            .arg(self.user.get())
+            .arg(kind)
+            .arg(id)
+            .arg(place)
+            .arg(self.admission_ttl_ms);
+    }
+
+    /// `{kind, ...}`: see `queue.lua` for each kind's fields.
+    fn reply(value: Value) -> anyhow::Result<QueueState> {
+        let raw: Vec<String> = script::parse(value)?;
+        parse_state(&raw)
+    }
+}
+
+fn parse_state(raw: &[String]) -> anyhow::Result<QueueState> {
+    let field = |i: usize| -> anyhow::Result<String> {
+        raw.get(i)
+            .cloned()
+            .with_context(|| format!("no field {i} in {raw:?}"))
+    };
+    // Numbers come as Redis integers or Lua's `tostring` of a number (maybe `1.5e+12`).
+    let num = |i: usize| -> anyhow::Result<f64> {
+        let f = field(i)?;
+        f.parse::<f64>()
+            .with_context(|| format!("field {i} of {raw:?} is no number"))
+    };
+    let kind = field(0)?;
+    Ok(match kind.as_str() {
+        "unknown_product" => QueueState::UnknownProduct,
+        "no_waiting_room" => QueueState::NoWaitingRoom,
+        "not_open" => QueueState::NotOpen,
+        "none" => QueueState::NotJoined,
+        "waiting" => QueueState::Waiting {
+            queue_id: field(1)?,
+            ahead: (num(2)? >= 0.0).then_some(num(2)? as u64),
+            sold_out: match field(3)?.as_str() {
+                "1" => true,
+                "0" => false,
+                other => anyhow::bail!("sold out is {other:?}, not 0 or 1"),
+            },
+            admit_per_sec: num(4)?,
+            starts_at_ms: num(5)? as i64,
+        },
+        "admitted" => QueueState::Admitted {
+            queue_id: field(1)?,
+            until_ms: num(2)? as i64,
+        },
+        "expired" => QueueState::Expired {
+            queue_id: field(1)?,
+        },
+        "bought" => QueueState::Bought {
+            queue_id: field(1)?,
+        },
+        other => anyhow::bail!("queue script returned {other:?}"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(raw: &[&str]) -> anyhow::Result<QueueState> {
+        parse_state(&raw.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn every_state_is_named_and_others_refused() {
+        assert_eq!(state(&["none"]).unwrap(), QueueState::NotJoined);
+        assert_eq!(
+            state(&["waiting", "q1", "-1", "0", "2.5", "1.764e+12"]).unwrap(),
+            QueueState::Waiting {
+                queue_id: "q1".into(),
+                ahead: None,
+                sold_out: false,
+                admit_per_sec: 2.5,
+                starts_at_ms: 1_764_000_000_000,
+            }
+        );
+        assert_eq!(
+            state(&["admitted", "q1", "900"]).unwrap(),
+            QueueState::Admitted {
+                queue_id: "q1".into(),
+                until_ms: 900
+            }
+        );
+        assert!(state(&["admitted", "q1"]).is_err());
+        assert!(state(&["waiting", "q1", "3", "yes", "1", "0"]).is_err());
+        assert!(state(&["left"]).is_err());
+        assert!(state(&[]).is_err());
+    }
+}
