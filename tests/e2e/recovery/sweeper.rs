@@ -149,7 +149,7 @@ async fn an_order_queued_in_kafka_past_the_pending_timeout_is_not_expired() {
 /// landed), then lost the message: the group reads past its offset and never sees it. The
 /// sweeper keeps the promise: it writes the order from the reservation. (Seen in a chaos run
 /// with no fault: the local broker dropped three acknowledged messages of one partition.) The
-/// same holds for a location on the ticket record, where builds before 2026-12-04 wrote it.
+/// same holds for a location on the ticket record, where older builds wrote it (the record's `kp` and `ko`).
 #[tokio::test]
 async fn an_acknowledged_order_whose_message_kafka_lost_is_settled_from_its_reservation() {
     let env = TestEnv::new().await;
