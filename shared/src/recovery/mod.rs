@@ -48,7 +48,6 @@ use crate::settle::{Chaos, Settler};
 use crate::store::{RecordStatus, TicketRecord, TicketStore};
 use anyhow::Context;
 use sqlx::mysql::MySqlPool;
-use sqlx::Row;
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -374,27 +373,30 @@ pub async fn settle_stuck(
         .fetch_optional(&mut *tx)
         .await
         .context("locking the product")?;
-    let order: Option<(i64, Option<i64>)> =
-        sqlx::query("SELECT id, pay_by_ms FROM orders WHERE ticket = ?")
+    #[derive(sqlx::FromRow)]
+    struct OrderRow {
+        id: i64,
+        pay_by_ms: Option<i64>,
+    }
+    let order: Option<OrderRow> =
+        sqlx::query_as("SELECT id, pay_by_ms FROM orders WHERE ticket = ?")
             .bind(ticket.as_str())
             .fetch_optional(&mut *tx)
             .await
-            .context("reading the order")?
-            .map(|r| (r.get("id"), r.get("pay_by_ms")));
-    let reason: Option<String> = sqlx::query("SELECT reason FROM failed_tickets WHERE ticket = ?")
-        .bind(ticket.as_str())
-        .fetch_optional(&mut *tx)
-        .await
-        .context("reading the failure")?
-        .map(|r| r.get("reason"));
-    if let Some((order_id, pay_by)) = order {
+            .context("reading the order")?;
+    let reason: Option<String> =
+        sqlx::query_scalar("SELECT reason FROM failed_tickets WHERE ticket = ?")
+            .bind(ticket.as_str())
+            .fetch_optional(&mut *tx)
+            .await
+            .context("reading the failure")?;
+    if let Some(order) = order {
+        let order_id = order.id as u64;
         tx.commit().await?;
         store
-            .confirm(ticket.product(), &[(ticket, order_id as u64, pay_by)])
+            .confirm(ticket.product(), &[(ticket, order_id, order.pay_by_ms)])
             .await?;
-        return Ok(Stuck::Confirmed {
-            order_id: order_id as u64,
-        });
+        return Ok(Stuck::Confirmed { order_id });
     }
     let reason = match reason {
         Some(r) => FailureReason::parse(&r)
@@ -499,8 +501,22 @@ async fn run_reconcile(
     if p.buckets > 1 {
         store.freeze(product).await?;
     }
+    #[derive(sqlx::FromRow)]
+    struct OrderRow {
+        ticket: String,
+        user_id: i64,
+        id: i64,
+        status: String,
+        cancel_reason: Option<String>,
+    }
+    #[derive(sqlx::FromRow)]
+    struct FailedRow {
+        ticket: String,
+        user_id: i64,
+        reason: String,
+    }
     let mut orders: BTreeMap<OrderStatus, Vec<RestoredOrder>> = BTreeMap::new();
-    for r in sqlx::query(
+    for r in sqlx::query_as::<_, OrderRow>(
         "SELECT ticket, user_id, id, status, cancel_reason FROM orders WHERE product_id = ?",
     )
     .bind(product.as_i64())
@@ -508,14 +524,12 @@ async fn run_reconcile(
     .await
     .context("reading orders")?
     {
-        let Ok(t) = Ticket::parse(r.get::<&str, _>("ticket")) else {
+        let Ok(t) = Ticket::parse(&r.ticket) else {
             continue;
         };
-        let status: String = r.get("status");
-        let status = OrderStatus::parse(&status)
-            .with_context(|| format!("unknown order status {status:?} in MySQL"))?;
+        let status = db::order_status(&r.status)?;
         let cancel_reason = r
-            .get::<Option<String>, _>("cancel_reason")
+            .cancel_reason
             .filter(|c| !c.is_empty())
             .map(|c| {
                 CancelReason::parse(&c)
@@ -524,27 +538,28 @@ async fn run_reconcile(
             .transpose()?;
         orders.entry(status).or_default().push(RestoredOrder {
             ticket: t,
-            user_id: r.get::<i64, _>("user_id") as u64,
-            order_id: r.get::<i64, _>("id") as u64,
+            user_id: r.user_id as u64,
+            order_id: r.id as u64,
             cancel_reason,
         });
     }
     let mut failed: Vec<RestoredFailure> = vec![];
-    for r in sqlx::query("SELECT ticket, user_id, reason FROM failed_tickets WHERE product_id = ?")
-        .bind(product.as_i64())
-        .fetch_all(&mut *tx)
-        .await
-        .context("reading failed tickets")?
+    for r in sqlx::query_as::<_, FailedRow>(
+        "SELECT ticket, user_id, reason FROM failed_tickets WHERE product_id = ?",
+    )
+    .bind(product.as_i64())
+    .fetch_all(&mut *tx)
+    .await
+    .context("reading failed tickets")?
     {
-        let Ok(ticket) = Ticket::parse(r.get::<&str, _>("ticket")) else {
+        let Ok(ticket) = Ticket::parse(&r.ticket) else {
             continue;
         };
-        let reason: String = r.get("reason");
         failed.push(RestoredFailure {
             ticket,
-            user_id: r.get::<i64, _>("user_id") as u64,
-            reason: FailureReason::parse(&reason)
-                .with_context(|| format!("unknown failure reason {reason:?} in MySQL"))?,
+            user_id: r.user_id as u64,
+            reason: FailureReason::parse(&r.reason)
+                .with_context(|| format!("unknown failure reason {:?} in MySQL", r.reason))?,
         });
     }
 

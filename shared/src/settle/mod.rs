@@ -21,7 +21,7 @@ use crate::domain::{CancelReason, FailureReason, OrderMessage, OrderStatus, Prod
 use crate::store::TicketStore;
 use anyhow::Context;
 use sqlx::mysql::MySqlPool;
-use sqlx::{MySql, QueryBuilder, Row};
+use sqlx::{MySql, QueryBuilder};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
@@ -392,17 +392,22 @@ impl Settler {
         let ids: Vec<i64> = products.iter().map(|p| p.as_i64()).collect();
         push_padded(&mut q, &ids);
         q.push(") ORDER BY id FOR UPDATE");
+        #[derive(sqlx::FromRow)]
+        struct ProductRow {
+            id: i64,
+            stock: i64,
+            payment_window_secs: i64,
+        }
         let mut stock: HashMap<i64, i64> = HashMap::new();
         let mut window_ms: HashMap<i64, i64> = HashMap::new();
         for r in q
-            .build()
+            .build_query_as::<ProductRow>()
             .fetch_all(&mut *tx)
             .await
             .context("locking products")?
         {
-            let id: i64 = r.get("id");
-            stock.insert(id, r.get("stock"));
-            window_ms.insert(id, r.get::<i64, _>("payment_window_secs") * 1000);
+            stock.insert(r.id, r.stock);
+            window_ms.insert(r.id, r.payment_window_secs * 1000);
         }
         // Orders of a product with a payment window must be paid by then.
         let now = crate::now_ms();
@@ -414,21 +419,26 @@ impl Settler {
         let locked = started.elapsed();
         let tickets: Vec<&str> = claimed.iter().map(|m| m.ticket.as_str()).collect();
         let already_failed: HashMap<String, FailureReason> = {
+            #[derive(sqlx::FromRow)]
+            struct FailedRow {
+                ticket: String,
+                reason: String,
+            }
             let mut q = QueryBuilder::<MySql>::new(
                 "SELECT ticket, reason FROM failed_tickets WHERE ticket IN (",
             );
             push_padded(&mut q, &tickets);
             q.push(")");
-            q.build()
+            q.build_query_as::<FailedRow>()
                 .fetch_all(&mut *tx)
                 .await
                 .context("reading failed tickets")?
                 .into_iter()
                 .map(|r| {
-                    let reason: String = r.get("reason");
-                    let reason = FailureReason::parse(&reason)
-                        .with_context(|| format!("unknown failure reason {reason:?} in MySQL"))?;
-                    anyhow::Ok((r.get("ticket"), reason))
+                    let reason = FailureReason::parse(&r.reason).with_context(|| {
+                        format!("unknown failure reason {:?} in MySQL", r.reason)
+                    })?;
+                    anyhow::Ok((r.ticket, reason))
                 })
                 .collect::<anyhow::Result<_>>()?
         };
@@ -439,6 +449,16 @@ impl Settler {
         let mut holders: HashSet<(i64, i64)> = HashSet::new();
         let mut existing: HashMap<String, Existing> = HashMap::new();
         {
+            #[derive(sqlx::FromRow)]
+            struct OrderRow {
+                ticket: String,
+                id: i64,
+                product_id: i64,
+                user_id: i64,
+                status: String,
+                cancel_reason: Option<String>,
+                pay_by_ms: Option<i64>,
+            }
             let mut q = QueryBuilder::<MySql>::new(
                 "SELECT ticket, id, product_id, user_id, status, cancel_reason, pay_by_ms FROM orders WHERE (product_id, user_id) IN (",
             );
@@ -457,25 +477,22 @@ impl Settler {
             }
             q.push(")");
             for r in q
-                .build()
+                .build_query_as::<OrderRow>()
                 .fetch_all(&mut *tx)
                 .await
                 .context("reading the buyers' orders")?
             {
-                let status: &str = r.get("status");
-                let status = OrderStatus::parse(status)
-                    .with_context(|| format!("unknown order status {status:?} in MySQL"))?;
+                let status = crate::db::order_status(&r.status)?;
                 if status != OrderStatus::Cancelled {
-                    holders.insert((r.get("product_id"), r.get("user_id")));
+                    holders.insert((r.product_id, r.user_id));
                 }
-                let cancel_reason: Option<String> = r.get("cancel_reason");
                 existing.insert(
-                    r.get("ticket"),
+                    r.ticket,
                     Existing {
-                        id: r.get::<i64, _>("id") as u64,
-                        pay_by_ms: r.get("pay_by_ms"),
+                        id: r.id as u64,
+                        pay_by_ms: r.pay_by_ms,
                         status,
-                        cancel_reason: cancel_reason.as_deref().and_then(CancelReason::parse),
+                        cancel_reason: r.cancel_reason.as_deref().and_then(CancelReason::parse),
                     },
                 );
             }
@@ -678,6 +695,13 @@ fn pow2_chunks<T>(mut items: &[T]) -> impl Iterator<Item = &[T]> {
     })
 }
 
+/// A ticket and its order's id, as [`ticket_map`] reads them.
+#[derive(sqlx::FromRow)]
+struct TicketIdRow {
+    ticket: String,
+    id: i64,
+}
+
 async fn ticket_map(
     tx: &mut sqlx::Transaction<'_, MySql>,
     head: &str,
@@ -686,11 +710,11 @@ async fn ticket_map(
     let mut q = QueryBuilder::<MySql>::new(head);
     push_padded(&mut q, tickets);
     q.push(")");
-    Ok(q.build()
+    Ok(q.build_query_as::<TicketIdRow>()
         .fetch_all(&mut **tx)
         .await?
         .into_iter()
-        .map(|r| (r.get("ticket"), r.get("id")))
+        .map(|r| (r.ticket, r.id))
         .collect())
 }
 
