@@ -13,7 +13,7 @@ use crate::config::PaymentSettings;
 use anyhow::Context;
 use rand::RngCore;
 use secrecy::{ExposeSecret, SecretString};
-use sqlx::{MySqlPool, Row};
+use sqlx::MySqlPool;
 use std::time::Duration;
 
 /// The provider, and the secret its callbacks are signed with.
@@ -169,17 +169,31 @@ pub fn new_payment_id() -> String {
     format!("pay_{}", hex::encode(b))
 }
 
-fn from_row(r: &sqlx::mysql::MySqlRow) -> anyhow::Result<Payment> {
-    let status: String = r.get("status");
-    Ok(Payment {
-        payment_id: r.get("payment_id"),
-        ticket: r.get("ticket"),
-        user_id: r.get::<i64, _>("user_id") as u64,
-        status: PaymentStatus::parse(&status)
-            .with_context(|| format!("unknown payment status {status:?} in MySQL"))?,
-        amount: r.get("amount"),
-        currency: r.get("currency"),
-    })
+/// A row of `payments`, as [`by_key`], [`record`] and [`settle`] select it.
+#[derive(sqlx::FromRow)]
+struct PaymentRow {
+    payment_id: String,
+    ticket: String,
+    user_id: i64,
+    status: String,
+    amount: i64,
+    currency: String,
+}
+
+impl TryFrom<PaymentRow> for Payment {
+    type Error = anyhow::Error;
+
+    fn try_from(r: PaymentRow) -> anyhow::Result<Payment> {
+        Ok(Payment {
+            status: PaymentStatus::parse(&r.status)
+                .with_context(|| format!("unknown payment status {:?} in MySQL", r.status))?,
+            payment_id: r.payment_id,
+            ticket: r.ticket,
+            user_id: r.user_id as u64,
+            amount: r.amount,
+            currency: r.currency,
+        })
+    }
 }
 
 /// The attempt made with this key for this ticket, if any.
@@ -188,7 +202,7 @@ pub async fn by_key<'e>(
     ticket: &str,
     key: &str,
 ) -> anyhow::Result<Option<Payment>> {
-    sqlx::query(
+    sqlx::query_as::<_, PaymentRow>(
         "SELECT payment_id, ticket, user_id, status, amount, currency FROM payments \
          WHERE ticket = ? AND idempotency_key = ?",
     )
@@ -197,8 +211,7 @@ pub async fn by_key<'e>(
     .fetch_optional(db)
     .await
     .context("reading a payment")?
-    .as_ref()
-    .map(from_row)
+    .map(Payment::try_from)
     .transpose()
 }
 
@@ -266,7 +279,7 @@ pub async fn record(
             },
         );
     }
-    if let Some(other) = sqlx::query(
+    if let Some(other) = sqlx::query_as::<_, PaymentRow>(
         "SELECT payment_id, ticket, user_id, status, amount, currency, created_at_ms FROM payments \
          WHERE ticket = ? AND status IN ('unsent', 'processing') ORDER BY created_at_ms LIMIT 1",
     )
@@ -275,7 +288,7 @@ pub async fn record(
     .await
     .context("reading payments")?
     {
-        let other = from_row(&other)?;
+        let other = Payment::try_from(other)?;
         if other.status != PaymentStatus::Unsent {
             return Ok(Recorded::InProgress);
         }
@@ -367,7 +380,7 @@ pub async fn settle(
     now_ms: i64,
 ) -> anyhow::Result<Option<Settled>> {
     let mut tx = db.begin().await.context("starting a transaction")?;
-    let Some(row) = sqlx::query(
+    let Some(row) = sqlx::query_as::<_, PaymentRow>(
         "SELECT payment_id, ticket, user_id, status, amount, currency FROM payments \
          WHERE payment_id = ? FOR UPDATE",
     )
@@ -378,7 +391,7 @@ pub async fn settle(
     else {
         return Ok(None);
     };
-    let mut payment = from_row(&row)?;
+    let mut payment = Payment::try_from(row)?;
     let mut paid_order = None;
     if !matches!(
         payment.status,

@@ -18,7 +18,7 @@ use crate::settle::push_padded;
 use crate::store::TicketStore;
 use anyhow::Context;
 use sqlx::mysql::MySqlPool;
-use sqlx::{Acquire, Executor, MySql, QueryBuilder, Row};
+use sqlx::{Acquire, Executor, MySql, QueryBuilder};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A cancelled order whose unit must go back in Redis.
@@ -29,6 +29,15 @@ pub struct Cancelled {
     pub reason: CancelReason,
     /// The deadline it missed (payment timeout).
     pub pay_by_ms: Option<i64>,
+}
+
+/// An overdue order, as [`cancel_overdue`] locks it.
+#[derive(sqlx::FromRow)]
+struct DueRow {
+    id: i64,
+    ticket: String,
+    product_id: i64,
+    pay_by_ms: Option<i64>,
 }
 
 /// Cancels up to `limit` orders whose payment deadline passed by `now_ms`, oldest deadline
@@ -76,25 +85,15 @@ pub async fn cancel_overdue(
     q.push(") ORDER BY pay_by_ms LIMIT ")
         .push_bind(limit as i64)
         .push(" FOR UPDATE SKIP LOCKED");
-    let due: Vec<(i64, String, i64, Option<i64>)> = q
-        .build()
+    let due: Vec<DueRow> = q
+        .build_query_as()
         .fetch_all(&mut *tx)
         .await
-        .context("reading overdue orders")?
-        .into_iter()
-        .map(|r| {
-            (
-                r.get("id"),
-                r.get("ticket"),
-                r.get("product_id"),
-                r.get("pay_by_ms"),
-            )
-        })
-        .collect();
+        .context("reading overdue orders")?;
     if due.is_empty() {
         return Ok(Vec::new());
     }
-    let ids: Vec<i64> = due.iter().map(|d| d.0).collect();
+    let ids: Vec<i64> = due.iter().map(|d| d.id).collect();
     let mut q = QueryBuilder::<MySql>::new(
         "UPDATE orders SET status = 'cancelled', cancel_reason = 'payment_timeout', restore_due = 1, cancelled_at_ms = ",
     );
@@ -115,7 +114,7 @@ pub async fn cancel_overdue(
     );
     let mut per_product: BTreeMap<i64, i64> = BTreeMap::new();
     for d in &due {
-        *per_product.entry(d.2).or_default() += 1;
+        *per_product.entry(d.product_id).or_default() += 1;
     }
     for (product, n) in &per_product {
         sqlx::query("UPDATE products SET stock = stock + ? WHERE id = ?")
@@ -127,13 +126,13 @@ pub async fn cancel_overdue(
     }
     tx.commit().await.context("committing the cancels")?;
     due.into_iter()
-        .map(|(id, ticket, _, pay_by_ms)| {
+        .map(|d| {
             Ok(Cancelled {
-                id,
-                ticket: Ticket::parse(&ticket)
+                id: d.id,
+                ticket: Ticket::parse(&d.ticket)
                     .map_err(|e| anyhow::anyhow!("a stored ticket: {e}"))?,
                 reason: CancelReason::PaymentTimeout,
-                pay_by_ms,
+                pay_by_ms: d.pay_by_ms,
             })
         })
         .collect()
@@ -176,8 +175,14 @@ pub async fn cancel_by_buyer(
     .execute(&mut *tx)
     .await
     .context("cancelling an order")?;
-    let row =
-        sqlx::query("SELECT id, status, pay_by_ms FROM orders WHERE ticket = ? AND user_id = ?")
+    #[derive(sqlx::FromRow)]
+    struct OrderRow {
+        id: i64,
+        status: String,
+        pay_by_ms: Option<i64>,
+    }
+    let row: Option<OrderRow> =
+        sqlx::query_as("SELECT id, status, pay_by_ms FROM orders WHERE ticket = ? AND user_id = ?")
             .bind(ticket.as_str())
             .bind(user.as_i64())
             .fetch_optional(&mut *tx)
@@ -187,10 +192,9 @@ pub async fn cancel_by_buyer(
         return Ok(BuyerCancel::NoOrder);
     };
     if res.rows_affected() == 0 {
-        let status: String = row.get("status");
-        let status = OrderStatus::parse(&status)
-            .with_context(|| format!("unknown order status {status:?} in MySQL"))?;
-        return Ok(BuyerCancel::NotCancellable(status));
+        return Ok(BuyerCancel::NotCancellable(crate::db::order_status(
+            &row.status,
+        )?));
     }
     sqlx::query("UPDATE products SET stock = stock + 1 WHERE id = ?")
         .bind(ticket.product().as_i64())
@@ -199,10 +203,10 @@ pub async fn cancel_by_buyer(
         .context("putting the unit back in MySQL")?;
     tx.commit().await.context("committing the cancel")?;
     Ok(BuyerCancel::Cancelled(Cancelled {
-        id: row.get("id"),
+        id: row.id,
         ticket: ticket.clone(),
         reason: CancelReason::BuyerCancelled,
-        pay_by_ms: row.get("pay_by_ms"),
+        pay_by_ms: row.pay_by_ms,
     }))
 }
 
@@ -213,7 +217,14 @@ pub async fn restore_due(
     before_ms: i64,
     limit: usize,
 ) -> anyhow::Result<Vec<Cancelled>> {
-    sqlx::query(
+    #[derive(sqlx::FromRow)]
+    struct RestoreRow {
+        id: i64,
+        ticket: String,
+        cancel_reason: Option<String>,
+        pay_by_ms: Option<i64>,
+    }
+    let rows: Vec<RestoreRow> = sqlx::query_as(
         "SELECT id, ticket, cancel_reason, pay_by_ms FROM orders \
          WHERE restore_due = 1 AND status = 'cancelled' AND cancelled_at_ms <= ? LIMIT ?",
     )
@@ -221,22 +232,22 @@ pub async fn restore_due(
     .bind(limit as i64)
     .fetch_all(db)
     .await
-    .context("reading cancels to restore")?
-    .into_iter()
-    .map(|r| {
-        let reason: Option<String> = r.get("cancel_reason");
-        Ok(Cancelled {
-            id: r.get("id"),
-            ticket: Ticket::parse(r.get::<&str, _>("ticket"))
-                .map_err(|e| anyhow::anyhow!("a stored ticket: {e}"))?,
-            reason: reason
-                .as_deref()
-                .and_then(CancelReason::parse)
-                .unwrap_or(CancelReason::PaymentTimeout),
-            pay_by_ms: r.get("pay_by_ms"),
+    .context("reading cancels to restore")?;
+    rows.into_iter()
+        .map(|r| {
+            Ok(Cancelled {
+                id: r.id,
+                ticket: Ticket::parse(&r.ticket)
+                    .map_err(|e| anyhow::anyhow!("a stored ticket: {e}"))?,
+                reason: r
+                    .cancel_reason
+                    .as_deref()
+                    .and_then(CancelReason::parse)
+                    .unwrap_or(CancelReason::PaymentTimeout),
+                pay_by_ms: r.pay_by_ms,
+            })
         })
-    })
-    .collect()
+        .collect()
 }
 
 /// Step 2 and 3: gives the units of `cancelled` back in Redis (at most once each), then
@@ -284,7 +295,13 @@ pub async fn paid_due(
     before_ms: i64,
     limit: usize,
 ) -> anyhow::Result<Vec<PaidOrder>> {
-    sqlx::query(
+    #[derive(sqlx::FromRow)]
+    struct PaidRow {
+        id: i64,
+        ticket: String,
+        user_id: i64,
+    }
+    let rows: Vec<PaidRow> = sqlx::query_as(
         "SELECT id, ticket, user_id FROM orders \
          WHERE restore_due = 1 AND status = 'paid' AND paid_at_ms <= ? LIMIT ?",
     )
@@ -292,17 +309,17 @@ pub async fn paid_due(
     .bind(limit as i64)
     .fetch_all(db)
     .await
-    .context("reading payments to follow in Redis")?
-    .into_iter()
-    .map(|r| {
-        Ok(PaidOrder {
-            id: r.get::<i64, _>("id") as u64,
-            ticket: Ticket::parse(r.get::<&str, _>("ticket"))
-                .map_err(|e| anyhow::anyhow!("a stored ticket: {e}"))?,
-            user_id: r.get::<i64, _>("user_id") as u64,
+    .context("reading payments to follow in Redis")?;
+    rows.into_iter()
+        .map(|r| {
+            Ok(PaidOrder {
+                id: r.id as u64,
+                ticket: Ticket::parse(&r.ticket)
+                    .map_err(|e| anyhow::anyhow!("a stored ticket: {e}"))?,
+                user_id: r.user_id as u64,
+            })
         })
-    })
-    .collect()
+        .collect()
 }
 
 /// Makes Redis follow orders MySQL paid (`paid.lua`, at most once each), then clears their

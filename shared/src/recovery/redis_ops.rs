@@ -1,25 +1,11 @@
 //! The Redis steps of recovery: rebuilding a product Redis lost, restoring units of settled
 //! orders, pruning the pending set, and the epoch that tells a Redis that came back old.
 
-use super::scripts::{Epoch, EpochCheck, RebuildBucket, Restore, Settled};
+use super::scripts::{Epoch, EpochCheck, Rebuild, RebuildBucket, Restore, Settled};
 use crate::domain::{ProductId, Ticket};
 use crate::store::{by_bucket, TicketStore};
 use anyhow::Context;
 use redis::AsyncCommands;
-
-/// What MySQL says of a product, for [`TicketStore::rebuild`].
-#[derive(Debug, Clone, Default)]
-pub struct Rebuild {
-    pub mysql_stock: i64,
-    pub initial: i64,
-    /// Orders holding a unit: confirmed or paid.
-    pub sold: i64,
-    pub paid: i64,
-    pub cancelled: i64,
-    pub failed: i64,
-    pub starts_at_ms: Option<i64>,
-    pub ends_at_ms: Option<i64>,
-}
 
 impl TicketStore {
     /// Tickets of a product still unsettled in Redis and reserved at or before `cutoff_ms`,

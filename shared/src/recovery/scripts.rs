@@ -1,7 +1,6 @@
 //! Recovery's scripts as types: `restore.lua`, `rebuild.lua`, `epoch.lua` (see
 //! [`crate::store::script`]).
 
-use super::redis_ops::Rebuild;
 use crate::domain::{CancelReason, FailureReason, OrderStatus, Ticket};
 use crate::store::script::{self, RedisScript};
 use crate::store::ProductKeys;
@@ -106,6 +105,20 @@ impl RedisScript for Restore<'_> {
     fn reply(value: Value) -> anyhow::Result<u64> {
         script::parse(value)
     }
+}
+
+/// What MySQL says of a product, for [`crate::store::TicketStore::rebuild`].
+#[derive(Debug, Clone, Default)]
+pub struct Rebuild {
+    pub mysql_stock: i64,
+    pub initial: i64,
+    /// Orders holding a unit: confirmed or paid.
+    pub sold: i64,
+    pub paid: i64,
+    pub cancelled: i64,
+    pub failed: i64,
+    pub starts_at_ms: Option<i64>,
+    pub ends_at_ms: Option<i64>,
 }
 
 /// `rebuild.lua`: reconcile's last step for one bucket, its counters and stock from MySQL.
