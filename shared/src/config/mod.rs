@@ -26,6 +26,7 @@ mod sale;
 mod stores;
 #[cfg(test)]
 mod tests;
+mod topology;
 mod worker;
 
 use anyhow::{anyhow, bail};
@@ -39,6 +40,7 @@ pub use sale::{PaymentSettings, WaitingRoomSettings, MAX_PAYMENT_WINDOW_SECS};
 pub use stores::{
     KafkaSettings, MysqlSettings, RedisSettings, ZooKeeperSettings, HEARTBEAT_INTERVAL_MS,
 };
+pub use topology::Topology;
 pub use worker::{ChaosSettings, WorkerSettings};
 
 /// Environment variables that configure the system start with this.
@@ -233,7 +235,7 @@ impl Settings {
         // could fail an order Kafka is still taking, whose buyer then holds a 202 for a
         // failed ticket. (Gateways and workers must share these settings to agree.)
         if self.worker.pending_timeout_ms
-            <= self.kafka.delivery_timeout_ms + crate::locations::HOLD_LOCATED_MS
+            <= self.kafka.delivery_timeout_ms + crate::domain::HOLD_LOCATED_MS
         {
             errors.push(format!("{ENV_PREFIX}PENDING_TIMEOUT_MS: must exceed kafka_delivery_timeout_ms plus 10 ms (the hold of a Kafka location)"));
         }

@@ -1,6 +1,6 @@
 //! The sections of the servers every process talks to: Redis, MySQL, Kafka and ZooKeeper.
 
-use super::{redacted_secret_url, rules, Section};
+use super::{redacted_secret_url, rules, Section, Topology};
 use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -54,9 +54,9 @@ impl Section for RedisSettings {
 }
 
 impl RedisSettings {
-    /// One Redis server, or a cluster (see [`crate::store::Topology`]).
-    pub fn topology(&self) -> anyhow::Result<crate::store::Topology> {
-        crate::store::Topology::parse(self.url.expose_secret(), self.cluster)
+    /// One Redis server, or a cluster (see [`Topology`]).
+    pub fn topology(&self) -> anyhow::Result<Topology> {
+        Topology::parse(self.url.expose_secret(), self.cluster)
     }
 
     pub fn timeout(&self) -> Duration {

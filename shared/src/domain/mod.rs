@@ -81,6 +81,10 @@ macro_rules! id_type {
 id_type!(ProductId, "product id");
 id_type!(UserId, "user id");
 
+/// How long a gateway holds an order's Kafka location for the next reservation call of its
+/// bucket to carry, at most (ms).
+pub const HOLD_LOCATED_MS: u64 = 10;
+
 mod messages;
 mod states;
 #[cfg(test)]

@@ -8,9 +8,7 @@ use std::fmt::Write as _;
 /// entry).
 pub const MAX_LOCATED: usize = 64;
 
-/// How long a gateway holds an order's Kafka location for the next reservation call of its
-/// bucket to carry, at most (ms).
-pub const HOLD_LOCATED_MS: u64 = 10;
+pub use crate::domain::HOLD_LOCATED_MS;
 
 /// Where an accepted order landed in Kafka, with when its unit was reserved (its score in the
 /// pending set).

@@ -38,7 +38,8 @@ mod keys;
 mod record;
 pub mod script;
 
-pub use conn::{RedisConn, Topology};
+pub use crate::config::Topology;
+pub use conn::RedisConn;
 pub(crate) use keys::by_bucket;
 pub use keys::{bucket_tag, slot, ProductKeys};
 pub use record::{RecordStatus, TicketRecord};
