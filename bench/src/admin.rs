@@ -3,7 +3,6 @@
 
 use anyhow::Context;
 use secrecy::{ExposeSecret, SecretString};
-use serde::Deserialize;
 
 /// One gateway's admin API.
 pub struct Admin<'a> {
@@ -36,12 +35,8 @@ impl Admin<'_> {
     /// Creates a product from `body` (the body of `POST /admin/products`) and preloads it;
     /// its id.
     pub async fn product(&self, body: serde_json::Value) -> anyhow::Result<u64> {
-        #[derive(Deserialize)]
-        struct Created {
-            id: u64,
-        }
         let text = self.post("/admin/products", Some(body)).await?;
-        let id = serde_json::from_str::<Created>(&text)
+        let id = serde_json::from_str::<seckill_shared::api::Created>(&text)
             .context("the created product's id")?
             .id;
         self.post(&format!("/admin/products/{id}/preload"), None)

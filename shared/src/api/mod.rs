@@ -10,7 +10,7 @@ pub mod dashboard;
 pub mod error;
 pub mod health;
 pub mod order;
-pub mod queue;
+pub mod waiting_room;
 pub mod schema;
 pub mod whole;
 
@@ -22,7 +22,7 @@ pub use dashboard::{Overview, OverviewQuery, ProcessView, Series};
 pub use error::ErrorBody;
 pub use health::{Dependencies, DependencyCheck, Health, HealthStatus, Live, LiveStatus};
 pub use order::{BuyRequest, CallbackBody, MyOrderQuery, PaymentBody, TicketBody};
-pub use queue::QueueBody;
+pub use waiting_room::QueueBody;
 
 #[cfg(test)]
 mod tests {

@@ -234,8 +234,15 @@ impl Settings {
         // then holds it up to HOLD_LOCATED_MS for a buyer to ride with: a shorter timeout
         // could fail an order Kafka is still taking, whose buyer then holds a 202 for a
         // failed ticket. (Gateways and workers must share these settings to agree.)
-        if self.worker.pending_timeout_ms
-            <= self.kafka.delivery_timeout_ms + crate::domain::HOLD_LOCATED_MS
+        // Only against a delivery timeout that is itself valid: one out of range is already
+        // reported, and adding to it could overflow.
+        let kafka_ok = Section::check(&self.kafka).is_empty();
+        if kafka_ok
+            && self.worker.pending_timeout_ms
+                <= self
+                    .kafka
+                    .delivery_timeout_ms
+                    .saturating_add(crate::domain::HOLD_LOCATED_MS)
         {
             errors.push(format!("{ENV_PREFIX}PENDING_TIMEOUT_MS: must exceed kafka_delivery_timeout_ms plus 10 ms (the hold of a Kafka location)"));
         }
@@ -344,12 +351,16 @@ fn table(section: &impl Serialize) -> toml::Table {
     toml::Table::try_from(section).expect("settings serialise")
 }
 
-/// `scheme://user:password@host` → `scheme://user:<redacted>@host`.
+/// `scheme://user:password@host` → `scheme://user:<redacted>@host`. Userinfo without a `:`
+/// but with an `@` of its own (`user@secret@host`) cannot be told apart: all of it is redacted.
 fn redact_url_password(url: &str) -> String {
     if let Some((scheme, rest)) = url.split_once("://") {
         if let Some((creds, host)) = rest.rsplit_once('@') {
             if let Some((user, _)) = creds.split_once(':') {
                 return format!("{scheme}://{user}:<redacted>@{host}");
+            }
+            if creds.contains('@') {
+                return format!("{scheme}://<redacted>@{host}");
             }
         }
     }

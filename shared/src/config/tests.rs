@@ -456,3 +456,37 @@ fn example_config_lists_every_setting_with_its_default() {
         &Settings::default(),
     );
 }
+
+/// Found from outside: a delivery timeout out of range panicked (the cross-check added to it
+/// and overflowed) instead of being refused, and a NaN fail rate in a file was taken.
+#[test]
+fn out_of_range_values_are_refused_not_panicked_on() {
+    for huge in ["18446744073709551615", "18446744073709551606", "60001"] {
+        let err = Settings::from_sources(None, env(&[("SECKILL_KAFKA_DELIVERY_TIMEOUT_MS", huge)]))
+            .unwrap_err();
+        let err = format!("{err:#}");
+        assert!(err.contains("SECKILL_KAFKA_DELIVERY_TIMEOUT_MS"), "{huge}: {err}");
+        // Only the setting that is wrong is named, not one checked against it.
+        assert!(!err.contains("SECKILL_PENDING_TIMEOUT_MS"), "{huge}: {err}");
+    }
+    let file = "kafka_delivery_timeout_ms = \"18446744073709551615\"\n";
+    assert!(Settings::from_sources(Some(file), env(&[])).is_err());
+    for nan in ["nan", "-nan", "inf"] {
+        let file = format!("chaos_fail_rate = {nan}\n");
+        let err = Settings::from_sources(Some(&file), env(&[])).unwrap_err();
+        assert!(
+            format!("{err:#}").contains("SECKILL_CHAOS_FAIL_RATE"),
+            "{nan}: {err:#}"
+        );
+    }
+}
+
+/// A Redis URL whose userinfo has an `@` but no `:` prints without it.
+#[test]
+fn userinfo_without_a_colon_is_redacted_too() {
+    let s = Settings::from_sources(None, env(&[("SECKILL_REDIS_URL", "redis://user@hunter2@h:1/")]))
+        .unwrap();
+    let printed = s.redacted_toml();
+    assert!(!printed.contains("hunter2"), "{printed}");
+    assert!(printed.contains("redis_url = \"redis://<redacted>@h:1/\""), "{printed}");
+}

@@ -107,7 +107,7 @@ pub struct ChaosSettings {
     pub fail_users: String,
     /// The share of all orders that fail, 0..1.
     #[serde(rename = "chaos_fail_rate")]
-    #[garde(range(min = 0.0, max = 1.0))]
+    #[garde(custom(rules::finite), range(min = 0.0, max = 1.0))]
     pub fail_rate: f64,
     /// A delay before each order of the chaos users is processed.
     #[serde(rename = "chaos_delay_ms")]
