@@ -10,8 +10,8 @@ pub mod dashboard;
 pub mod error;
 pub mod health;
 pub mod order;
-pub mod waiting_room;
 pub mod schema;
+pub mod waiting_room;
 pub mod whole;
 
 pub use admin::{

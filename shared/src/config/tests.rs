@@ -465,7 +465,10 @@ fn out_of_range_values_are_refused_not_panicked_on() {
         let err = Settings::from_sources(None, env(&[("SECKILL_KAFKA_DELIVERY_TIMEOUT_MS", huge)]))
             .unwrap_err();
         let err = format!("{err:#}");
-        assert!(err.contains("SECKILL_KAFKA_DELIVERY_TIMEOUT_MS"), "{huge}: {err}");
+        assert!(
+            err.contains("SECKILL_KAFKA_DELIVERY_TIMEOUT_MS"),
+            "{huge}: {err}"
+        );
         // Only the setting that is wrong is named, not one checked against it.
         assert!(!err.contains("SECKILL_PENDING_TIMEOUT_MS"), "{huge}: {err}");
     }
@@ -484,9 +487,15 @@ fn out_of_range_values_are_refused_not_panicked_on() {
 /// A Redis URL whose userinfo has an `@` but no `:` prints without it.
 #[test]
 fn userinfo_without_a_colon_is_redacted_too() {
-    let s = Settings::from_sources(None, env(&[("SECKILL_REDIS_URL", "redis://user@hunter2@h:1/")]))
-        .unwrap();
+    let s = Settings::from_sources(
+        None,
+        env(&[("SECKILL_REDIS_URL", "redis://user@hunter2@h:1/")]),
+    )
+    .unwrap();
     let printed = s.redacted_toml();
     assert!(!printed.contains("hunter2"), "{printed}");
-    assert!(printed.contains("redis_url = \"redis://<redacted>@h:1/\""), "{printed}");
+    assert!(
+        printed.contains("redis_url = \"redis://<redacted>@h:1/\""),
+        "{printed}"
+    );
 }
