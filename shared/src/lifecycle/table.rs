@@ -49,9 +49,14 @@ pub const TRANSITIONS: &[Transition] = &[
                 effect: "(publish failed) only if still pending, not located on its record \
                          (a buy again's locate_held.lua), and the state is this \
                          Redis run's (else the stock key is dropped: rebuilt): record = \
-                         failed(kafka_unavailable), buyer freed, stock += 1; answer 503",
+                         failed(kafka_unavailable), buyer freed, stock += 1; answer 503. \
+                         Not pending, and processing, confirmed or paid (the message landed \
+                         though its report failed, and a worker has it): answer 202",
                 crash_leaves: "(a crash before it: as after publish)",
-                before: Some("it also acted on another run's (maybe old) state"),
+                before: Some(
+                    "it also acted on another run's (maybe old) state; and answered 503 \
+                     when the ticket had moved on to a worker",
+                ),
             },
         ],
     },
