@@ -148,7 +148,7 @@ fi
 if want 5; then
     ran 5
     P5=$(new_product 0 1000000000)
-    SHA=$(redis-cli -p "$REDIS_PORT" SCRIPT LOAD "$(cat shared/src/store/{token_bucket,reserve}.lua)")
+    SHA=$(redis-cli -p "$REDIS_PORT" SCRIPT LOAD "$(cat shared/src/reservation/{token_bucket,reserve}.lua)")
     K="sk:{$SECKILL_NAMESPACE:$P5}:"
     rb() { # requests -> csv
         redis-benchmark -p "$REDIS_PORT" -c "$C" -n "$1" -r 1000000000 --csv \
