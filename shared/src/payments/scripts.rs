@@ -19,16 +19,9 @@ pub struct Cancel<'a> {
     pub ticket_ttl_secs: u64,
 }
 
-/// What `cancel.lua` did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Cancelled {
-    /// `0`: nothing to cancel: already cancelled, paid or failed, or the record is gone.
-    Unchanged,
-    /// `1`: cancelled, and the unit went back on sale.
-    UnitBack,
-    /// `2`: cancelled without a unit: the product is not loaded (the rebuild counts it).
-    NoUnitBack,
-}
+/// What `cancel.lua` did. Unchanged: nothing to cancel (already cancelled, paid or failed, or
+/// the record is gone).
+pub type Cancelled = crate::store::script::UnitReturn;
 
 impl RedisScript for Cancel<'_> {
     const NAME: &'static str = "cancel";
@@ -54,12 +47,7 @@ impl RedisScript for Cancel<'_> {
     }
 
     fn reply(value: Value) -> anyhow::Result<Cancelled> {
-        Ok(match script::int(value)? {
-            0 => Cancelled::Unchanged,
-            1 => Cancelled::UnitBack,
-            2 => Cancelled::NoUnitBack,
-            other => anyhow::bail!("{other} is no reply of cancel.lua"),
-        })
+        Cancelled::parse(value, "cancel.lua")
     }
 }
 

@@ -128,17 +128,9 @@ pub struct Release<'a> {
     pub admission_ttl_ms: u64,
 }
 
-/// What `release.lua` did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Released {
-    /// `0`: nothing: the ticket had moved on (claimed, settled, or located by a buy again),
-    /// or its state is another server run's (its stock was dropped for a rebuild).
-    Unchanged,
-    /// `1`: released, its unit back on sale.
-    UnitBack,
-    /// `2`: released without its unit: the product is not loaded (the rebuild counts it).
-    NoUnitBack,
-}
+/// What `release.lua` did. Unchanged: the ticket had moved on (claimed, settled, or located
+/// by a buy again), or its state is another server run's (its stock was dropped for a rebuild).
+pub type Released = crate::store::script::UnitReturn;
 
 impl RedisScript for Release<'_> {
     const NAME: &'static str = "release";
@@ -168,12 +160,7 @@ impl RedisScript for Release<'_> {
     }
 
     fn reply(value: Value) -> anyhow::Result<Released> {
-        Ok(match script::int(value)? {
-            0 => Released::Unchanged,
-            1 => Released::UnitBack,
-            2 => Released::NoUnitBack,
-            other => anyhow::bail!("{other} is no reply of release.lua"),
-        })
+        Released::parse(value, "release.lua")
     }
 }
 

@@ -147,17 +147,9 @@ pub struct Compensate<'a> {
     pub ticket_ttl_secs: u64,
 }
 
-/// What `compensate.lua` did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Compensated {
-    /// `0`: nothing: the ticket had settled already, is claimed (for `pending_only`), or is
-    /// gone.
-    Unchanged,
-    /// `1`: failed, and its unit went back on sale.
-    UnitBack,
-    /// `2`: failed without giving a unit back (`heal`, or the product is not loaded).
-    NoUnitBack,
-}
+/// What `compensate.lua` did. Unchanged: the ticket had settled already, is claimed (for
+/// `pending_only`), or is gone.
+pub type Compensated = crate::store::script::UnitReturn;
 
 impl RedisScript for Compensate<'_> {
     const NAME: &'static str = "compensate";
@@ -189,12 +181,7 @@ impl RedisScript for Compensate<'_> {
     }
 
     fn reply(value: Value) -> anyhow::Result<Compensated> {
-        Ok(match script::int(value)? {
-            0 => Compensated::Unchanged,
-            1 => Compensated::UnitBack,
-            2 => Compensated::NoUnitBack,
-            other => anyhow::bail!("{other} is no reply of compensate.lua"),
-        })
+        Compensated::parse(value, "compensate.lua")
     }
 }
 

@@ -58,6 +58,33 @@ pub fn int(value: Value) -> anyhow::Result<i64> {
     parse(value)
 }
 
+/// The reply of a script that ends or frees one ticket and may give its unit back
+/// (`compensate.lua`, `cancel.lua`, `release.lua`): `0`, `1` or `2`. What "unchanged" covers
+/// for each script is said at its reply's name (`Compensated`, `Cancelled`, `Released`, each
+/// beside its script).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnitReturn {
+    /// `0`: nothing changed.
+    Unchanged,
+    /// `1`: done, and the unit went back on sale.
+    UnitBack,
+    /// `2`: done without giving a unit back (the product is not loaded, so the rebuild counts
+    /// it; or `compensate.lua`'s `heal`).
+    NoUnitBack,
+}
+
+impl UnitReturn {
+    /// `script`'s reply.
+    pub fn parse(value: Value, script: &str) -> anyhow::Result<Self> {
+        Ok(match int(value)? {
+            0 => Self::Unchanged,
+            1 => Self::UnitBack,
+            2 => Self::NoUnitBack,
+            other => anyhow::bail!("{other} is no reply of {script}"),
+        })
+    }
+}
+
 /// A reply of `1` (something changed) or `0` (nothing did).
 pub fn changed(value: Value) -> anyhow::Result<bool> {
     match int(value)? {
