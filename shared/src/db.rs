@@ -1,6 +1,6 @@
 //! The MySQL side: pool, migrations, products and order look-ups.
 
-use crate::domain::{OrderStatus, ProductId, Ticket, TicketStatus, UserId};
+use crate::domain::{FailureReason, OrderStatus, ProductId, Ticket, TicketStatus, UserId};
 use anyhow::Context;
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
 use std::str::FromStr;
@@ -493,6 +493,62 @@ pub async fn settled_ticket(
         reason: Some(r.reason),
         ..SettledTicket::default()
     }))
+}
+
+/// What MySQL holds for a ticket once [`record_failure`] has run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recorded {
+    /// The ticket has an order row (a worker settled it): no failure row was written.
+    Order(OrderStatus),
+    /// The ticket's `failed_tickets` row: the reason given, or the one already there.
+    Failed(FailureReason),
+}
+
+/// Writes a ticket's `failed_tickets` row, under the product's row lock that every batch
+/// transaction takes, unless the ticket has an order row; an existing failure row is kept.
+/// A failure only Redis knew of is undone by a Redis that loses it, or comes back old: a
+/// message of the ticket delivered after that is adopted by a worker's claim and confirmed.
+/// With the row, that worker fails it (found by the lifecycle model).
+pub async fn record_failure(
+    pool: &MySqlPool,
+    ticket: &Ticket,
+    user: u64,
+    reason: FailureReason,
+) -> anyhow::Result<Recorded> {
+    let mut tx = pool.begin().await.context("starting a transaction")?;
+    sqlx::query("SELECT id FROM products WHERE id = ? FOR UPDATE")
+        .bind(ticket.product().as_i64())
+        .fetch_optional(&mut *tx)
+        .await
+        .context("locking the product")?;
+    let order: Option<String> = sqlx::query_scalar("SELECT status FROM orders WHERE ticket = ?")
+        .bind(ticket.as_str())
+        .fetch_optional(&mut *tx)
+        .await
+        .context("reading the ticket's order")?;
+    if let Some(status) = order {
+        tx.commit().await.context("committing")?;
+        return Ok(Recorded::Order(order_status(&status)?));
+    }
+    sqlx::query(
+        "INSERT IGNORE INTO failed_tickets (ticket, product_id, user_id, reason) VALUES (?, ?, ?, ?)",
+    )
+    .bind(ticket.as_str())
+    .bind(ticket.product().as_i64())
+    .bind(user as i64)
+    .bind(reason.as_str())
+    .execute(&mut *tx)
+    .await
+    .context("recording a failed ticket")?;
+    let row: String = sqlx::query_scalar("SELECT reason FROM failed_tickets WHERE ticket = ?")
+        .bind(ticket.as_str())
+        .fetch_one(&mut *tx)
+        .await
+        .context("reading the failed ticket")?;
+    tx.commit().await.context("committing a failed ticket")?;
+    let reason = FailureReason::parse(&row)
+        .with_context(|| format!("unknown failure reason {row:?} in MySQL"))?;
+    Ok(Recorded::Failed(reason))
 }
 
 /// An order's `status` column.

@@ -224,6 +224,16 @@ async fn kafka_unreachable_answers_503_and_leaves_redis_unchanged() {
             .unwrap(),
         None
     );
+    // MySQL knows of the failure too, so that a message that reached Kafka after all, and is
+    // delivered after Redis lost the record, fails instead of selling the unit to a buyer
+    // told 503.
+    let rows: Vec<(i64, String)> =
+        sqlx::query_as("SELECT user_id, reason FROM failed_tickets WHERE product_id = ?")
+            .bind(product.as_i64())
+            .fetch_all(&env.db)
+            .await
+            .unwrap();
+    assert_eq!(rows, vec![(9, "kafka_unavailable".to_owned())]);
 }
 
 #[tokio::test]

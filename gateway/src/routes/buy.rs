@@ -259,43 +259,27 @@ async fn hand_off(
         }
         Err(e) => {
             tracing::warn!(error = format!("{e:#}"), ticket = %order.ticket, "Kafka did not take the order; giving its unit back");
-            if Box::pin(give_back(state, &order)).await == Some(false) {
-                // Kafka's report said no, yet the reservation has moved on. A message can be
-                // written though its report times out, and a worker may claim it first: then
-                // the unit is this buyer's, and a 503 would tell them it is not.
-                if let Some(body) = Box::pin(moved_on(state, &order)).await {
-                    tracing::warn!(ticket = %order.ticket, "Kafka's report was lost, but a worker has the order: answering 202");
-                    return Ok(HttpResponse::Accepted()
-                        .insert_header((header::LOCATION, order_location(&order.ticket)))
-                        .json(body));
-                }
-            }
-            Err(ApiError::retry_later("Kafka"))
+            Box::pin(failed_publish(state, &order)).await
         }
     }
 }
 
-/// Whether a reservation that moved on while its publish was reported failed is still the
-/// buyer's: a worker claimed it (the message reached Kafka) or settled it.
-fn still_held(status: RecordStatus) -> bool {
-    matches!(
-        status,
-        RecordStatus::Processing | RecordStatus::Confirmed | RecordStatus::Paid
-    )
-}
-
-/// The ticket of an order whose publish was reported failed but which a worker has, if it has.
-async fn moved_on(state: &AppState, order: &OrderMessage) -> Option<TicketBody> {
-    match state.store.ticket(&order.ticket).await {
-        Ok(Some(rec)) if rec.user_id == order.user_id.get() && still_held(rec.state) => {
-            Some(with_order(state, &order.ticket, rec).await)
-        }
-        Ok(_) => None,
-        Err(e) => {
-            tracing::warn!(error = format!("{e:#}"), ticket = %order.ticket, "could not read a ticket whose publish failed");
-            None
-        }
-    }
+/// Kafka reported the order failed, though its message may have landed and a worker may have
+/// it: give the unit back if nobody has it, and let MySQL decide what the buyer is told (see
+/// [`failed_publish`](seckill_shared::reservation::failed_publish)).
+async fn failed_publish(state: &AppState, order: &OrderMessage) -> Result<HttpResponse, ApiError> {
+    give_back_or_keep(state, order).await?;
+    tracing::warn!(ticket = %order.ticket, "Kafka's report was lost, but the order stands: answering 202");
+    let body = match state.store.ticket(&order.ticket).await {
+        Ok(Some(rec)) => with_order(state, &order.ticket, rec).await,
+        _ => match db::settled_ticket(&state.db, &order.ticket).await {
+            Ok(Some(s)) => TicketBody::from_settled(&order.ticket, s),
+            _ => TicketBody::pending(&order.ticket, order.user_id),
+        },
+    };
+    Ok(HttpResponse::Accepted()
+        .insert_header((header::LOCATION, order_location(&order.ticket)))
+        .json(body))
 }
 
 /// Sync mode (the seed's design): settle the order inside the request.
@@ -367,36 +351,17 @@ async fn settle_now(state: &AppState, order: OrderMessage) -> Result<HttpRespons
     }
 }
 
-/// Kafka did not take the order: give back the unit and the user, fail the ticket, and tell
-/// every gateway. `Some(true)`: given back; `Some(false)`: the reservation had moved on (a
-/// worker or the sweeper had it); `None`: Redis could not be asked.
-async fn give_back(state: &AppState, order: &OrderMessage) -> Option<bool> {
-    match state
-        .store
-        .release(
-            &order.ticket,
-            order.user_id,
-            FailureReason::KafkaUnavailable,
-            state.admissions.ttl_ms,
-        )
-        .await
-    {
-        Ok(true) => {
-            state.sold_out.publish_not_sold_out(order.product_id).await;
-            Some(true)
-        }
-        Ok(false) => {
-            tracing::warn!(ticket = %order.ticket, "reservation already moved on; not released");
-            Some(false)
-        }
-        Err(e) => {
-            tracing::error!(
-                error = format!("{e:#}"),
-                ticket = %order.ticket,
-                "could not release a reservation; it stays pending until swept"
-            );
-            None
-        }
+/// The two steps of [`failed_publish`](seckill_shared::reservation::failed_publish): `Ok` when
+/// the order stands (the buyer holds the unit), else `503` with the unit given back.
+async fn give_back_or_keep(state: &AppState, order: &OrderMessage) -> Result<(), ApiError> {
+    use seckill_shared::reservation::failed_publish::{self as failed, Release, Verdict};
+    let released = failed::release(&state.store, order, state.admissions.ttl_ms).await;
+    if released == Release::Released {
+        state.sold_out.publish_not_sold_out(order.product_id).await;
+    }
+    match failed::decide(&state.store, &state.db, order, released).await {
+        Verdict::Held => Ok(()),
+        Verdict::NotHeld => Err(ApiError::retry_later("Kafka")),
     }
 }
 
@@ -470,10 +435,16 @@ async fn ensure_in_kafka(
         }
     }
     let order = OrderMessage::new(held.clone(), user, record.created_at_ms);
-    let (partition, offset) = state.publisher.publish(&order).await.map_err(|e| {
-        tracing::warn!(error = format!("{e:#}"), ticket = %held, "could not publish a held ticket's order again");
-        ApiError::retry_later("Kafka")
-    })?;
+    let (partition, offset) = match state.publisher.publish(&order).await {
+        Ok(landed) => landed,
+        Err(e) => {
+            // As for a new buy: the unit goes back unless the order stands, so that a 503
+            // never leaves a unit with this buyer.
+            tracing::warn!(error = format!("{e:#}"), ticket = %held, "could not publish a held ticket's order again");
+            Box::pin(give_back_or_keep(state, &order)).await?;
+            return Ok(false);
+        }
+    };
     let located = Located {
         ticket: held.clone(),
         reserved_at_ms: record.created_at_ms,
@@ -573,35 +544,6 @@ impl IntoResponses for BuyAnswers {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Found in chaos scenario 19 (herd): the local broker fenced the producer, so Kafka
-    /// reported 6 orders failed that it had written, and a worker claimed them before the
-    /// gateway's release. Those buyers were answered 503 for units they got. A reservation a
-    /// worker has (or settled) is the buyer's; one the sweeper failed, or still on its way
-    /// into a loan, is not.
-    #[test]
-    fn a_reservation_a_worker_has_is_still_the_buyers() {
-        use RecordStatus::*;
-        let expected = [
-            (Pending, false),
-            (Processing, true),
-            (Borrowing, false),
-            (Voiding, false),
-            (Confirmed, true),
-            (Paid, true),
-            (Cancelled, false),
-            (Failed, false),
-        ];
-        use strum::VariantArray;
-        assert_eq!(
-            expected.len(),
-            RecordStatus::VARIANTS.len(),
-            "every status judged"
-        );
-        for (status, held) in expected {
-            assert_eq!(still_held(status), held, "{status:?}");
-        }
-    }
 
     /// The size of the future an async fn of six arguments returns, without calling it.
     fn future_size<A, B, C, D, E, F, Fut>(_: fn(A, B, C, D, E, F) -> Fut) -> usize {

@@ -45,17 +45,35 @@ pub const TRANSITIONS: &[Transition] = &[
             },
             Step {
                 store: Store::Redis,
-                op: "release.lua + 503",
+                op: "release.lua",
                 effect: "(publish failed) only if still pending, not located on its record \
                          (a buy again's locate_held.lua), and the state is this \
                          Redis run's (else the stock key is dropped: rebuilt): record = \
-                         failed(kafka_unavailable), buyer freed, stock += 1; answer 503. \
-                         Not pending, and processing, confirmed or paid (the message landed \
-                         though its report failed, and a worker has it): answer 202",
-                crash_leaves: "(a crash before it: as after publish)",
+                         failed(kafka_unavailable), buyer freed, stock += 1. Else the record \
+                         is read: failed by another actor (the sweeper's expire, a worker): \
+                         answer 503. Otherwise the next step",
+                crash_leaves: "(a crash before it: as after publish) failed in Redis alone, \
+                               no answer: a message that reached Kafka and is delivered after \
+                               Redis lost it is settled as a new order, the buyer's",
                 before: Some(
                     "it also acted on another run's (maybe old) state; and answered 503 \
                      when the ticket had moved on to a worker",
+                ),
+            },
+            Step {
+                store: Store::MySql,
+                op: "insert failed_tickets(kafka_unavailable) + answer",
+                effect: "under the product's row lock, unless the ticket has an order row \
+                         (an existing failed row is kept): the failure outlives a Redis that \
+                         loses it, and a worker that has the message, or gets it later, \
+                         fails the ticket. An order row holding a unit: answer 202; else \
+                         503. MySQL down: the record decides (processing, confirmed or paid: \
+                         202; else 503)",
+                crash_leaves: "failed in MySQL (and in Redis, if released), no answer",
+                before: Some(
+                    "only Redis knew of the failure: a message delivered again after Redis \
+                     lost it or came back old was confirmed for the buyer told 503; and a \
+                     ticket a worker had claimed was answered 202 from the record alone",
                 ),
             },
         ],
@@ -79,15 +97,16 @@ pub const TRANSITIONS: &[Transition] = &[
                 before: Some(
                     "a younger one was answered 200 at once: when its first gateway died \
                      before Kafka took it, nothing was in Kafka and the sweeper expired it \
-                     (not in the model, whose buy again starts once the first request is \
-                     over: an e2e test tries it)",
+                     (the model's buy again starts once the first request is over, or \
+                     while it releases after a failed publish: an e2e test tries the rest)",
                 ),
             },
             Step {
                 store: Store::Kafka,
                 op: "publish again",
                 effect: "the order message again (a second message of one order changes \
-                         nothing); on failure answer 503",
+                         nothing); on failure (the message may have reached Kafka all the \
+                         same) go to release.lua, as a buy does",
                 crash_leaves: "as after the buy's publish: a worker settles it, or the \
                                sweeper expires it first and the claim skips it; the buyer had \
                                no 200",
@@ -105,6 +124,18 @@ pub const TRANSITIONS: &[Transition] = &[
                     "the location went to the bucket's list only, and 200 answered the record \
                      read before: a sweeper that had read no location just before still \
                      expired the ticket after that 200",
+                ),
+            },
+            Step {
+                store: Store::Redis,
+                op: "release.lua, then as a buy's",
+                effect: "(publish again failed) the buy's last two steps: release.lua, then \
+                         failed_tickets(kafka_unavailable) and the answer, 200 with the ticket \
+                         if the order stands, else 503",
+                crash_leaves: "as the buy's",
+                before: Some(
+                    "answered 503 and left the ticket pending: a message that landed all the \
+                     same was confirmed for a buyer told 503",
                 ),
             },
         ],
@@ -183,12 +214,22 @@ pub const TRANSITIONS: &[Transition] = &[
                 op: "insert failed_tickets(expired)",
                 effect: "only when compensate.lua changed the record; under the product's \
                          row lock, and only where the ticket has no order row",
-                crash_leaves: "nothing left to do",
+                crash_leaves: "nothing left to do, unless MySQL already had another \
+                               reason: then Redis says expired until a reconcile",
                 before: Some(
                     "inserted unconditionally, even when a worker had claimed the ticket \
                      meanwhile (compensate.lua changed nothing), or had confirmed it after \
                      a Redis loss",
                 ),
+            },
+            Step {
+                store: Store::Redis,
+                op: "fail_reason.lua",
+                effect: "only when MySQL already had a failed_tickets row of another reason \
+                         (a gateway's kafka_unavailable, for a record that came back pending \
+                         from an older snapshot): a failed record takes MySQL's reason",
+                crash_leaves: "nothing left to do",
+                before: Some("Redis kept `expired` beside MySQL's other reason"),
             },
         ],
     },

@@ -1,13 +1,28 @@
 //! The Redis steps of recovery: rebuilding a product Redis lost, restoring units of settled
 //! orders, pruning the pending set, and the epoch that tells a Redis that came back old.
 
-use super::scripts::{Epoch, EpochCheck, Rebuild, RebuildBucket, Restore, Settled};
+use super::scripts::{Epoch, EpochCheck, FailReason, Rebuild, RebuildBucket, Restore, Settled};
+use crate::domain::FailureReason;
 use crate::domain::{ProductId, Ticket};
 use crate::store::{by_bucket, TicketStore};
 use anyhow::Context;
 use redis::AsyncCommands;
 
 impl TicketStore {
+    /// A failed record takes `reason`, MySQL's (`fail_reason.lua`). `true` when it changed.
+    pub async fn follow_failure(
+        &self,
+        ticket: &Ticket,
+        reason: FailureReason,
+    ) -> anyhow::Result<bool> {
+        self.run(&FailReason {
+            keys: self.ticket_keys(ticket),
+            ticket,
+            reason,
+        })
+        .await
+    }
+
     /// Tickets of a product still unsettled in Redis and reserved at or before `cutoff_ms`,
     /// at most `limit` per bucket.
     pub async fn unsettled_before(

@@ -1,4 +1,4 @@
-//! Recovery's scripts as types: `restore.lua`, `rebuild.lua`, `epoch.lua` (see
+//! Recovery's scripts as types: `restore.lua`, `rebuild.lua`, `epoch.lua`, `fail_reason.lua` (see
 //! [`crate::store::script`]).
 
 use crate::domain::{CancelReason, FailureReason, OrderStatus, Ticket};
@@ -206,5 +206,37 @@ impl RedisScript for Epoch {
             2 => EpochCheck::NotLoaded,
             other => anyhow::bail!("{other} is no reply of epoch.lua"),
         })
+    }
+}
+
+/// `fail_reason.lua`: a failed record takes the reason of MySQL's `failed_tickets` row.
+pub struct FailReason<'a> {
+    pub keys: ProductKeys,
+    pub ticket: &'a Ticket,
+    pub reason: FailureReason,
+}
+
+impl RedisScript for FailReason<'_> {
+    const NAME: &'static str = "fail_reason";
+    /// Whether the record's reason changed.
+    type Reply = bool;
+
+    fn script() -> &'static Script {
+        static SCRIPT: LazyLock<Script> =
+            LazyLock::new(|| Script::new(include_str!("fail_reason.lua")));
+        &SCRIPT
+    }
+
+    fn args(&self, call: &mut ScriptInvocation<'static>) {
+        call.key(self.keys.ticket(self.ticket))
+            .arg(self.reason.as_str());
+    }
+
+    fn reply(value: Value) -> anyhow::Result<bool> {
+        match script::int(value)? {
+            0 => Ok(false),
+            1 => Ok(true),
+            n => anyhow::bail!("unknown reply {n}"),
+        }
     }
 }

@@ -266,7 +266,7 @@ pub async fn expire(
         .expire_pending(ticket, FailureReason::Expired, cutoff_ms)
         .await?;
     if expired.is_some() {
-        record_expired(db, ticket, user).await?;
+        record_expired(store, db, ticket, user).await?;
         tracing::warn!(%ticket, "stale reservation expired: its order never reached Kafka");
     }
     Ok(expired)
@@ -302,30 +302,24 @@ async fn close(
     Ok(true)
 }
 
-/// The expire's `failed_tickets(expired)` row, under the product's row lock that every batch
-/// transaction also takes, and only where the ticket has no order row. A Redis that lost its
-/// data between the expire's script and this insert lets a redelivered message's claim adopt
-/// the ticket, and a worker confirm it: its order stands, and a failure row beside it would
-/// contradict it (found by the lifecycle model).
-async fn record_expired(db: &MySqlPool, ticket: &Ticket, user: u64) -> anyhow::Result<()> {
-    let mut tx = db.begin().await.context("starting a transaction")?;
-    sqlx::query("SELECT id FROM products WHERE id = ? FOR UPDATE")
-        .bind(ticket.product().as_i64())
-        .fetch_optional(&mut *tx)
-        .await
-        .context("locking the product")?;
-    sqlx::query(
-        "INSERT IGNORE INTO failed_tickets (ticket, product_id, user_id, reason) \
-         SELECT ?, ?, ?, ? FROM DUAL WHERE NOT EXISTS (SELECT 1 FROM orders WHERE ticket = ?)",
-    )
-    .bind(ticket.as_str())
-    .bind(ticket.product().as_i64())
-    .bind(user as i64)
-    .bind(FailureReason::Expired.as_str())
-    .bind(ticket.as_str())
-    .execute(&mut *tx)
-    .await
-    .context("recording a failed ticket")?;
-    tx.commit().await.context("committing a failed ticket")?;
+/// The expire's `failed_tickets(expired)` row ([`db::record_failure`]), only where the ticket
+/// has no order row: a Redis that lost its data between the expire's script and this insert
+/// lets a redelivered message's claim adopt the ticket, and a worker confirm it; its order
+/// stands. A failure row of another reason stands too, and the record takes its reason: a
+/// gateway's `kafka_unavailable`, written after Redis came back from an older snapshot with
+/// the ticket pending again (found by the lifecycle model).
+async fn record_expired(
+    store: &TicketStore,
+    db: &MySqlPool,
+    ticket: &Ticket,
+    user: u64,
+) -> anyhow::Result<()> {
+    if let db::Recorded::Failed(reason) =
+        db::record_failure(db, ticket, user, FailureReason::Expired).await?
+    {
+        if reason != FailureReason::Expired && store.follow_failure(ticket, reason).await? {
+            tracing::warn!(%ticket, %reason, "expired ticket takes MySQL's earlier reason");
+        }
+    }
     Ok(())
 }

@@ -5,6 +5,7 @@
 mod batch;
 mod buckets;
 pub mod call;
+pub mod failed_publish;
 pub mod lanes;
 pub mod scripts;
 

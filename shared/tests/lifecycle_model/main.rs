@@ -147,6 +147,15 @@ fn buying_again_after_a_crash() -> Bounds {
     }
 }
 
+/// A buyer buys again while the first request's publish is failing (or its gateway died).
+fn buying_again_with_kafka_failing() -> Bounds {
+    Bounds {
+        kafka_failures: 1,
+        redeliveries: 0,
+        ..buying_again_after_a_crash()
+    }
+}
+
 /// The sale, with Redis losing its data (`losses`) or coming back from an older snapshot
 /// (`rollbacks`) at any moment, and the reconcile that rebuilds it crashing. Kafka loses no
 /// message here: an order whose message Kafka lost lives in Redis alone, and a Redis that
@@ -168,6 +177,16 @@ fn redis_faults_in_the_sale(losses: u8, rollbacks: u8) -> Bounds {
         redis_losses: losses,
         redis_rollbacks: rollbacks,
         buys_again: 0,
+    }
+}
+
+/// The sale with a publish reported failed (its message reaching Kafka or not) while Redis
+/// loses its data (`losses`) or comes back old (`rollbacks`): what the buyer told 503 holds.
+fn kafka_failing_with_redis_faults(losses: u8, rollbacks: u8) -> Bounds {
+    Bounds {
+        kafka_failures: 1,
+        may_crash: vec![Actor::Reconcile],
+        ..redis_faults_in_the_sale(losses, rollbacks)
     }
 }
 
@@ -365,6 +384,77 @@ fn old_model_finds_an_expire_after_a_buy_again() {
     assert!(trace.contains("buys again"));
 }
 
+/// A publish reported failed whose message reached Kafka all the same, claimed by a worker
+/// before the gateway's release.lua: today the buyer is told 503 for a unit they get.
+#[test]
+fn old_model_finds_a_503_for_a_unit_a_worker_has() {
+    let fixes = fixed_but(|f| {
+        f.release_answers_held = false;
+        // MySQL's row, the later fix, decides the answer without the record's read.
+        f.release_recorded_in_mysql = false;
+    });
+    let bounds = Bounds {
+        kafka_failures: 1,
+        ..minimal()
+    };
+    let trace = counterexample(fixes, bounds, NO_UNIT_AFTER_A_503);
+    assert!(trace.contains("claim.lua => record t1 pending -> processing"));
+    assert!(trace.contains("answers 503 for t1"));
+}
+
+/// A release's failure known to Redis alone: a message that reached Kafka all the same,
+/// delivered again after Redis lost its data, is adopted and confirmed for the buyer told 503.
+#[test]
+fn old_model_finds_a_503_undone_by_a_redis_loss() {
+    let fixes = fixed_but(|f| f.release_recorded_in_mysql = false);
+    let trace = counterexample(
+        fixes,
+        kafka_failing_with_redis_faults(1, 0),
+        NO_UNIT_AFTER_A_503,
+    );
+    assert!(trace.contains("restarts with no data"));
+    assert!(trace.contains("claim.lua => buyers[u1] = t1, record t1 processing"));
+}
+
+/// With the release's row in MySQL, a Redis back from an older snapshot holds the ticket
+/// pending again; the sweeper expires it, and without following MySQL's row Redis says
+/// `expired` where MySQL says `kafka_unavailable`.
+#[test]
+fn old_model_finds_an_expire_beside_a_release_row() {
+    let fixes = fixed_but(|f| f.expire_follows_failed_row = false);
+    let trace = counterexample(fixes, kafka_failing_with_redis_faults(0, 1), STORES_AGREE);
+    assert!(trace.contains("restarts from its snapshot"));
+    assert!(trace.contains("failed_tickets t1 kafka_unavailable"));
+    assert!(trace.contains("record t1 pending -> failed(expired)"));
+}
+
+/// A buy again publishes and answers 200 while the first request's publish is failing; today
+/// the first request then answers 503 for the same ticket.
+#[test]
+fn old_model_finds_a_503_after_a_buy_agains_200() {
+    let fixes = fixed_but(|f| f.release_answers_located = false);
+    let trace = counterexample(
+        fixes,
+        buying_again_with_kafka_failing(),
+        ONE_ANSWER_PER_TICKET,
+    );
+    assert!(trace.contains("locate_held.lua + 200"));
+    assert!(trace.contains("(after a 202)"));
+}
+
+/// A buy again's publish fails, though its message lands: today the buyer is told 503 and the
+/// ticket left pending, and a worker confirms it.
+#[test]
+fn old_model_finds_a_buy_agains_503_for_a_unit_it_gets() {
+    let fixes = fixed_but(|f| f.buy_again_failure_released = false);
+    let trace = counterexample(
+        fixes,
+        buying_again_with_kafka_failing(),
+        NO_UNIT_AFTER_A_503,
+    );
+    assert!(trace.contains(", again): publish t2 fails (the message reached Kafka"));
+}
+
 /// With all of today's behaviours at once, the larger scenario breaks the same promises (but
 /// no ticket is stuck: today's sweeper fails a processing ticket it cannot settle).
 #[test]
@@ -374,6 +464,7 @@ fn todays_model_breaks_its_promises() {
         EVERY_202_KEPT,
         ONE_CHARGE_PER_ORDER,
         STORES_AGREE,
+        NO_UNIT_AFTER_A_503,
     ]);
     let checker = Seckill::new(Fixes::TODAY, after_the_sale())
         .checker()
@@ -406,6 +497,18 @@ fn fixed_model_keeps_every_promise() {
         (
             "Redis old after the sale",
             redis_faults_after_the_sale(0, 1),
+        ),
+        (
+            "Kafka failing, Redis lost",
+            kafka_failing_with_redis_faults(1, 0),
+        ),
+        (
+            "Kafka failing, Redis old",
+            kafka_failing_with_redis_faults(0, 1),
+        ),
+        (
+            "Kafka failing, buying again",
+            buying_again_with_kafka_failing(),
         ),
     ];
     // The scenarios run side by side; each explores every state within its bounds.
@@ -475,6 +578,9 @@ fn explore_one() {
         "old-sale" => redis_faults_in_the_sale(0, 1),
         "lost-after" => redis_faults_after_the_sale(1, 0),
         "old-after" => redis_faults_after_the_sale(0, 1),
+        "kafka-lost" => kafka_failing_with_redis_faults(1, 0),
+        "kafka-old" => kafka_failing_with_redis_faults(0, 1),
+        "kafka-again" => buying_again_with_kafka_failing(),
         other => panic!("unknown scenario {other:?}"),
     };
     let start = Instant::now();

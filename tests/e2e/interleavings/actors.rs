@@ -1,11 +1,13 @@
 //! The actors that meet on a sale's tickets (workers, sweepers, the buyer's cancel, the payment
-//! expiry), each one step at a time: one step is one Lua script or one MySQL transaction.
+//! expiry, a gateway whose publish failed, a Redis that loses its data), each one step at a
+//! time: one step is one Lua script or one MySQL transaction.
 
 use crate::helpers::*;
 use seckill_shared::payments as payment;
 use seckill_shared::payments::attempts as payments;
 use seckill_shared::payments::cancel::{self, BuyerCancel, Cancelled};
 use seckill_shared::recovery::{self, SweepAction, SweepRules};
+use seckill_shared::reservation::failed_publish::{self, Release, Verdict};
 use seckill_shared::settle::{Claimed, Outcome, Settler};
 use seckill_shared::{now_ms, OrderMessage, ProductId};
 use std::collections::HashMap;
@@ -60,6 +62,10 @@ pub(crate) enum Step {
     Paying(String),
     /// A payment that paid this order.
     Paid(u64),
+    /// A gateway's `release.lua` ran.
+    Released(Release),
+    /// What the gateway told the buyer.
+    Told(Verdict),
     Done,
 }
 
@@ -78,6 +84,13 @@ pub(crate) enum Role {
     /// The buyer pays (the gateway records the attempt under the order's lock), the provider
     /// calls back a success (MySQL), then Redis follows (`paid.lua`).
     Payer,
+    /// The buy's gateway after Kafka reported its publish failed (the message may have
+    /// landed: a worker on the same ticket has it): `release.lua`, then MySQL decides, and
+    /// the answer is judged once quiet.
+    Gateway,
+    /// Redis loses the product's keys (a restart without data), and the product is rebuilt
+    /// from MySQL (`reconcile_lost`, without the fence), as one step.
+    RedisLoss,
 }
 
 pub(crate) struct Actor {
@@ -94,6 +107,7 @@ impl fmt::Display for Actor {
         match self.role {
             Role::Expiry => write!(f, "expiry"),
             Role::Sweep => write!(f, "sweep"),
+            Role::RedisLoss => write!(f, "Redis"),
             r => write!(
                 f,
                 "{r:?}{} t{}",
@@ -115,7 +129,7 @@ impl Actor {
     }
 
     pub(crate) fn done(&self) -> bool {
-        matches!(self.step, Step::Done)
+        matches!(self.step, Step::Done | Step::Told(_))
     }
 
     /// Runs this actor's next step; returns what it did, for the trace.
@@ -237,6 +251,24 @@ impl Actor {
                 };
                 cancel::follow_paid(&env.store, &env.db, &[paid], now).await?;
                 (Step::Done, "paid.lua, restore_due cleared".to_owned())
+            }
+            (Role::Gateway, Step::Start) => {
+                let released = failed_publish::release(&env.store, &b.order, 60_000).await;
+                (
+                    Step::Released(released),
+                    format!("release.lua: {released:?}"),
+                )
+            }
+            (Role::Gateway, Step::Released(released)) => {
+                let told = failed_publish::decide(&env.store, &env.db, &b.order, released).await;
+                (Step::Told(told), format!("MySQL decides: {told:?}"))
+            }
+            (Role::RedisLoss, Step::Start) => {
+                env.lose_redis_keys(&format!("{}}}*", sale.product)).await;
+                let report = recovery::reconcile_lost(&env.store, &env.db, sale.product, None)
+                    .await?
+                    .is_some();
+                (Step::Done, format!("loses the product; rebuilt: {report}"))
             }
             (Role::Buyer | Role::Expiry, Step::Cancelled(due)) => {
                 let back = cancel::give_back(&env.store, &env.db, &due, now).await?;

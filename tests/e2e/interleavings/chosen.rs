@@ -238,3 +238,72 @@ async fn two_pays_after_an_unsent_attempt_send_it_once() {
         .unwrap();
     assert_eq!(n, 1, "one attempt, never a second beside it");
 }
+
+/// Kafka reports a publish failed though its message landed, and a worker claims it before
+/// the gateway's release.lua: MySQL's `kafka_unavailable` row, written before the worker's
+/// transaction, fails the order there, so the 503 holds (chaos scenario 19 had such buyers
+/// told 503 for units they got; the model found the later fixes).
+#[tokio::test]
+async fn a_failed_publish_claimed_first_is_failed_by_mysql() {
+    let bench = Bench::new().await;
+    let actors = [(Role::Worker, 0), (Role::Gateway, 0)];
+    // worker: claim; gateway: release.lua (moved on), MySQL decides; worker: commit, Redis.
+    exact(&bench, &[false], &actors, &[0, 1, 1, 0, 0]).await;
+}
+
+/// The same, with the worker's commit first: the order stands, and the buyer is told 202.
+#[tokio::test]
+async fn a_failed_publish_committed_first_is_answered_202() {
+    let bench = Bench::new().await;
+    let actors = [(Role::Worker, 0), (Role::Gateway, 0)];
+    // worker: claim, commit; gateway: release.lua, MySQL decides; worker: confirm.lua.
+    exact(&bench, &[false], &actors, &[0, 0, 1, 1, 0]).await;
+}
+
+/// Found by the model checker: the release's failure known to Redis alone is undone by a
+/// Redis that loses it; the message, delivered after the rebuild, was adopted by a claim and
+/// confirmed for the buyer told 503. MySQL's row now fails it.
+#[tokio::test]
+async fn a_released_ticket_stays_failed_after_redis_loses_it() {
+    let bench = Bench::new().await;
+    let actors = [(Role::Gateway, 0), (Role::RedisLoss, 0), (Role::Worker, 0)];
+    // gateway: release.lua, MySQL decides; Redis lost and rebuilt; worker: claim, commit, Redis.
+    exact(&bench, &[false], &actors, &[0, 0, 1, 2, 2, 2]).await;
+    // And with the loss between the release and MySQL's row.
+    exact(&bench, &[false], &actors, &[0, 1, 0, 2, 2, 2]).await;
+}
+
+/// Found by the model checker: Redis comes back from an older snapshot with a released ticket
+/// pending again, its gateway writes the `kafka_unavailable` row after the rebuild, and the
+/// sweeper expires the pending record. Its `expired` row is not written beside the gateway's,
+/// and the record now takes MySQL's reason (`fail_reason.lua`), so the stores agree.
+#[tokio::test]
+async fn an_expire_beside_a_release_row_takes_its_reason() {
+    let bench = Bench::new().await;
+    let sale = bench.sale(2, &[false]).await;
+    let b = &sale.bought[0];
+    let (t, user) = (&b.order.ticket, b.order.user_id.get());
+    let row = seckill_shared::db::record_failure(
+        &bench.env.db,
+        t,
+        user,
+        seckill_shared::FailureReason::KafkaUnavailable,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        row,
+        seckill_shared::db::Recorded::Failed(seckill_shared::FailureReason::KafkaUnavailable)
+    );
+    let expired = recovery::expire(&bench.env.store, &bench.env.db, t, user, now_ms())
+        .await
+        .unwrap();
+    assert_eq!(
+        expired,
+        Some(true),
+        "the pending record expired, its unit back"
+    );
+    let record = bench.env.store.ticket(t).await.unwrap().unwrap();
+    assert_eq!(record.state, RecordStatus::Failed);
+    assert_eq!(record.reason.as_deref(), Some("kafka_unavailable"));
+}

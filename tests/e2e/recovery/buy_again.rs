@@ -133,3 +133,41 @@ async fn a_buy_again_publishes_before_the_sweeper_fails_the_held_ticket() {
     let body = gw.settled(ticket.as_str(), Duration::from_secs(30)).await;
     assert_eq!(body["status"], "confirmed", "{body}");
 }
+
+/// A buy again whose publish Kafka refuses is answered `503`, as a new buy is, and a `503`
+/// leaves no unit with the buyer: the held ticket is released (its unit back, the buyer free
+/// to buy) and failed in MySQL, so that a message that reached Kafka after all is failed by
+/// the worker that gets it. It used to leave the ticket pending: such a message was confirmed
+/// for a buyer told 503 (found by the lifecycle model).
+#[tokio::test]
+async fn a_buy_again_that_kafka_refuses_gives_the_unit_back() {
+    let env = TestEnv::new().await;
+    let gw = env
+        .gateway_with(|s| {
+            s.kafka.brokers = "127.0.0.1:1".into(); // nothing listens there
+            s.kafka.delivery_timeout_ms = 1000;
+        })
+        .await;
+    let product = env.product(&gw, 3).await;
+    let user = UserId::new(84).unwrap();
+    // Held, old enough that any publish of it is over: no message, no location.
+    let (ticket, _) = env
+        .store
+        .reserve(product, user, now_ms() - 10_000, false)
+        .await
+        .unwrap();
+    let (status, body) = gw.buy(product, user.get()).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    let record = env.store.ticket(&ticket).await.unwrap().unwrap();
+    assert_eq!(record.state, seckill_shared::store::RecordStatus::Failed);
+    assert_eq!(record.reason.as_deref(), Some("kafka_unavailable"));
+    assert_eq!(env.store.stock(product).await.unwrap(), Some(3));
+    assert_eq!(env.store.buyer(product, user).await.unwrap(), None);
+    let row: Option<String> =
+        sqlx::query_scalar("SELECT reason FROM failed_tickets WHERE ticket = ?")
+            .bind(ticket.as_str())
+            .fetch_optional(&env.db)
+            .await
+            .unwrap();
+    assert_eq!(row.as_deref(), Some("kafka_unavailable"));
+}

@@ -15,6 +15,7 @@ impl Seckill {
         };
         match who {
             Who::Gateway(t) => slot(s.gateways[t as usize]),
+            Who::Again(t) => slot(s.again[t as usize]),
             Who::Worker(w) => s.workers[w as usize],
             Who::Sweeper(w) => s.sweepers[w as usize],
             Who::Expiry => s.expiry,
@@ -31,6 +32,7 @@ impl Seckill {
         let slot = |job: Option<Job>| job.map_or(Slot::Done, Slot::Busy);
         match who {
             Who::Gateway(t) => s.gateways[t as usize] = slot(job),
+            Who::Again(t) => s.again[t as usize] = slot(job),
             Who::Worker(w) => s.workers[w as usize] = job,
             Who::Sweeper(w) => s.sweepers[w as usize] = job,
             Who::Expiry => s.expiry = job,
@@ -45,6 +47,7 @@ impl Seckill {
     /// Every actor in the middle of a transition.
     pub(crate) fn busy(&self, s: &State) -> Vec<Who> {
         let mut all: Vec<Who> = self.tickets().map(Who::Gateway).collect();
+        all.extend(self.tickets().map(Who::Again));
         all.extend((0..s.workers.len() as u8).map(Who::Worker));
         all.extend((0..s.sweepers.len() as u8).map(Who::Sweeper));
         all.push(Who::Expiry);

@@ -52,6 +52,33 @@ pub struct Fixes {
     /// compensate.lua 'pending_only' spares a ticket located so. Today a sweeper that read the
     /// ticket without a location just before the buy again still expires it after its 200.
     pub expire_spares_held: bool,
+    /// Found in chaos scenario 19: a publish reported failed whose message reached Kafka all
+    /// the same, and a worker claimed it before the gateway's release.lua. The release then
+    /// changes nothing, and the gateway reads the record: processing, confirmed or paid is
+    /// answered 202, not 503 (today: 503 for a unit the buyer got).
+    pub release_answers_held: bool,
+    /// Found by this checker: a release's failure is written to MySQL
+    /// (`failed_tickets(kafka_unavailable)`, under the product's row lock, unless the ticket
+    /// has an order row) before the 503. Today only Redis knows of it: a message that
+    /// reached Kafka all the same, delivered again after Redis lost its data or came back
+    /// old, is adopted by a worker's claim and confirmed, and the buyer told 503 holds the
+    /// unit (and a buyer told 202 fails `out_of_stock` in their place).
+    pub release_recorded_in_mysql: bool,
+    /// Found by this checker with the fix above: an expire whose `failed_tickets(expired)`
+    /// insert finds a row of another reason makes the failed record take MySQL's reason
+    /// (`fail_reason.lua`). A release's row written after Redis came back old, with the ticket
+    /// pending again in it, is otherwise contradicted by the sweeper's `expired`.
+    pub expire_follows_failed_row: bool,
+    /// Found by this checker: a release that finds the record located on itself (a buy again
+    /// published the order and answered 200 while this publish was failing) answers 202, and
+    /// writes no failure row. Today that buyer is told 503 after the buy again's 200 (and with
+    /// the row, the promised order would fail).
+    pub release_answers_located: bool,
+    /// Found by a close read with this checker's property: a buy again whose publish fails
+    /// releases the ticket and lets MySQL decide, as a buy does. Today it answers 503 and
+    /// leaves the ticket pending: a message that landed all the same is confirmed for a
+    /// buyer told 503.
+    pub buy_again_failure_released: bool,
 }
 
 impl Fixes {
@@ -67,6 +94,11 @@ impl Fixes {
         paid_writes_lost_record: false,
         heal_lifts_negative: false,
         expire_spares_held: false,
+        release_answers_held: false,
+        release_recorded_in_mysql: false,
+        expire_follows_failed_row: false,
+        release_answers_located: false,
+        buy_again_failure_released: false,
     };
     pub const ALL: Fixes = Fixes {
         cancel_takes_in_flight: true,
@@ -80,6 +112,11 @@ impl Fixes {
         paid_writes_lost_record: true,
         heal_lifts_negative: true,
         expire_spares_held: true,
+        release_answers_held: true,
+        release_recorded_in_mysql: true,
+        expire_follows_failed_row: true,
+        release_answers_located: true,
+        buy_again_failure_released: true,
     };
 }
 

@@ -16,6 +16,11 @@ pub const ONE_CHARGE_PER_ORDER: &str = "at most one charge per order";
 /// Once quiet: every ticket answered 202 has an order row (confirmed, paid or cancelled), or
 /// failed, in both stores, for a reason a buyer may be given (not `lost`, not `expired`).
 pub const EVERY_202_KEPT: &str = "every 202 ends kept";
+/// Once quiet: a ticket answered 503 holds no unit: no confirmed or paid order in MySQL, and
+/// no record holding one in Redis (while its state is this run's).
+pub const NO_UNIT_AFTER_A_503: &str = "a buyer told 503 holds no unit";
+/// Always: no ticket's buyer is told both 202 (or a buy again's 200) and 503.
+pub const ONE_ANSWER_PER_TICKET: &str = "a buyer is never told both 202 and 503";
 /// Once quiet: each store's stock is the units less those held (so every unit given back
 /// came back once), both stocks are equal, and `buyers` holds exactly the buyers with a
 /// confirmed or paid order, with that order's ticket.
@@ -95,7 +100,22 @@ pub(crate) fn properties() -> Vec<Property<Seckill>> {
                         (None, Some(r)) => r.may_follow_a_202(),
                         _ => false,
                     };
-                    s.answers[i] != Some(Answer::Accepted) || (redis_ok && mysql_ok)
+                    !matches!(s.answers[i], Some(Answer::Accepted | Answer::Both))
+                        || (redis_ok && mysql_ok)
+                })
+        }),
+        Property::always(ONE_ANSWER_PER_TICKET, |m: &Seckill, s: &State| {
+            m.tickets()
+                .all(|t| s.answers[t as usize] != Some(Answer::Both))
+        }),
+        Property::always(NO_UNIT_AFTER_A_503, |m: &Seckill, s: &State| {
+            !m.quiet(s)
+                || m.tickets().all(|t| {
+                    let i = t as usize;
+                    s.answers[i] != Some(Answer::Unavailable)
+                        || (!s.orders[i].is_some_and(|o| o.status.holds_unit())
+                            && (!Seckill::trusted(s)
+                                || !s.records[i].is_some_and(|r| r.status.holds_unit())))
                 })
         }),
         Property::always(UNITS_COME_BACK_ONCE, |m: &Seckill, s: &State| {

@@ -75,6 +75,8 @@ pub enum Answer {
     Accepted,
     /// 503: Kafka was unavailable and the unit went back.
     Unavailable,
+    /// Both, to two requests of one buyer (the first one and a buy again): a contradiction.
+    Both,
 }
 
 /// An actor's next atomic step within the transition it is taking.
@@ -86,6 +88,11 @@ pub enum Op {
     /// The buy again's `locate_held.lua` and its 200.
     LocateHeld,
     Release,
+    /// Release changed nothing: read the record. Failed: 503; else MySQL decides (before that
+    /// fix: 202 if a worker has the order).
+    ReadMovedOn,
+    /// Released: `failed_tickets(kafka_unavailable)` unless an order row stands (then 202).
+    RecordUnavailable,
     // settle
     Claim,
     Write,
@@ -94,6 +101,8 @@ pub enum Op {
     // expire pending
     ExpirePending,
     InsertExpired,
+    /// `restore.lua` with the reason of the row MySQL already had.
+    FollowFailedRow(FailReason),
     // settle stuck (today's sweeper)
     WriteStuck,
     // cancel, restore due
@@ -134,13 +143,17 @@ impl Job {
             (T::Buy, Op::Publish) => 1,
             (T::Buy, Op::Locate) => 2,
             (T::Buy, Op::Release) => 3,
+            (T::Buy, Op::ReadMovedOn) => 3,
+            (T::Buy, Op::RecordUnavailable) => 4,
             (T::BuyAgain, Op::Publish) => 1,
             (T::BuyAgain, Op::LocateHeld) => 2,
+            (T::BuyAgain, Op::Release | Op::ReadMovedOn | Op::RecordUnavailable) => 3,
             (T::Settle, Op::Claim) => 0,
             (T::Settle, Op::Write) => 1,
             (T::Settle, Op::Follow(_)) => 2,
             (T::ExpirePending, Op::ExpirePending) => 0,
             (T::ExpirePending, Op::InsertExpired) => 1,
+            (T::ExpirePending, Op::FollowFailedRow(_)) => 2,
             (T::SettleStuck, Op::WriteStuck) => 0,
             (T::SettleStuck, Op::Follow(_)) => 1,
             (T::Cancel, Op::CancelLua) => 1,
@@ -163,6 +176,7 @@ impl Job {
         match self.op {
             Op::Follow(outcome) => outcome.redis_script().to_string(),
             Op::InsertPayment => "insert payment (unsent)".to_string(),
+            Op::ReadMovedOn => "read the record".to_string(),
             _ => self.table_step().op.to_string(),
         }
     }
@@ -192,12 +206,24 @@ pub enum Who {
     Provider,
     /// Whoever rebuilds a product Redis lost (a gateway, a worker or the sweeper).
     Reconcile,
+    /// The gateway serving a buy again of this ticket (its buyer's second request).
+    Again(u8),
+}
+
+impl State {
+    /// The gateway answers ticket `i`'s buyer (a second, different answer makes it `Both`).
+    pub(crate) fn answer(&mut self, i: usize, answer: Answer) {
+        self.answers[i] = Some(match self.answers[i] {
+            Some(was) if was != answer => Answer::Both,
+            _ => answer,
+        });
+    }
 }
 
 impl Who {
     pub fn actor(self) -> Actor {
         match self {
-            Who::Gateway(_) => Actor::Gateway,
+            Who::Gateway(_) | Who::Again(_) => Actor::Gateway,
             Who::Worker(_) => Actor::Worker,
             Who::Sweeper(_) => Actor::Sweeper,
             Who::Expiry => Actor::Expiry,
@@ -245,6 +271,8 @@ pub struct State {
     // Actors
     /// Per ticket.
     pub gateways: Vec<Slot>,
+    /// Per ticket: its buy again.
+    pub again: Vec<Slot>,
     pub workers: Vec<Option<Job>>,
     pub sweepers: Vec<Option<Job>>,
     pub expiry: Option<Job>,
@@ -277,6 +305,8 @@ pub enum Action {
     Step(Who),
     /// The gateway's publish fails; the message may have reached Kafka all the same.
     PublishFails {
+        /// The buy's gateway, or a buy again's.
+        who: Who,
         ticket: u8,
         reached: bool,
     },

@@ -305,7 +305,7 @@ impl Seckill {
                         record.located = true;
                     }
                     // Today: 200 with the record read before, whatever it is now.
-                    s.answers[i] = Some(Answer::Accepted);
+                    s.answer(i, Answer::Accepted);
                 }
                 None
             }
@@ -313,12 +313,79 @@ impl Seckill {
                 if let Some(record) = &mut s.records[i] {
                     record.located = true;
                 }
-                s.answers[i] = Some(Answer::Accepted);
+                s.answer(i, Answer::Accepted);
                 None
             }
             Op::Release => {
-                self.compensate(s, t, FailReason::KafkaUnavailable, Compensate::PendingOnly);
-                s.answers[i] = Some(Answer::Unavailable);
+                let released =
+                    self.compensate(s, t, FailReason::KafkaUnavailable, Compensate::PendingOnly);
+                let recorded = self.fixes.release_recorded_in_mysql;
+                match released {
+                    true if recorded => job.then(Op::RecordUnavailable),
+                    false
+                        if recorded
+                            || self.fixes.release_answers_held
+                            || self.fixes.release_answers_located =>
+                    {
+                        job.then(Op::ReadMovedOn)
+                    }
+                    _ => {
+                        s.answer(i, Answer::Unavailable);
+                        None
+                    }
+                }
+            }
+            Op::ReadMovedOn => {
+                let status = s.records[i].map(|r| r.status);
+                // Located on its record: a buy again published it and answered 200 while
+                // this publish was failing. The order is in Kafka, and promised.
+                let failed = matches!(status, Some(RecordStatus::Failed(_)));
+                if self.fixes.release_answers_located
+                    && !failed
+                    && s.records[i].is_some_and(|r| r.located)
+                {
+                    s.answer(i, Answer::Accepted);
+                    return None;
+                }
+                if self.fixes.release_recorded_in_mysql {
+                    // A failure someone else made (the sweeper's expire, a worker's) is theirs
+                    // to write to MySQL; anything else, MySQL decides.
+                    if matches!(status, Some(RecordStatus::Failed(_))) {
+                        s.answer(i, Answer::Unavailable);
+                        return None;
+                    }
+                    return job.then(Op::RecordUnavailable);
+                }
+                let held = self.fixes.release_answers_held
+                    && matches!(
+                        status,
+                        Some(
+                            RecordStatus::Processing | RecordStatus::Confirmed | RecordStatus::Paid
+                        )
+                    );
+                s.answer(
+                    i,
+                    if held {
+                        Answer::Accepted
+                    } else {
+                        Answer::Unavailable
+                    },
+                );
+                None
+            }
+            Op::RecordUnavailable => {
+                let held = s.orders[i].is_some_and(|o| o.status.holds_unit());
+                if s.orders[i].is_none() && s.failed[i].is_none() {
+                    s.failed[i] = Some(FailReason::KafkaUnavailable);
+                }
+                s.answer(
+                    i,
+                    if held {
+                        Answer::Accepted
+                    } else {
+                        Answer::Unavailable
+                    },
+                );
                 None
             }
             Op::Claim => {
@@ -344,7 +411,20 @@ impl Seckill {
             }
             Op::InsertExpired => {
                 if s.orders[i].is_none() || !self.fixes.expired_row_needs_no_order {
-                    s.failed[i].get_or_insert(FailReason::Expired);
+                    let row = *s.failed[i].get_or_insert(FailReason::Expired);
+                    if row != FailReason::Expired && self.fixes.expire_follows_failed_row {
+                        return job.then(Op::FollowFailedRow(row));
+                    }
+                }
+                None
+            }
+            Op::FollowFailedRow(reason) => {
+                // fail_reason.lua: only a failed record takes the reason (one that a claim
+                // adopted since is the worker's to settle, and MySQL's row fails it).
+                if let Some(record) = &mut s.records[i] {
+                    if matches!(record.status, RecordStatus::Failed(_)) {
+                        record.status = RecordStatus::Failed(reason);
+                    }
                 }
                 None
             }
@@ -402,13 +482,17 @@ impl Seckill {
     /// fence first waits out the delivery timeout), or its message is queued, or a worker
     /// has it and has not committed its offset (it does once the ticket is settled).
     pub(crate) fn in_kafka(s: &State, t: u8) -> bool {
-        let publishing = matches!(
-            s.gateways[t as usize],
-            Slot::Busy(Job {
-                op: Op::Publish,
-                ..
-            })
-        );
+        let publishing = [s.gateways[t as usize], s.again[t as usize]]
+            .iter()
+            .any(|slot| {
+                matches!(
+                    slot,
+                    Slot::Busy(Job {
+                        op: Op::Publish,
+                        ..
+                    })
+                )
+            });
         publishing
             || s.kafka[t as usize] == Message::Queued
             || s.workers.iter().flatten().any(|job| job.ticket == t)
@@ -433,6 +517,7 @@ impl Seckill {
         match job.op {
             Op::Write | Op::WriteStuck => !Self::product_locked(s),
             Op::InsertExpired if self.fixes.expired_row_needs_no_order => !Self::product_locked(s),
+            Op::RecordUnavailable => !Self::product_locked(s),
             Op::RebuildRead => {
                 !(0..s.kafka.len() as u8).any(|t| s.fenced[t as usize] && Self::in_kafka(s, t))
             }

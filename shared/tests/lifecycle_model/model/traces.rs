@@ -13,6 +13,7 @@ impl Seckill {
         let job_owner = || Self::job(s, who).map(|j| self.owner(j.ticket) + 1);
         match who {
             Who::Gateway(t) => format!("gateway (buyer u{})", self.owner(t) + 1),
+            Who::Again(t) => format!("gateway (buyer u{}, again)", self.owner(t) + 1),
             Who::Worker(w) => format!("worker w{}", w + 1),
             Who::Sweeper(w) => format!("sweeper s{}", w + 1),
             Who::Expiry => "expiry".to_string(),
@@ -58,8 +59,12 @@ impl Seckill {
                 }
                 (self.who_name(before, who), what, job.ticket)
             }
-            Action::PublishFails { ticket, reached } => (
-                self.who_name(before, Who::Gateway(ticket)),
+            Action::PublishFails {
+                who,
+                ticket,
+                reached,
+            } => (
+                self.who_name(before, who),
                 format!(
                     "publish {} fails ({})",
                     t_(ticket),
@@ -232,6 +237,7 @@ impl Seckill {
             .filter_map(|i| match s.answers[i] {
                 Some(Answer::Accepted) => Some(format!("t{} 202", i + 1)),
                 Some(Answer::Unavailable) => Some(format!("t{} 503", i + 1)),
+                Some(Answer::Both) => Some(format!("t{} 202 and 503", i + 1)),
                 None => None,
             })
             .collect();
@@ -352,6 +358,12 @@ fn changes(a: &State, b: &State) -> Vec<String> {
         match (x, y) {
             (None, Some(Answer::Accepted)) => out.push(format!("answers 202 for {}", t_(i))),
             (None, Some(Answer::Unavailable)) => out.push(format!("answers 503 for {}", t_(i))),
+            (Some(Answer::Accepted), Some(Answer::Both)) => {
+                out.push(format!("answers 503 for {} (after a 202)", t_(i)))
+            }
+            (Some(Answer::Unavailable), Some(Answer::Both)) => {
+                out.push(format!("answers 202 for {} (after a 503)", t_(i)))
+            }
             _ => {}
         }
     }

@@ -2,7 +2,7 @@
 //! state each one leads to.
 
 use super::properties::properties;
-use super::state::{Action, Job, Message, Meta, Op, RedisImage, Seckill, Slot, State, Who};
+use super::state::{Action, Answer, Job, Message, Meta, Op, RedisImage, Seckill, Slot, State, Who};
 use seckill_shared::lifecycle::{OrderStatus, PaymentStatus, RecordStatus, TransitionId};
 use stateright::{Model, Property};
 
@@ -34,6 +34,7 @@ impl Model for Seckill {
             created: vec![0; tickets],
             clock: 0,
             gateways: vec![Slot::Free; tickets],
+            again: vec![Slot::Free; tickets],
             workers: vec![None; b.workers as usize],
             sweepers: vec![None; b.sweepers as usize],
             expiry: None,
@@ -64,14 +65,22 @@ impl Model for Seckill {
             {
                 actions.push(Action::Buy(t));
             }
-            // A buy again: the buyer holds a pending ticket that its dead gateway never
-            // answered nor located (read as the action starts).
+            // A buy again: the buyer holds a pending ticket that its gateway never answered
+            // nor located (read as the action starts): that gateway died, or its publish
+            // failed and it has not released the ticket yet (a pause longer than the buy
+            // again's wait).
             let held = s.records[t as usize].is_some_and(|r| {
                 r.status == RecordStatus::Pending && !r.located && Self::trusted(s)
             });
+            let first_over_or_failing = match s.gateways[t as usize] {
+                Slot::Done => true,
+                Slot::Busy(job) => job.op == Op::Release,
+                Slot::Free => false,
+            };
             if s.buys_again_left > 0
                 && held
-                && s.gateways[t as usize] == Slot::Done
+                && first_over_or_failing
+                && s.again[t as usize] == Slot::Free
                 && s.answers[t as usize].is_none()
             {
                 actions.push(Action::BuyAgain(t));
@@ -83,13 +92,15 @@ impl Model for Seckill {
                 actions.push(Action::Step(who));
             }
             // A publish may fail, the message reaching Kafka or not.
-            if let Who::Gateway(ticket) = who {
-                let publishing = Self::job(s, who).is_some_and(|job| {
-                    job.op == Op::Publish && job.transition == TransitionId::Buy
-                });
+            if let Who::Gateway(ticket) | Who::Again(ticket) = who {
+                let publishing = Self::job(s, who).is_some_and(|job| job.op == Op::Publish);
                 if publishing && s.kafka_failures_left > 0 {
                     for reached in [false, true] {
-                        actions.push(Action::PublishFails { ticket, reached });
+                        actions.push(Action::PublishFails {
+                            who,
+                            ticket,
+                            reached,
+                        });
                     }
                 }
             }
@@ -215,7 +226,7 @@ impl Model for Seckill {
             }
             Action::BuyAgain(t) => {
                 s.buys_again_left -= 1;
-                s.gateways[t as usize] = Slot::Busy(Job {
+                s.again[t as usize] = Slot::Busy(Job {
                     transition: TransitionId::BuyAgain,
                     ticket: t,
                     op: Op::Publish,
@@ -226,13 +237,24 @@ impl Model for Seckill {
                 let next = self.run(&mut s, job);
                 Self::set_job(&mut s, who, next);
             }
-            Action::PublishFails { ticket, reached } => {
+            Action::PublishFails {
+                who,
+                ticket,
+                reached,
+            } => {
                 s.kafka_failures_left -= 1;
                 if reached {
                     s.kafka[ticket as usize] = Message::Queued;
                 }
-                let job = Self::job(&s, Who::Gateway(ticket)).unwrap();
-                Self::set_job(&mut s, Who::Gateway(ticket), job.then(Op::Release));
+                let job = Self::job(&s, who).unwrap();
+                let again = job.transition == TransitionId::BuyAgain;
+                if again && !self.fixes.buy_again_failure_released {
+                    // Today: 503, and the ticket is left pending for the sweeper.
+                    s.answer(ticket as usize, Answer::Unavailable);
+                    Self::set_job(&mut s, who, None);
+                } else {
+                    Self::set_job(&mut s, who, job.then(Op::Release));
+                }
             }
             Action::Crash(who) => {
                 let job = Self::job(&s, who).unwrap();
