@@ -29,6 +29,7 @@ pub mod cli;
 pub mod counting;
 pub mod dependencies;
 pub mod error;
+pub mod events;
 pub mod live;
 pub mod metrics;
 pub mod publish;

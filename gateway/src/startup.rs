@@ -5,6 +5,8 @@ use crate::auth::admin::Admins;
 use crate::auth::{self, AddressLimiter, Authenticator};
 use crate::counting::count_requests;
 use crate::error::{json_error, path_error, query_error};
+use crate::events::room::Rooms;
+use crate::events::Streams;
 use crate::metrics::Metrics;
 use crate::publish::OrderPublisher;
 use crate::recovery::Recovery;
@@ -16,6 +18,7 @@ use actix_web::dev::{Server, ServerHandle};
 use actix_web::middleware::from_fn;
 use actix_web::{web, App, HttpServer};
 use anyhow::Context;
+use seckill_shared::config::Topology;
 use seckill_shared::live::LivePublisher;
 use seckill_shared::payments::attempts::{self as payments, Payments};
 use seckill_shared::payments::ChargeOutcome;
@@ -76,6 +79,15 @@ impl Application {
             tokio::spawn(jwks.watch(shutdown.clone()));
         }
         let store_conn = store.connection();
+        let admissions = Arc::new(Admissions::new(
+            settings.waiting_room.admission_secret.clone(),
+            settings.waiting_room.admission_ttl_secs * 1000,
+        )?);
+        let rooms = Arc::new(Rooms::new(
+            store.clone(),
+            admissions.clone(),
+            shutdown.clone(),
+        ));
         let state = web::Data::new(AppState {
             auth: web::Data::new(auth),
             admission: Admission::new(settings.gateway.max_in_flight),
@@ -104,15 +116,19 @@ impl Application {
             )?,
             payments: Payments::from_settings(&settings.payment)?,
             default_payment_window_secs: settings.payment.window_secs,
-            admissions: Admissions::new(
-                settings.waiting_room.admission_secret.clone(),
-                settings.waiting_room.admission_ttl_secs * 1000,
-            )?,
+            admissions: admissions.clone(),
+            rooms,
             admins: web::Data::new(Admins::new(
                 settings.admin.token.clone(),
                 settings.admin.auth_failures_per_min,
             )),
             health: Default::default(),
+            streams: Arc::new(Streams::new(
+                settings.gateway.sse_max_streams,
+                settings.gateway.sse_max_per_buyer,
+                shutdown.clone(),
+            )),
+            sse_heartbeat: Duration::from_secs(settings.gateway.sse_heartbeat_secs),
             // A publish waits up to the delivery timeout for room in the producer's queue,
             // then as long again (and 0.5 s) for its report; 1 s more for clocks that differ.
             // But never past 1 s before the sweeper fails a ticket with no location (the
@@ -154,6 +170,16 @@ impl Application {
                 shutdown.clone(),
             ));
         }
+        // One subscription to the namespace's ticket changes, for the live streams.
+        let nodes = match settings.redis.topology()? {
+            Topology::Single(url) => vec![url],
+            Topology::Cluster(nodes) => nodes,
+        };
+        tokio::spawn(crate::events::listener::listen(
+            nodes,
+            settings.common.namespace.clone(),
+            state.streams.clone(),
+        ));
         tokio::spawn(crate::live::run(
             state.clone(),
             LivePublisher::new(store_conn, &settings.common.namespace),

@@ -39,7 +39,7 @@ pub struct AppState {
     /// `SECKILL_PAYMENT_WINDOW_SECS`: the window of a priced product that sets none.
     pub default_payment_window_secs: u64,
     /// Waiting rooms' admission tokens.
-    pub admissions: Admissions,
+    pub admissions: std::sync::Arc<Admissions>,
     /// The admin token, and wrong ones per client address
     /// (`SECKILL_ADMIN_AUTH_FAILURES_PER_MIN`). Also app data of its own, for [`crate::auth::admin::Admin`].
     pub admins: web::Data<Admins>,
@@ -49,6 +49,12 @@ pub struct AppState {
     /// with its gateway: any publish of it is over (the delivery timeout, its report's grace,
     /// the location's hold).
     pub republish_after_ms: i64,
+    /// The live streams open on this gateway (`…/events`).
+    pub streams: std::sync::Arc<crate::events::Streams>,
+    /// The waiting rooms with live streams on this gateway.
+    pub rooms: std::sync::Arc<crate::events::room::Rooms>,
+    /// `SECKILL_SSE_HEARTBEAT_SECS`.
+    pub sse_heartbeat: std::time::Duration,
 }
 
 impl AppState {

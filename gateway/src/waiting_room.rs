@@ -7,7 +7,10 @@
 //! reservation script then checks that the admission still holds in Redis (it may have been
 //! taken back to keep the cap, or ended by a purchase).
 
+use crate::error::ApiError;
 use hmac::{KeyInit, Mac};
+use seckill_shared::api::QueueBody;
+use seckill_shared::waiting_room::QueueState;
 use seckill_shared::{ProductId, UserId};
 use secrecy::{ExposeSecret, SecretString};
 use subtle::ConstantTimeEq;
@@ -16,6 +19,97 @@ type HmacSha256 = hmac::Hmac<sha2::Sha256>;
 
 /// The buy's header that carries the token.
 pub const ADMISSION_HEADER: &str = "Seckill-Admission";
+
+/// The answer for `user`'s place in `product`'s waiting room (`found`), as a join, a poll or
+/// a live stream gives it. `expected`: the queue id the request names. States that are no
+/// place (no waiting room, never joined, …) are the errors a poll answers.
+pub fn shape(
+    admissions: &Admissions,
+    product: ProductId,
+    user: UserId,
+    found: QueueState,
+    expected: Option<&str>,
+    now: i64,
+) -> Result<QueueBody, ApiError> {
+    let mine = |id: &str| expected.is_none_or(|e| e == id);
+    let body = |queue_id: String, state: &'static str| QueueBody {
+        queue_id,
+        state: state.to_owned(),
+        position: None,
+        ahead: None,
+        estimated_wait_ms: None,
+        unlikely: false,
+        refresh_after_ms: 1000,
+        admission_token: None,
+        admitted_until_ms: None,
+    };
+    Ok(match found {
+        QueueState::UnknownProduct => return Err(ApiError::UnknownProduct),
+        QueueState::NoWaitingRoom => return Err(ApiError::NoWaitingRoom),
+        QueueState::NotOpen => return Err(ApiError::QueueNotOpen),
+        QueueState::NotJoined => return Err(ApiError::UnknownQueueEntry),
+        QueueState::Room(_) => {
+            return Err(ApiError::Unexpected(anyhow::anyhow!(
+                "a tick's answer where a place was asked for"
+            )))
+        }
+        QueueState::Waiting { queue_id, .. }
+        | QueueState::Admitted { queue_id, .. }
+        | QueueState::Expired { queue_id }
+        | QueueState::Bought { queue_id }
+            if !mine(&queue_id) =>
+        {
+            return Err(ApiError::UnknownQueueEntry)
+        }
+        QueueState::Waiting {
+            queue_id,
+            ahead,
+            sold_out,
+            admit_per_sec,
+            starts_at_ms,
+            measured_per_sec,
+            unlikely,
+            ..
+        } => {
+            if sold_out {
+                QueueBody {
+                    refresh_after_ms: 2000,
+                    ..body(queue_id, "sold_out")
+                }
+            } else {
+                let to_start = (starts_at_ms - now).max(0) as u64;
+                // The rate actually measured; the configured one until a window closed. A
+                // measured 0 is a stalled admission (the admitted have not bought): no honest
+                // estimate.
+                let rate = match measured_per_sec {
+                    Some(r) if r > 0.0 => Some(r),
+                    Some(_) => None,
+                    None => Some(admit_per_sec),
+                };
+                let wait = ahead
+                    .zip(rate)
+                    .map(|(a, r)| to_start + (a as f64 * 1000.0 / r) as u64);
+                QueueBody {
+                    position: ahead.map(|a| a + 1),
+                    ahead,
+                    estimated_wait_ms: wait,
+                    unlikely,
+                    refresh_after_ms: wait
+                        .map_or(to_start.clamp(250, 1000), |w| (w / 4).clamp(250, 2000)),
+                    ..body(queue_id, "waiting")
+                }
+            }
+        }
+        QueueState::Admitted { queue_id, until_ms } => QueueBody {
+            admission_token: Some(admissions.sign(product, user, until_ms)),
+            admitted_until_ms: Some(until_ms),
+            estimated_wait_ms: Some(0),
+            ..body(queue_id, "admitted")
+        },
+        QueueState::Expired { queue_id } => body(queue_id, "expired"),
+        QueueState::Bought { queue_id } => body(queue_id, "bought"),
+    })
+}
 
 /// Signs and verifies admission tokens.
 pub struct Admissions {

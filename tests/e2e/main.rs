@@ -11,6 +11,7 @@ mod binaries;
 mod buckets;
 mod connections;
 mod dashboard;
+mod events;
 mod fuzz;
 mod hung_broker;
 mod interleavings;

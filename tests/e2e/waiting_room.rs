@@ -9,14 +9,19 @@ use seckill_shared::{now_ms, ProductId};
 use serde_json::{json, Value};
 use std::time::Duration;
 
-fn rfc3339(ms: i64) -> String {
+pub(crate) fn rfc3339(ms: i64) -> String {
     chrono::DateTime::<chrono::Utc>::from_timestamp_millis(ms)
         .unwrap()
         .to_rfc3339()
 }
 
 /// A product with a waiting room, loaded for sale, whose sale starts at `starts_at_ms`.
-async fn room(gw: &TestGateway, stock: i64, starts_at_ms: i64, room: Value) -> ProductId {
+pub(crate) async fn room(
+    gw: &TestGateway,
+    stock: i64,
+    starts_at_ms: i64,
+    room: Value,
+) -> ProductId {
     room_with(
         gw,
         json!({"stock": stock, "starts_at": rfc3339(starts_at_ms), "waiting_room": room}),
@@ -36,7 +41,7 @@ async fn room_with(gw: &TestGateway, mut body: Value) -> ProductId {
     id
 }
 
-async fn join(gw: &TestGateway, product: ProductId, user: u64) -> (StatusCode, Value) {
+pub(crate) async fn join(gw: &TestGateway, product: ProductId, user: u64) -> (StatusCode, Value) {
     let res = gw
         .http
         .post(format!("{}/v1/seckill/{product}/queue", gw.base))
@@ -62,7 +67,7 @@ async fn poll(
 }
 
 /// `user` buys with `admission` in the `Seckill-Admission` header (or none).
-async fn buy_with(
+pub(crate) async fn buy_with(
     gw: &TestGateway,
     product: ProductId,
     user: u64,

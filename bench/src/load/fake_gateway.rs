@@ -386,6 +386,7 @@ fn room_state(s: &mut Sale, user: u64) -> String {
         position: None,
         ahead: None,
         estimated_wait_ms: None,
+        unlikely: false,
         refresh_after_ms: 20,
         admission_token: None,
         admitted_until_ms: None,

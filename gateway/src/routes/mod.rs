@@ -5,6 +5,7 @@
 mod admin;
 pub(crate) mod buy;
 mod dashboard;
+mod events;
 pub(crate) mod health;
 pub mod openapi;
 mod orders;
@@ -26,12 +27,18 @@ pub use seckill_shared::api::TicketBody;
 pub const ROUTES: &[(&str, &str, &str)] = &[
     ("buy", "POST", "/v1/seckill/{product_id}"),
     ("order", "GET", "/v1/orders/{ticket}"),
+    ("order_events", "GET", "/v1/orders/{ticket}/events"),
     ("my_order", "GET", "/v1/seckill/{product_id}/order"),
     ("queue_join", "POST", "/v1/seckill/{product_id}/queue"),
     (
         "queue_poll",
         "GET",
         "/v1/seckill/{product_id}/queue/{queue_id}",
+    ),
+    (
+        "queue_events",
+        "GET",
+        "/v1/seckill/{product_id}/queue/{queue_id}/events",
     ),
     ("pay", "POST", "/v1/orders/{ticket}/pay"),
     ("cancel", "POST", "/v1/orders/{ticket}/cancel"),
@@ -55,9 +62,11 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(resource("buy").route(web::post().to(buy::buy)))
         .service(resource("order").route(web::get().to(orders::get_order)))
+        .service(resource("order_events").route(web::get().to(events::ticket_events)))
         .service(resource("my_order").route(web::get().to(orders::my_order)))
         .service(resource("queue_join").route(web::post().to(queue::join)))
         .service(resource("queue_poll").route(web::get().to(queue::poll)))
+        .service(resource("queue_events").route(web::get().to(events::queue_events)))
         .service(resource("pay").route(web::post().to(payments::pay)))
         .service(resource("cancel").route(web::post().to(payments::cancel)))
         .service(resource("payment_callback").route(web::post().to(payments::callback)))

@@ -35,25 +35,31 @@ pub async fn get_order(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let ticket = Ticket::parse(&path)?;
-    // Only the owner sees a ticket; with authentication off, anyone does.
-    let owner = |user_id: u64| buyer.0.is_none_or(|b| b.get() == user_id);
-    // The fast Redis copy first; MySQL once it has expired (or while Redis is down).
-    let redis_err = match state.store.ticket(&ticket).await {
-        Ok(Some(r)) if owner(r.user_id) => {
-            return Ok(HttpResponse::Ok().json(with_order(&state, &ticket, r).await))
-        }
+    let body = read_ticket(&state, &ticket, buyer.0).await?;
+    Ok(HttpResponse::Ok().json(body))
+}
+
+/// A ticket as its owner sees it: the fast Redis copy first; MySQL once it has expired (or
+/// while Redis is down). Anyone else but the owner gets `unknown_ticket`; with
+/// authentication off (`buyer` is `None`), anyone is the owner.
+pub(crate) async fn read_ticket(
+    state: &AppState,
+    ticket: &Ticket,
+    buyer: Option<UserId>,
+) -> Result<TicketBody, ApiError> {
+    let owner = |user_id: u64| buyer.is_none_or(|b| b.get() == user_id);
+    let redis_err = match state.store.ticket(ticket).await {
+        Ok(Some(r)) if owner(r.user_id) => return Ok(with_order(state, ticket, r).await),
         Ok(Some(_)) => return Err(ApiError::UnknownTicket),
         Ok(None) => None,
         Err(e) => Some(e),
     };
-    match db::settled_ticket(&state.db, &ticket).await {
-        Ok(Some(s)) if owner(s.user_id) => {
-            Ok(HttpResponse::Ok().json(TicketBody::from_settled(&ticket, s)))
-        }
+    match db::settled_ticket(&state.db, ticket).await {
+        Ok(Some(s)) if owner(s.user_id) => Ok(TicketBody::from_settled(ticket, s)),
         Ok(Some(_)) => Err(ApiError::UnknownTicket),
         Ok(None) => match redis_err {
             Some(e) => Err(ApiError::unavailable("Redis", e)),
-            None => Err(not_found(&state, ticket.product(), ApiError::UnknownTicket).await),
+            None => Err(not_found(state, ticket.product(), ApiError::UnknownTicket).await),
         },
         Err(e) => Err(ApiError::unavailable("MySQL", redis_err.unwrap_or(e))),
     }

@@ -9,21 +9,23 @@ use crate::rate_limit::Decision;
 use crate::routes::openapi::schema;
 use crate::routes::Outcome;
 use crate::state::{AppState, ThreadRedis};
+use crate::waiting_room::shape;
 use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
 use rand::RngCore;
 use seckill_shared::api::QueueBody;
 use seckill_shared::waiting_room::{QueueOp, QueueState};
 use seckill_shared::{now_ms, ProductId, UserId};
 
-/// Joins or polls, then shapes the answer. `expected`: the queue id a poll names.
-async fn run(
+/// Joins or polls, then shapes the answer (and gives what `queue.lua` said). `expected`: the
+/// queue id a poll names.
+pub(crate) async fn run(
     state: &AppState,
     redis: &ThreadRedis,
     product: ProductId,
     user: UserId,
     op: QueueOp<'_>,
     expected: Option<&str>,
-) -> Result<QueueBody, ApiError> {
+) -> Result<(QueueBody, QueueState), ApiError> {
     if let Some(limiter) = &redis.queue_limiter {
         let decision = limiter
             .check(user)
@@ -41,75 +43,27 @@ async fn run(
         .queue(product, user, op, now, state.admissions.ttl_ms)
         .await
         .map_err(|e| ApiError::unavailable("Redis", e))?;
-    let mine = |id: &str| expected.is_none_or(|e| e == id);
-    let body = |queue_id: String, state: &'static str| QueueBody {
-        queue_id,
-        state: state.to_owned(),
-        position: None,
-        ahead: None,
-        estimated_wait_ms: None,
-        refresh_after_ms: 1000,
-        admission_token: None,
-        admitted_until_ms: None,
-    };
-    Ok(match found {
-        QueueState::UnknownProduct => {
-            return Err(
-                match state
-                    .recovery
-                    .on_unknown_product(&state.store, &state.db, product)
-                    .await
-                {
-                    ApiError::Unavailable(m) => ApiError::Unavailable(m),
-                    _ => ApiError::UnknownProduct,
-                },
-            )
-        }
-        QueueState::NoWaitingRoom => return Err(ApiError::NoWaitingRoom),
-        QueueState::NotOpen => return Err(ApiError::QueueNotOpen),
-        QueueState::NotJoined => return Err(ApiError::UnknownQueueEntry),
-        QueueState::Waiting { queue_id, .. }
-        | QueueState::Admitted { queue_id, .. }
-        | QueueState::Expired { queue_id }
-        | QueueState::Bought { queue_id }
-            if !mine(&queue_id) =>
-        {
-            return Err(ApiError::UnknownQueueEntry)
-        }
-        QueueState::Waiting {
-            queue_id,
-            ahead,
-            sold_out,
-            admit_per_sec,
-            starts_at_ms,
-        } => {
-            if sold_out {
-                QueueBody {
-                    refresh_after_ms: 2000,
-                    ..body(queue_id, "sold_out")
-                }
-            } else {
-                let to_start = (starts_at_ms - now).max(0) as u64;
-                let wait = ahead.map(|a| to_start + (a as f64 * 1000.0 / admit_per_sec) as u64);
-                QueueBody {
-                    position: ahead.map(|a| a + 1),
-                    ahead,
-                    estimated_wait_ms: wait,
-                    refresh_after_ms: wait
-                        .map_or(to_start.clamp(250, 1000), |w| (w / 4).clamp(250, 2000)),
-                    ..body(queue_id, "waiting")
-                }
-            }
-        }
-        QueueState::Admitted { queue_id, until_ms } => QueueBody {
-            admission_token: Some(state.admissions.sign(product, user, until_ms)),
-            admitted_until_ms: Some(until_ms),
-            estimated_wait_ms: Some(0),
-            ..body(queue_id, "admitted")
-        },
-        QueueState::Expired { queue_id } => body(queue_id, "expired"),
-        QueueState::Bought { queue_id } => body(queue_id, "bought"),
-    })
+    if found == QueueState::UnknownProduct {
+        return Err(
+            match state
+                .recovery
+                .on_unknown_product(&state.store, &state.db, product)
+                .await
+            {
+                ApiError::Unavailable(m) => ApiError::Unavailable(m),
+                _ => ApiError::UnknownProduct,
+            },
+        );
+    }
+    let body = shape(
+        &state.admissions,
+        product,
+        user,
+        found.clone(),
+        expected,
+        now,
+    )?;
+    Ok((body, found))
 }
 
 #[utoipa::path(
@@ -157,7 +111,8 @@ pub async fn join(
         },
         None,
     )
-    .await?;
+    .await?
+    .0;
     label_admitted(&req, &body);
     Ok(HttpResponse::Accepted().json(body))
 }
@@ -192,15 +147,7 @@ pub async fn poll(
 ) -> Result<HttpResponse, ApiError> {
     let (product, queue_id) = path.into_inner();
     let product = ProductId::parse(&product)?;
-    if queue_id.len() != 32
-        || !queue_id
-            .bytes()
-            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-    {
-        return Err(ApiError::BadRequest(
-            "a queue id is 32 lowercase hex digits".into(),
-        ));
-    }
+    check_queue_id(&queue_id)?;
     let user = buyer.resolve(None)?;
     let body = run(
         &state,
@@ -210,9 +157,24 @@ pub async fn poll(
         QueueOp::Poll,
         Some(&queue_id),
     )
-    .await?;
+    .await?
+    .0;
     label_admitted(&req, &body);
     Ok(HttpResponse::Ok().json(body))
+}
+
+/// A queue id as a join answers it: 32 lowercase hex digits.
+pub(crate) fn check_queue_id(queue_id: &str) -> Result<(), ApiError> {
+    if queue_id.len() != 32
+        || !queue_id
+            .bytes()
+            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    {
+        return Err(ApiError::BadRequest(
+            "a queue id is 32 lowercase hex digits".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// An answer that hands out an admission token counts as `outcome="admitted"`: the gateway's

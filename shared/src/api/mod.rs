@@ -52,6 +52,7 @@ mod tests {
             position: None,
             ahead: Some(0),
             estimated_wait_ms: None,
+            unlikely: false,
             refresh_after_ms: 300,
             admission_token: Some("t".into()),
             admitted_until_ms: Some(1),

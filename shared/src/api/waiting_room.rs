@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 /// The answer to a join or a poll.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct QueueBody {
     #[schema(pattern = "^[0-9a-f]{32}$")]
@@ -23,9 +23,15 @@ pub struct QueueBody {
     /// Entries ahead in line.
     #[schema(required = true)]
     pub ahead: Option<u64>,
-    /// Until admission, at the current admission rate.
+    /// Until admission, at the admission rate actually measured (the configured one until a
+    /// measurement exists); `null` before the sale starts, or while admission is stalled.
     #[schema(required = true)]
     pub estimated_wait_ms: Option<u64>,
+    /// `waiting` only, when true: the places ahead and the admitted buyers who have not bought
+    /// outnumber the units left and in flight. A unit reaches this place only if some of them
+    /// do not buy; `sold_out` follows once no unit is left or in flight.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unlikely: bool,
     /// When to poll again.
     pub refresh_after_ms: u64,
     /// `admitted` only: the token for the buy's `Seckill-Admission` header.

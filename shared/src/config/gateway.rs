@@ -97,6 +97,18 @@ pub struct GatewaySettings {
     /// buy gets `503` at once instead of queueing.
     #[garde(range(min = 1, max = 1_000_000))]
     pub max_in_flight: usize,
+    /// Live streams (`…/events`) one gateway process holds open at once. Beyond this a new
+    /// stream gets `503` with `Retry-After`, and the buyer polls instead.
+    #[garde(range(min = 1, max = 1_000_000))]
+    pub sse_max_streams: usize,
+    /// Live streams one buyer may hold open at once on one gateway process. Beyond this a new
+    /// stream gets `429`.
+    #[garde(range(min = 1, max = 100))]
+    pub sse_max_per_buyer: usize,
+    /// A live stream with nothing to say sends a comment this often, so that proxies and load
+    /// balancers do not close it as idle, and reads its state once again.
+    #[garde(range(min = 1, max = 300))]
+    pub sse_heartbeat_secs: u64,
 }
 
 impl Default for GatewaySettings {
@@ -113,6 +125,9 @@ impl Default for GatewaySettings {
             rate_limit_per_user_per_sec: 5.0,
             rate_limit_burst: 10,
             max_in_flight: 2048,
+            sse_max_streams: 20_000,
+            sse_max_per_buyer: 4,
+            sse_heartbeat_secs: 15,
         }
     }
 }

@@ -29,6 +29,7 @@ local user = redis.call('HGET', KEYS[4], 'user_id')
 if user and redis.call('HGET', KEYS[3], user) == ARGV[1] then redis.call('HDEL', KEYS[3], user) end
 redis.call('HSET', KEYS[4], 'status', 'cancelled', 'reason', ARGV[2], 'cancelled_at', ARGV[3],
   'order_id', ARGV[5])
+notify(KEYS[4])
 redis.call('HINCRBY', KEYS[2], 'cancelled', 1)
 if redis.call('EXISTS', KEYS[1]) == 0 then return 2 end
 redis.call('INCR', KEYS[1])

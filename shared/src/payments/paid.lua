@@ -23,5 +23,6 @@ elseif status ~= 'confirmed' then
   return 0
 end
 redis.call('HSET', KEYS[2], 'status', 'paid', 'paid_at', ARGV[1])
+notify(KEYS[2])
 redis.call('HINCRBY', KEYS[1], 'paid', 1)
 return 1

@@ -28,7 +28,8 @@ impl RedisScript for Cancel<'_> {
     type Reply = Cancelled;
 
     fn script() -> &'static Script {
-        static SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("cancel.lua")));
+        static SCRIPT: LazyLock<Script> =
+            LazyLock::new(|| script::notifying(include_str!("cancel.lua")));
         &SCRIPT
     }
 
@@ -71,7 +72,8 @@ impl RedisScript for Paid<'_> {
     type Reply = bool;
 
     fn script() -> &'static Script {
-        static SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("paid.lua")));
+        static SCRIPT: LazyLock<Script> =
+            LazyLock::new(|| script::notifying(include_str!("paid.lua")));
         &SCRIPT
     }
 

@@ -29,6 +29,7 @@ for i = 3, #KEYS do
     end
     redis.call('EXPIRE', KEYS[i], ARGV[2])
     redis.call('ZREM', KEYS[2], ticket)
+    notify(KEYS[i])
     changed = changed + 1
   end
   if settled == 'confirmed' or settled == 'paid' then

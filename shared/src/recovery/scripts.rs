@@ -67,7 +67,7 @@ impl RedisScript for Restore<'_> {
 
     fn script() -> &'static Script {
         static SCRIPT: LazyLock<Script> =
-            LazyLock::new(|| Script::new(include_str!("restore.lua")));
+            LazyLock::new(|| script::notifying(include_str!("restore.lua")));
         &SCRIPT
     }
 

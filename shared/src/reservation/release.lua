@@ -37,6 +37,7 @@ if redis.call('HGET', KEYS[3], ARGV[1]) == ARGV[2] then
 end
 redis.call('ZREM', KEYS[4], ARGV[2])
 redis.call('HSET', KEYS[5], 'status', 'failed', 'reason', ARGV[3])
+notify(KEYS[5])
 redis.call('EXPIRE', KEYS[5], ARGV[4])
 redis.call('HINCRBY', KEYS[2], 'failed', 1)
 if redis.call('EXISTS', KEYS[1]) == 0 then return 2 end

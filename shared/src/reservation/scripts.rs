@@ -138,7 +138,7 @@ impl RedisScript for Release<'_> {
 
     fn script() -> &'static Script {
         static SCRIPT: LazyLock<Script> =
-            LazyLock::new(|| Script::new(include_str!("release.lua")));
+            LazyLock::new(|| script::notifying(include_str!("release.lua")));
         &SCRIPT
     }
 

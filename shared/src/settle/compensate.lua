@@ -43,6 +43,7 @@ local user = redis.call('HGET', KEYS[5], 'user_id')
 if user and redis.call('HGET', KEYS[3], user) == ARGV[1] then redis.call('HDEL', KEYS[3], user) end
 redis.call('ZREM', KEYS[4], ARGV[1])
 redis.call('HSET', KEYS[5], 'status', 'failed', 'reason', ARGV[2])
+notify(KEYS[5])
 redis.call('EXPIRE', KEYS[5], ARGV[5])
 redis.call('HINCRBY', KEYS[2], 'failed', 1)
 local left = tonumber(redis.call('GET', KEYS[1]))

@@ -30,5 +30,6 @@ for _, i in ipairs(settled) do
   local j = (i - 3) * 3
   redis.call('HSET', KEYS[i], 'status', 'confirmed', 'order_id', ARGV[j + 2], 'confirmed_at', now)
   redis.call('EXPIRE', KEYS[i], ARGV[j + 3])
+  notify(KEYS[i])
 end
 return #settled

@@ -103,7 +103,7 @@ impl RedisScript for Confirm<'_> {
 
     fn script() -> &'static Script {
         static SCRIPT: LazyLock<Script> =
-            LazyLock::new(|| Script::new(include_str!("confirm.lua")));
+            LazyLock::new(|| script::notifying(include_str!("confirm.lua")));
         &SCRIPT
     }
 
@@ -157,7 +157,7 @@ impl RedisScript for Compensate<'_> {
 
     fn script() -> &'static Script {
         static SCRIPT: LazyLock<Script> =
-            LazyLock::new(|| Script::new(include_str!("compensate.lua")));
+            LazyLock::new(|| script::notifying(include_str!("compensate.lua")));
         &SCRIPT
     }
 

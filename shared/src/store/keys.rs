@@ -5,6 +5,11 @@ use crate::domain::{ProductId, Ticket};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{LazyLock, RwLock};
 
+/// The pattern of every bucket's `events` channel in `namespace` (see [`ProductKeys::events`]).
+pub fn events_pattern(namespace: &str) -> String {
+    format!("sk:{{{namespace}:*}}:events")
+}
+
 /// The keys of one product.
 #[derive(Debug, Clone)]
 pub struct ProductKeys {
@@ -52,6 +57,11 @@ impl ProductKeys {
     }
     pub fn ticket(&self, ticket: &Ticket) -> String {
         format!("{}t:{ticket}", self.prefix)
+    }
+    /// The Pub/Sub channel where this bucket's scripts announce each ticket whose status
+    /// changed (`notify.lua`).
+    pub fn events(&self) -> String {
+        format!("{}events", self.prefix)
     }
     /// Waiting room: the queue (user → place score).
     pub fn queue(&self) -> String {

@@ -41,7 +41,7 @@ pub mod script;
 pub use crate::config::Topology;
 pub use conn::RedisConn;
 pub(crate) use keys::by_bucket;
-pub use keys::{bucket_tag, slot, ProductKeys};
+pub use keys::{bucket_tag, events_pattern, slot, ProductKeys};
 pub use record::{RecordStatus, TicketRecord};
 
 use crate::domain::{ProductId, Ticket, UserId};

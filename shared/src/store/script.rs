@@ -48,6 +48,14 @@ impl TicketStore {
     }
 }
 
+/// The Lua library of the scripts that change a ticket's status (`notify.lua`).
+pub const NOTIFY_LUA: &str = include_str!("notify.lua");
+
+/// A script with [`NOTIFY_LUA`] prepended: it may call `notify(record_key)`.
+pub fn notifying(body: &str) -> Script {
+    Script::new(&format!("{NOTIFY_LUA}\n{body}"))
+}
+
 /// A value of the reply as `T` (an integer, a string, a list of them).
 pub fn parse<T: FromRedisValue>(value: Value) -> anyhow::Result<T> {
     redis::from_redis_value(value).map_err(|e| anyhow::anyhow!("{e}"))

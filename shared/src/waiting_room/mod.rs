@@ -26,7 +26,16 @@ pub enum QueueState {
         sold_out: bool,
         admit_per_sec: f64,
         starts_at_ms: i64,
+        /// Admissions per second actually measured (`None` before a window closed).
+        measured_per_sec: Option<f64>,
+        /// The places ahead and the admitted who have not bought outnumber the units left and
+        /// in flight: a unit reaches this place only if some of them do not buy.
+        unlikely: bool,
+        /// Everyone admitted so far, read with `ahead` (see [`RoomFigures::admitted_total`]).
+        admitted_total: u64,
     },
+    /// What a `tick` answers: the room's figures, after admitting whoever's turn has come.
+    Room(RoomFigures),
     Admitted {
         queue_id: String,
         until_ms: i64,
@@ -39,6 +48,32 @@ pub enum QueueState {
     },
 }
 
+/// A waiting room's figures, as a `tick` of `queue.lua` reads them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RoomFigures {
+    /// Everyone admitted so far. After the start, a waiting place moves up by exactly what
+    /// this grows by (places leave the line only by admission; later joiners queue behind).
+    pub admitted_total: u64,
+    pub sold_out: bool,
+    pub admit_per_sec: f64,
+    pub starts_at_ms: i64,
+    pub measured_per_sec: Option<f64>,
+    /// Units left in Redis (below zero while a loan is settled).
+    pub stock: i64,
+    /// Reservations not settled yet: units that may come back.
+    pub in_flight: u64,
+    /// Admitted buyers who have not bought yet.
+    pub admitted_now: u64,
+}
+
+impl RoomFigures {
+    /// Whether the place `ahead + 1` is unlikely to get a unit (see
+    /// [`QueueState::Waiting::unlikely`]).
+    pub fn unlikely(&self, ahead: u64) -> bool {
+        ahead + 1 + self.admitted_now > self.stock.max(0) as u64 + self.in_flight
+    }
+}
+
 /// What a join or poll does in [`TicketStore::queue`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum QueueOp<'a> {
@@ -48,6 +83,9 @@ pub enum QueueOp<'a> {
         place: u64,
     },
     Poll,
+    /// Only admits whoever's turn has come, and answers the room's figures
+    /// ([`QueueState::Room`]); the user is ignored.
+    Tick,
 }
 
 impl TicketStore {

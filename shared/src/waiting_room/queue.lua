@@ -13,19 +13,28 @@
 -- KEYS: 1 stock, 2 meta, 3 pending, 4 queue (zset user -> score), 5 admitted (zset user ->
 --       admission expiry ms), 6 done (hash user -> 'expired' | 'bought'), 7 ids (hash user ->
 --       queue id)
--- ARGV: 1 now (ms), 2 user id, 3 'join' or 'poll', 4 a new queue id (join), 5 a random score
---       below 2^50 (join), 6 admission ttl (ms)
+-- The admission rate actually measured: admissions per second over windows of at least 2 s
+-- (`wr_obs`), from the start on, for an honest estimated wait.
+--
+-- ARGV: 1 now (ms), 2 user id, 3 'join', 'poll' or 'tick', 4 a new queue id (join), 5 a random
+--       score below 2^50 (join), 6 admission ttl (ms)
 -- Returns {kind, ...}:
 --   {'unknown_product'} | {'no_waiting_room'} | {'not_open'} | {'none'} (never joined)
 --   {'waiting', queue id, rank (0-based; -1 before the start), sold out (0/1), admit per sec,
---    starts at}
+--    starts at, measured per sec ('' before a window closed), unlikely (0/1: the places ahead
+--    and the admitted who have not bought outnumber the units left and in flight), admitted
+--    so far (read with the rank: a place moves up by exactly what this grows by)}
+--   {'tick', admitted so far, sold out (0/1), admit per sec, starts at, measured per sec or
+--    '', units left, units in flight, admitted who have not bought} for 'tick', which only
+--    admits (a gateway's live streams of the room drive admission so)
 --   {'admitted', queue id, admission expiry}
 --   {'expired', queue id} | {'bought', queue id}
 local now = tonumber(ARGV[1])
 local stock = redis.call('GET', KEYS[1])
 if not stock then return {'unknown_product'} end
 stock = tonumber(stock)
-local m = redis.call('HMGET', KEYS[2], 'wr_rate', 'wr_factor', 'wr_opens', 'starts_at', 'wr_credit', 'wr_last')
+local m = redis.call('HMGET', KEYS[2], 'wr_rate', 'wr_factor', 'wr_opens', 'starts_at', 'wr_credit', 'wr_last',
+  'wr_obs_t', 'wr_obs_a', 'wr_obs', 'wr_admitted')
 if not m[1] then return {'no_waiting_room'} end
 local rate, factor, opens = tonumber(m[1]), tonumber(m[2]), tonumber(m[3] or '0')
 local starts = tonumber(m[4] or m[3] or '0')
@@ -57,13 +66,30 @@ if now >= starts then
   if credit > bank then credit = bank end
   local room = math.ceil(factor * math.max(stock, 0)) - redis.call('ZCARD', KEYS[5])
   local n = math.min(math.floor(credit), room)
+  local total = tonumber(m[10] or '0')
   if n > 0 then
     local popped = redis.call('ZPOPMIN', KEYS[4], n)
     for i = 1, #popped, 2 do redis.call('ZADD', KEYS[5], now + tonumber(ARGV[6]), popped[i]) end
     credit = credit - #popped / 2
-    redis.call('HINCRBY', KEYS[2], 'wr_admitted', #popped / 2)
+    total = redis.call('HINCRBY', KEYS[2], 'wr_admitted', #popped / 2)
   end
   redis.call('HSET', KEYS[2], 'wr_credit', tostring(credit), 'wr_last', now)
+  -- The measured rate: the first window opens at the start, with nobody admitted yet.
+  local obs_t, obs_a = tonumber(m[7] or '0'), tonumber(m[8] or '0')
+  if obs_t < starts then obs_t, obs_a = starts, 0 end
+  if now - obs_t >= 2000 then
+    m[9] = tostring((total - obs_a) * 1000 / (now - obs_t))
+    redis.call('HSET', KEYS[2], 'wr_obs_t', now, 'wr_obs_a', total, 'wr_obs', m[9])
+  elseif tonumber(m[7] or '0') < starts then
+    redis.call('HSET', KEYS[2], 'wr_obs_t', obs_t, 'wr_obs_a', obs_a)
+  end
+  m[10] = tostring(total)
+end
+local sold_out = 0
+if stock <= 0 and redis.call('ZCARD', KEYS[3]) == 0 then sold_out = 1 end
+if ARGV[3] == 'tick' then
+  return {'tick', m[10] or '0', sold_out, tostring(rate), tostring(starts), m[9] or '',
+    stock, redis.call('ZCARD', KEYS[3]), redis.call('ZCARD', KEYS[5])}
 end
 
 local id = redis.call('HGET', KEYS[7], user)
@@ -74,7 +100,11 @@ local until_ms = redis.call('ZSCORE', KEYS[5], user)
 if until_ms then return {'admitted', id, until_ms} end
 local rank = redis.call('ZRANK', KEYS[4], user)
 if not rank then return {'none'} end
-if now < starts then rank = -1 end
-local sold_out = 0
-if stock <= 0 and redis.call('ZCARD', KEYS[3]) == 0 then sold_out = 1 end
-return {'waiting', id, rank, sold_out, tostring(rate), tostring(starts)}
+local unlikely = 0
+if now < starts then
+  rank = -1
+elseif rank + 1 + redis.call('ZCARD', KEYS[5]) > math.max(stock, 0) + redis.call('ZCARD', KEYS[3]) then
+  unlikely = 1
+end
+return {'waiting', id, rank, sold_out, tostring(rate), tostring(starts), m[9] or '', unlikely,
+  m[10] or '0'}

@@ -33,6 +33,7 @@ impl RedisScript for Queue<'_> {
         let (kind, id, place) = match self.op {
             QueueOp::Join { queue_id, place } => ("join", queue_id, place.min((1 << 50) - 1)),
             QueueOp::Poll => ("poll", "", 0),
+            QueueOp::Tick => ("tick", "", 0),
         };
         call.key(k.stock())
             .key(k.meta())
@@ -68,6 +69,20 @@ fn parse_state(raw: &[String]) -> anyhow::Result<QueueState> {
         f.parse::<f64>()
             .with_context(|| format!("field {i} of {raw:?} is no number"))
     };
+    let flag = |i: usize| -> anyhow::Result<bool> {
+        match field(i)?.as_str() {
+            "1" => Ok(true),
+            "0" => Ok(false),
+            other => anyhow::bail!("field {i} is {other:?}, not 0 or 1"),
+        }
+    };
+    // '' until the first window of measured admissions closed.
+    let measured = |i: usize| -> anyhow::Result<Option<f64>> {
+        Ok(match field(i)?.as_str() {
+            "" => None,
+            _ => Some(num(i)?),
+        })
+    };
     let kind = field(0)?;
     Ok(match kind.as_str() {
         "unknown_product" => QueueState::UnknownProduct,
@@ -77,14 +92,23 @@ fn parse_state(raw: &[String]) -> anyhow::Result<QueueState> {
         "waiting" => QueueState::Waiting {
             queue_id: field(1)?,
             ahead: (num(2)? >= 0.0).then_some(num(2)? as u64),
-            sold_out: match field(3)?.as_str() {
-                "1" => true,
-                "0" => false,
-                other => anyhow::bail!("sold out is {other:?}, not 0 or 1"),
-            },
+            sold_out: flag(3)?,
             admit_per_sec: num(4)?,
             starts_at_ms: num(5)? as i64,
+            measured_per_sec: measured(6)?,
+            unlikely: flag(7)?,
+            admitted_total: num(8)? as u64,
         },
+        "tick" => QueueState::Room(super::RoomFigures {
+            admitted_total: num(1)? as u64,
+            sold_out: flag(2)?,
+            admit_per_sec: num(3)?,
+            starts_at_ms: num(4)? as i64,
+            measured_per_sec: measured(5)?,
+            stock: num(6)? as i64,
+            in_flight: num(7)? as u64,
+            admitted_now: num(8)? as u64,
+        }),
         "admitted" => QueueState::Admitted {
             queue_id: field(1)?,
             until_ms: num(2)? as i64,
@@ -111,15 +135,45 @@ mod tests {
     fn every_state_is_named_and_others_refused() {
         assert_eq!(state(&["none"]).unwrap(), QueueState::NotJoined);
         assert_eq!(
-            state(&["waiting", "q1", "-1", "0", "2.5", "1.764e+12"]).unwrap(),
+            state(&["waiting", "q1", "-1", "0", "2.5", "1.764e+12", "", "0", "0"]).unwrap(),
             QueueState::Waiting {
                 queue_id: "q1".into(),
                 ahead: None,
                 sold_out: false,
                 admit_per_sec: 2.5,
                 starts_at_ms: 1_764_000_000_000,
+                measured_per_sec: None,
+                unlikely: false,
+                admitted_total: 0,
             }
         );
+        assert_eq!(
+            state(&["waiting", "q1", "7", "0", "2.5", "0", "1.5", "1", "30"]).unwrap(),
+            QueueState::Waiting {
+                queue_id: "q1".into(),
+                ahead: Some(7),
+                sold_out: false,
+                admit_per_sec: 2.5,
+                starts_at_ms: 0,
+                measured_per_sec: Some(1.5),
+                unlikely: true,
+                admitted_total: 30,
+            }
+        );
+        assert_eq!(
+            state(&["tick", "12", "0", "100", "5", "40", "3", "2", "9"]).unwrap(),
+            QueueState::Room(crate::waiting_room::RoomFigures {
+                admitted_total: 12,
+                sold_out: false,
+                admit_per_sec: 100.0,
+                starts_at_ms: 5,
+                measured_per_sec: Some(40.0),
+                stock: 3,
+                in_flight: 2,
+                admitted_now: 9,
+            })
+        );
+        assert!(state(&["waiting", "q1", "-1", "0", "2.5", "1.764e+12", "", "0"]).is_err());
         assert_eq!(
             state(&["admitted", "q1", "900"]).unwrap(),
             QueueState::Admitted {

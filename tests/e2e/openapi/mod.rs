@@ -14,3 +14,4 @@ mod constraints;
 mod every_status;
 mod payment_statuses;
 mod queue_statuses;
+mod stream_statuses;

@@ -144,4 +144,23 @@ pub(crate) async fn queue_statuses(
         )
         .await;
     assert_eq!(s, 202, "{body}");
+
+    // The entry's live stream: bought, so one event and the end.
+    let events = format!("{poll_path}/events");
+    let (s, body) = r.send(gw, M::GET, &events, q1, None, None).await;
+    assert_eq!(s, 200, "{body}");
+    r.send(
+        gw,
+        M::GET,
+        &format!("/v1/seckill/{qp}/queue/nope/events"),
+        q1,
+        None,
+        None,
+    )
+    .await; // 400
+    r.send(gw, M::GET, &events, None, None, None).await; // 401
+    r.send(gw, M::GET, &events, q2, None, None).await; // 404: another buyer's
+    r.send(limited, M::GET, &events, q1, None, None).await;
+    r.send(limited, M::GET, &events, q1, None, None).await; // 429
+    r.send(redis_down, M::GET, &events, q1, None, None).await; // 503
 }

@@ -254,6 +254,25 @@ impl Spec {
                 self.validate(&format!("{at}/content/application~1json/schema"), &value)
                     .map_err(|e| format!("{what}: {e}: {value}"))?;
             }
+            if media == "text/event-stream" {
+                // Each event's data is one JSON value of the schema; comments and `retry:`
+                // lines aside.
+                let text = std::str::from_utf8(body).map_err(|_| format!("{what}: not text"))?;
+                let events: Vec<&str> = text
+                    .split("\n\n")
+                    .filter_map(|block| block.lines().find_map(|l| l.strip_prefix("data: ")))
+                    .collect();
+                if events.is_empty() {
+                    return Err(format!("{what}: a stream with no event: {text:?}"));
+                }
+                for data in events {
+                    let value: Value = serde_json::from_str(data).map_err(|e| {
+                        format!("{what}: an event's data is not JSON ({e}): {data}")
+                    })?;
+                    self.validate(&format!("{at}/content/text~1event-stream/schema"), &value)
+                        .map_err(|e| format!("{what}: {e}: {value}"))?;
+                }
+            }
         }
         let template = template.unwrap_or_else(|| "(unmatched)".into());
         Ok((method.to_owned(), template, status))

@@ -2,7 +2,7 @@
 
 use super::schema::AnyObject;
 use crate::error::documented;
-use crate::routes::{admin, buy, dashboard, health, orders, payments, queue};
+use crate::routes::{admin, buy, dashboard, events, health, orders, payments, queue};
 use actix_web::http::header::ContentType;
 use actix_web::HttpResponse;
 use std::sync::LazyLock;
@@ -20,9 +20,11 @@ use utoipa::{IntoResponses, Modify, OpenApi};
     paths(
         buy::buy,
         orders::get_order,
+        events::ticket_events,
         orders::my_order,
         queue::join,
         queue::poll,
+        events::queue_events,
         payments::pay,
         payments::cancel,
         payments::callback,

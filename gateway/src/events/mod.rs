@@ -1,0 +1,180 @@
+//! Live streams (server-sent events) of a buyer's ticket, pushed rather than polled.
+//!
+//! The scripts that change a ticket's status publish its ticket on their bucket's `events`
+//! channel (`notify.lua`). Each gateway holds one subscription to every such channel of its
+//! namespace ([`listener`]) and wakes the streams it serves for that ticket ([`Streams`]);
+//! each stream then reads its ticket once and sends the new state. Nothing is read per stream
+//! per second: a stream reads on a change, and once per heartbeat in case a message was lost
+//! while the subscription was down.
+
+pub mod listener;
+pub mod room;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// The streams open on this gateway: per ticket, a version that each change bumps (a stream
+/// never misses one: a `watch` keeps the latest), and how many are open per buyer and in all.
+pub struct Streams {
+    inner: Mutex<Inner>,
+    max_streams: usize,
+    max_per_buyer: usize,
+    /// Ends every stream when the gateway stops, so that clients reconnect elsewhere.
+    pub shutdown: CancellationToken,
+}
+
+#[derive(Default)]
+struct Inner {
+    /// Per ticket: its version, and the streams that follow it.
+    tickets: HashMap<String, (watch::Sender<u64>, usize)>,
+    buyers: HashMap<u64, usize>,
+    open: usize,
+}
+
+/// Why a stream was not opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// This gateway holds `SECKILL_SSE_MAX_STREAMS` already.
+    Full,
+    /// The buyer holds `SECKILL_SSE_MAX_PER_BUYER` on this gateway already.
+    BuyerLimit,
+}
+
+/// One open stream's place: it wakes on each change of its ticket, and dropping it frees the
+/// place.
+pub struct Subscription {
+    streams: Arc<Streams>,
+    ticket: String,
+    buyer: u64,
+    pub changes: watch::Receiver<u64>,
+}
+
+impl Streams {
+    pub fn new(max_streams: usize, max_per_buyer: usize, shutdown: CancellationToken) -> Self {
+        Self {
+            inner: Mutex::default(),
+            max_streams,
+            max_per_buyer,
+            shutdown,
+        }
+    }
+
+    /// Opens a stream of `ticket` for `buyer`, within the limits.
+    pub fn open(self: &Arc<Self>, ticket: &str, buyer: u64) -> Result<Subscription, Refused> {
+        let mut inner = self.inner.lock().expect("streams lock");
+        // The buyer's own limit first: over it, waiting for room on the gateway is no help.
+        let held = inner.buyers.get(&buyer).copied().unwrap_or(0);
+        if held >= self.max_per_buyer {
+            return Err(Refused::BuyerLimit);
+        }
+        if inner.open >= self.max_streams {
+            return Err(Refused::Full);
+        }
+        *inner.buyers.entry(buyer).or_default() += 1;
+        inner.open += 1;
+        let (version, followers) = inner
+            .tickets
+            .entry(ticket.to_owned())
+            .or_insert_with(|| (watch::channel(0).0, 0));
+        *followers += 1;
+        let changes = version.subscribe();
+        Ok(Subscription {
+            streams: self.clone(),
+            ticket: ticket.to_owned(),
+            buyer,
+            changes,
+        })
+    }
+
+    /// `ticket` changed: wake its streams on this gateway, if any.
+    pub fn changed(&self, ticket: &str) {
+        let inner = self.inner.lock().expect("streams lock");
+        if let Some((version, _)) = inner.tickets.get(ticket) {
+            version.send_modify(|v| *v += 1);
+        }
+    }
+
+    /// Every stream reads its ticket again (the subscription was down: a change may have been
+    /// missed).
+    pub fn changed_all(&self) {
+        let inner = self.inner.lock().expect("streams lock");
+        for (version, _) in inner.tickets.values() {
+            version.send_modify(|v| *v += 1);
+        }
+    }
+
+    /// Streams open now.
+    pub fn open_count(&self) -> usize {
+        self.inner.lock().expect("streams lock").open
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        let mut inner = self.streams.inner.lock().expect("streams lock");
+        inner.open -= 1;
+        if let Some(n) = inner.buyers.get_mut(&self.buyer) {
+            *n -= 1;
+            if *n == 0 {
+                inner.buyers.remove(&self.buyer);
+            }
+        }
+        if let Some((_, followers)) = inner.tickets.get_mut(&self.ticket) {
+            *followers -= 1;
+            if *followers == 0 {
+                inner.tickets.remove(&self.ticket);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn streams(max: usize, per_buyer: usize) -> Arc<Streams> {
+        Arc::new(Streams::new(max, per_buyer, CancellationToken::new()))
+    }
+
+    #[test]
+    fn limits_count_open_streams_and_free_on_drop() {
+        let s = streams(3, 2);
+        let a = s.open("t1", 1).unwrap();
+        let b = s.open("t1", 1).unwrap();
+        assert_eq!(s.open("t2", 1).err(), Some(Refused::BuyerLimit));
+        let c = s.open("t2", 2).unwrap();
+        assert_eq!(s.open("t3", 3).err(), Some(Refused::Full));
+        drop(a);
+        assert_eq!(s.open_count(), 2);
+        let d = s.open("t3", 1).unwrap();
+        drop((b, c, d));
+        assert_eq!(s.open_count(), 0);
+        let inner = s.inner.lock().unwrap();
+        assert!(inner.tickets.is_empty() && inner.buyers.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_change_wakes_only_its_tickets_streams_and_none_is_missed() {
+        let s = streams(10, 10);
+        let mut a = s.open("t1", 1).unwrap();
+        let mut b = s.open("t2", 2).unwrap();
+        s.changed("t1");
+        s.changed("t1");
+        s.changed("nobody's");
+        assert!(a.changes.has_changed().unwrap());
+        assert!(!b.changes.has_changed().unwrap());
+        a.changes.borrow_and_update();
+        assert!(!a.changes.has_changed().unwrap());
+        s.changed_all();
+        assert!(a.changes.has_changed().unwrap() && b.changes.has_changed().unwrap());
+        // A change while the stream was busy is still seen by its next wait.
+        b.changes.borrow_and_update();
+        s.changed("t2");
+        tokio::time::timeout(std::time::Duration::from_secs(1), b.changes.changed())
+            .await
+            .unwrap()
+            .unwrap();
+    }
+}

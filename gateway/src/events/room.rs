@@ -1,0 +1,316 @@
+//! Live streams of waiting-room entries (`GET /v1/seckill/{p}/queue/{id}/events`).
+//!
+//! Admission happens when someone calls `queue.lua`; with buyers on streams instead of
+//! polling, this gateway calls it for them. One task per product with streams here ticks once
+//! a second: one `tick` call admits whoever's turn has come and reads the room's figures.
+//! After the start a waiting place moves up by exactly the admissions since it was read
+//! (places leave the line only by admission, and later joiners queue behind), so each
+//! entry's place is worked out here, not read. An entry is read again (`poll`) only when the
+//! admissions since reach its place (it may be admitted), the first time after the start, and
+//! every [`REREAD`] in any case. A stream is told only when its place, state or likelihood
+//! changed, or its estimated wait moved by a fifth.
+
+use crate::waiting_room::{shape, Admissions};
+use seckill_shared::api::QueueBody;
+use seckill_shared::store::TicketStore;
+use seckill_shared::waiting_room::{QueueOp, QueueState, RoomFigures};
+use seckill_shared::{now_ms, ProductId, UserId};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// How often a room's task ticks.
+pub const TICK: Duration = Duration::from_secs(1);
+/// An entry's place is read again at least this often.
+const REREAD_MS: i64 = 30_000;
+
+/// The waiting rooms with streams on this gateway.
+pub struct Rooms {
+    rooms: Mutex<HashMap<ProductId, Arc<Room>>>,
+    store: TicketStore,
+    admissions: Arc<Admissions>,
+    stop: CancellationToken,
+}
+
+struct Room {
+    product: ProductId,
+    entries: Mutex<HashMap<UserId, Entry>>,
+}
+
+struct Entry {
+    queue_id: String,
+    /// The place as last read: entries ahead, and the admissions so far then.
+    base: Option<Base>,
+    body: watch::Sender<QueueBody>,
+    followers: usize,
+}
+
+#[derive(Clone, Copy)]
+struct Base {
+    ahead: u64,
+    admitted_total: u64,
+    read_at_ms: i64,
+}
+
+/// A stream's hold on its entry: it wakes when the entry's answer changes.
+pub struct Following {
+    room: Arc<Room>,
+    user: UserId,
+    pub changes: watch::Receiver<QueueBody>,
+}
+
+impl Drop for Following {
+    fn drop(&mut self) {
+        let mut entries = self.room.entries.lock().expect("room lock");
+        if let Some(e) = entries.get_mut(&self.user) {
+            e.followers -= 1;
+            if e.followers == 0 {
+                entries.remove(&self.user);
+            }
+        }
+    }
+}
+
+/// Whether `new` is worth a stream's event, after `old`.
+fn moved(old: &QueueBody, new: &QueueBody) -> bool {
+    let wait_moved = match (old.estimated_wait_ms, new.estimated_wait_ms) {
+        (Some(a), Some(b)) => a.abs_diff(b) * 5 > a.max(b),
+        (a, b) => a.is_some() != b.is_some(),
+    };
+    old.state != new.state
+        || old.position != new.position
+        || old.unlikely != new.unlikely
+        || old.admission_token != new.admission_token
+        || wait_moved
+}
+
+impl Rooms {
+    pub fn new(store: TicketStore, admissions: Arc<Admissions>, stop: CancellationToken) -> Self {
+        Self {
+            rooms: Mutex::default(),
+            store,
+            admissions,
+            stop,
+        }
+    }
+
+    /// Follows `user`'s entry `queue_id`, whose answer was just `first` (from `found`).
+    pub fn follow(
+        self: &Arc<Self>,
+        product: ProductId,
+        user: UserId,
+        queue_id: &str,
+        first: &QueueBody,
+        found: &QueueState,
+    ) -> Following {
+        // Under the rooms' lock, as the task checks for no entries: a room it ends is never
+        // given a new entry.
+        let mut rooms = self.rooms.lock().expect("rooms lock");
+        let room = rooms
+            .entry(product)
+            .or_insert_with(|| {
+                let room = Arc::new(Room {
+                    product,
+                    entries: Mutex::default(),
+                });
+                tokio::spawn(self.clone().drive(room.clone()));
+                room
+            })
+            .clone();
+        let mut entries = room.entries.lock().expect("room lock");
+        let entry = entries.entry(user).or_insert_with(|| Entry {
+            queue_id: queue_id.to_owned(),
+            base: base_of(found, now_ms()),
+            body: watch::channel(first.clone()).0,
+            followers: 0,
+        });
+        entry.followers += 1;
+        let changes = entry.body.subscribe();
+        drop(entries);
+        drop(rooms);
+        Following {
+            room,
+            user,
+            changes,
+        }
+    }
+
+    /// A room's task: ticks until no stream follows any of its entries.
+    async fn drive(self: Arc<Self>, room: Arc<Room>) {
+        let mut tick = tokio::time::interval(TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = self.stop.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            {
+                let mut rooms = self.rooms.lock().expect("rooms lock");
+                if room.entries.lock().expect("room lock").is_empty() {
+                    rooms.remove(&room.product);
+                    return;
+                }
+            }
+            if let Err(e) = self.tick(&room).await {
+                tracing::debug!(error = format!("{e:#}"), product = %room.product, "a waiting room's tick failed; the next one tries again");
+            }
+        }
+    }
+
+    async fn tick(&self, room: &Room) -> anyhow::Result<()> {
+        let now = now_ms();
+        let ttl = self.admissions.ttl_ms;
+        let anyone = UserId::new(1).expect("1 is a user id");
+        let figures = match self
+            .store
+            .queue(room.product, anyone, QueueOp::Tick, now, ttl)
+            .await?
+        {
+            QueueState::Room(f) => f,
+            // Gone from Redis (being rebuilt), or no waiting room now: each entry is read.
+            _ => RoomFigures {
+                admitted_total: u64::MAX,
+                sold_out: false,
+                admit_per_sec: 0.0,
+                starts_at_ms: 0,
+                measured_per_sec: None,
+                stock: 0,
+                in_flight: 0,
+                admitted_now: 0,
+            },
+        };
+        let started = now >= figures.starts_at_ms;
+        let snapshot: Vec<(UserId, String, Option<Base>)> = room
+            .entries
+            .lock()
+            .expect("room lock")
+            .iter()
+            .map(|(u, e)| (*u, e.queue_id.clone(), e.base))
+            .collect();
+        for (user, queue_id, base) in snapshot {
+            // Worked out from the admissions since the place was read, while that holds.
+            let worked_out = base
+                .filter(|b| started && now - b.read_at_ms < REREAD_MS)
+                .and_then(|b| {
+                    let since = figures.admitted_total.checked_sub(b.admitted_total)?;
+                    b.ahead.checked_sub(since)
+                });
+            let (found, new_base) = match (started, worked_out) {
+                (false, _) if figures.admitted_total != u64::MAX => (
+                    QueueState::Waiting {
+                        queue_id: queue_id.clone(),
+                        ahead: None,
+                        sold_out: figures.sold_out,
+                        admit_per_sec: figures.admit_per_sec,
+                        starts_at_ms: figures.starts_at_ms,
+                        measured_per_sec: figures.measured_per_sec,
+                        unlikely: false,
+                        admitted_total: figures.admitted_total,
+                    },
+                    base,
+                ),
+                (true, Some(ahead)) => (
+                    QueueState::Waiting {
+                        queue_id: queue_id.clone(),
+                        ahead: Some(ahead),
+                        sold_out: figures.sold_out,
+                        admit_per_sec: figures.admit_per_sec,
+                        starts_at_ms: figures.starts_at_ms,
+                        measured_per_sec: figures.measured_per_sec,
+                        unlikely: figures.unlikely(ahead),
+                        admitted_total: figures.admitted_total,
+                    },
+                    base,
+                ),
+                _ => {
+                    let found = self
+                        .store
+                        .queue(room.product, user, QueueOp::Poll, now, ttl)
+                        .await?;
+                    let base = base_of(&found, now);
+                    (found, base)
+                }
+            };
+            let Ok(body) = shape(
+                &self.admissions,
+                room.product,
+                user,
+                found,
+                Some(&queue_id),
+                now,
+            ) else {
+                continue;
+            };
+            let mut entries = room.entries.lock().expect("room lock");
+            if let Some(e) = entries.get_mut(&user) {
+                e.base = new_base;
+                e.body.send_if_modified(|old| {
+                    let changed = moved(old, &body);
+                    if changed {
+                        *old = body;
+                    }
+                    changed
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The place `found` says, as a base to work out later places from.
+fn base_of(found: &QueueState, now: i64) -> Option<Base> {
+    match found {
+        QueueState::Waiting {
+            ahead: Some(ahead),
+            admitted_total,
+            ..
+        } => Some(Base {
+            ahead: *ahead,
+            admitted_total: *admitted_total,
+            read_at_ms: now,
+        }),
+        _ => None,
+    }
+}
+
+/// Whether a stream of an entry in this state is over.
+pub fn is_final(body: &QueueBody) -> bool {
+    matches!(body.state.as_str(), "admitted" | "expired" | "bought")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn waiting(position: Option<u64>, wait: Option<u64>) -> QueueBody {
+        QueueBody {
+            queue_id: "0".repeat(32),
+            state: "waiting".into(),
+            position,
+            ahead: position.map(|p| p - 1),
+            estimated_wait_ms: wait,
+            unlikely: false,
+            refresh_after_ms: 1000,
+            admission_token: None,
+            admitted_until_ms: None,
+        }
+    }
+
+    #[test]
+    fn only_a_move_is_worth_an_event() {
+        let a = waiting(Some(10), Some(10_000));
+        assert!(!moved(&a, &a.clone()));
+        assert!(!moved(&a, &waiting(Some(10), Some(9_000))), "a tenth");
+        assert!(moved(&a, &waiting(Some(10), Some(7_000))), "three tenths");
+        assert!(moved(&a, &waiting(Some(9), Some(10_000))));
+        assert!(moved(&a, &waiting(Some(10), None)));
+        let mut b = a.clone();
+        b.unlikely = true;
+        assert!(moved(&a, &b));
+        let mut c = a.clone();
+        c.state = "sold_out".into();
+        assert!(moved(&a, &c));
+    }
+}

@@ -1,0 +1,332 @@
+//! Live streams (server-sent events): `GET /v1/orders/{ticket}/events`, a ticket's states
+//! pushed to its owner as they happen (see [`crate::events`] for how a change reaches this
+//! gateway); and `GET /v1/seckill/{product_id}/queue/{queue_id}/events`, a waiting-room
+//! entry's place (see [`crate::events::room`]).
+//!
+//! A ticket stream:
+//! Each event's `data` is the body of `GET /v1/orders/{ticket}`, and its `id` the state's
+//! rank: 1 `pending`, 2 `confirmed` (to be paid), 3 a final state (`paid`, `cancelled`,
+//! `failed`, or `confirmed` without a payment window). A state
+//! is sent once it ranks above the last one sent (or above the `Last-Event-ID` a reconnecting
+//! client sends), and the stream ends after a final state. So a client that reconnects, here
+//! or on another gateway, gets the state it missed, and never misses the final one.
+
+use crate::auth::Buyer;
+use crate::error::{documented as e, ApiError};
+use crate::events::room::{self, Following};
+use crate::events::{Refused, Subscription};
+use crate::routes::openapi::schema;
+use crate::routes::orders::read_ticket;
+use crate::routes::queue::{check_queue_id, run as queue_run};
+use crate::state::{AppState, ThreadRedis};
+use actix_web::http::header;
+use actix_web::web::Bytes;
+use actix_web::{web, HttpRequest, HttpResponse};
+use seckill_shared::api::{QueueBody, TicketBody};
+use seckill_shared::waiting_room::QueueOp;
+use seckill_shared::{db, ProductId, Ticket, TicketStatus, UserId};
+
+/// A state's rank, the event's `id`: states only move up. `window`: whether a confirmed
+/// order may still be paid or cancelled (it has a payment deadline); one that has none is
+/// final.
+pub fn rank(status: TicketStatus, window: bool) -> u8 {
+    match status {
+        TicketStatus::Pending => 1,
+        TicketStatus::Confirmed if window => 2,
+        TicketStatus::Confirmed
+        | TicketStatus::Paid
+        | TicketStatus::Cancelled
+        | TicketStatus::Failed => FINAL,
+    }
+}
+
+const FINAL: u8 = 3;
+
+/// The rank of `body`. A confirmed ticket without a deadline is final only if MySQL says so
+/// (its Redis copy alone holds no deadline, as while MySQL is down): `None` until it can.
+async fn rank_of(state: &AppState, ticket: &Ticket, body: &TicketBody) -> Option<u8> {
+    if body.status != TicketStatus::Confirmed || body.pay_by_ms.is_some() {
+        return Some(rank(body.status, body.pay_by_ms.is_some()));
+    }
+    match db::settled_ticket(&state.db, ticket).await {
+        Ok(Some(s)) => Some(rank(s.status, s.pay_by_ms.is_some())),
+        _ => None,
+    }
+}
+
+/// One event: the state's rank as its id, the ticket as its data.
+fn event(rank: u8, body: &TicketBody) -> Bytes {
+    let data = serde_json::to_string(body).expect("a ticket serialises");
+    Bytes::from(format!("id: {rank}\ndata: {data}\n\n"))
+}
+
+#[utoipa::path(
+    get,
+    path = "/v1/orders/{ticket}/events",
+    operation_id = "streamOrder",
+    tag = "buy",
+    summary = "Follow a ticket live (server-sent events)",
+    description = "The owner only. A `text/event-stream` of the ticket's states as they happen, each event's `data` the body of `GET /v1/orders/{ticket}` and its `id` the state's rank (1 `pending`, 2 `confirmed` with a payment deadline, 3 final: `paid`, `cancelled`, `failed`, or `confirmed` without a payment window). It starts with the current state and ends after a final one. A client that reconnects (to any gateway) sends `Last-Event-ID`: a state is sent only if it ranks above it, so nothing is sent twice and the final state is never missed. A comment line every `SECKILL_SSE_HEARTBEAT_SECS` keeps proxies from closing a quiet stream. Streams are limited per buyer (`SECKILL_SSE_MAX_PER_BUYER`: `429`) and per gateway (`SECKILL_SSE_MAX_STREAMS`: `503`); polling `GET /v1/orders/{ticket}` keeps working.",
+    params(
+        ("ticket" = inline(schema::TicketText), Path, description = "As a buy answered it."),
+        ("Last-Event-ID" = Option<u8>, Header, description = "The `id` of the last event received, when reconnecting."),
+    ),
+    security(("buyer" = [])),
+    responses(
+        (status = 200, description = "The stream: events whose `data` is the ticket.", content_type = "text/event-stream", body = TicketBody),
+        e::BadRequest,
+        e::Unauthenticated,
+        e::UnknownTicket,
+        e::StreamsLimited,
+        e::Unavailable,
+    ),
+)]
+pub async fn ticket_events(
+    req: HttpRequest,
+    buyer: Buyer,
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let ticket = Ticket::parse(&path)?;
+    let last_seen = match req.headers().get("Last-Event-ID") {
+        None => 0,
+        Some(v) => v
+            .to_str()
+            .ok()
+            .and_then(|v| v.trim().parse::<u8>().ok())
+            .filter(|&r| r <= FINAL)
+            .ok_or_else(|| {
+                ApiError::BadRequest("Last-Event-ID is the id of an event: 1, 2 or 3".into())
+            })?,
+    };
+    let first = read_ticket(&state, &ticket, buyer.0).await?;
+    let mut subscription = open_stream(&state, ticket.as_str(), first.user_id)?;
+    // A change between the first read and the subscription would wake nothing: read once
+    // more right after the first event.
+    subscription.changes.mark_changed();
+    let follow = Follow {
+        state: state.clone(),
+        ticket,
+        buyer: buyer.0,
+        subscription,
+        last_sent: last_seen,
+        first: Some(first),
+        heartbeat: tokio::time::interval_at(
+            tokio::time::Instant::now() + state.sse_heartbeat,
+            state.sse_heartbeat,
+        ),
+        done: false,
+    };
+    let stream = futures::stream::unfold(follow, |mut f| async move {
+        let chunk = f.next().await?;
+        Some((Ok::<_, actix_web::Error>(chunk), f))
+    });
+    Ok(event_stream(stream))
+}
+
+/// One stream's state.
+struct Follow {
+    state: web::Data<AppState>,
+    ticket: Ticket,
+    buyer: Option<UserId>,
+    subscription: Subscription,
+    last_sent: u8,
+    first: Option<TicketBody>,
+    heartbeat: tokio::time::Interval,
+    done: bool,
+}
+
+impl Follow {
+    /// The next chunk to send, or `None` once the stream is over.
+    async fn next(&mut self) -> Option<Bytes> {
+        if self.done {
+            return None;
+        }
+        if let Some(first) = self.first.take() {
+            // How long a client waits before it reconnects, then the current state.
+            let mut out = b"retry: 1000\n\n".to_vec();
+            out.extend_from_slice(&self.send(first).await.unwrap_or_default());
+            return Some(Bytes::from(out));
+        }
+        loop {
+            let heartbeat = tokio::select! {
+                _ = self.state.streams.shutdown.cancelled() => return None,
+                changed = self.subscription.changes.changed() => {
+                    if changed.is_err() {
+                        return None;
+                    }
+                    false
+                }
+                _ = self.heartbeat.tick() => true,
+            };
+            // A read that fails (a store down) sends nothing: the next change or heartbeat
+            // reads again.
+            if let Ok(body) = read_ticket(&self.state, &self.ticket, self.buyer).await {
+                if let Some(chunk) = self.send(body).await {
+                    self.heartbeat.reset();
+                    return Some(chunk);
+                }
+            }
+            if heartbeat {
+                return Some(Bytes::from_static(b": keep-alive\n\n"));
+            }
+        }
+    }
+
+    /// The event of `body`, if it ranks above the last one sent; after a final state the
+    /// stream ends.
+    async fn send(&mut self, body: TicketBody) -> Option<Bytes> {
+        let r = rank_of(&self.state, &self.ticket, &body).await?;
+        if r <= self.last_sent {
+            self.done = self.last_sent == FINAL;
+            return None;
+        }
+        self.last_sent = r;
+        self.done = r == FINAL;
+        Some(event(r, &body))
+    }
+}
+
+/// The limits of live streams, for a stream of `key` by `buyer`.
+fn open_stream(state: &AppState, key: &str, buyer: u64) -> Result<Subscription, ApiError> {
+    state
+        .streams
+        .open(key, buyer)
+        .map_err(|refused| match refused {
+            Refused::Full => ApiError::Overloaded,
+            Refused::BuyerLimit => ApiError::TooManyStreams,
+        })
+}
+
+/// A response that streams `chunks`.
+fn event_stream(
+    chunks: impl futures::Stream<Item = Result<Bytes, actix_web::Error>> + 'static,
+) -> HttpResponse {
+    HttpResponse::Ok()
+        .insert_header((header::CONTENT_TYPE, "text/event-stream"))
+        .insert_header((header::CACHE_CONTROL, "no-cache"))
+        // nginx buffers a response unless told not to.
+        .insert_header(("X-Accel-Buffering", "no"))
+        .streaming(chunks)
+}
+
+#[utoipa::path(
+    get,
+    path = "/v1/seckill/{product_id}/queue/{queue_id}/events",
+    operation_id = "streamQueue",
+    tag = "buy",
+    summary = "Follow a waiting-room entry live (server-sent events)",
+    description = "The entry's owner only. A `text/event-stream` whose events' `data` is the body a poll of the entry answers: its place and estimated wait (at the admission rate actually measured), `unlikely` once the places ahead and the admitted who have not bought outnumber the units left and in flight, then `sold_out`, or `admitted` with its `admission_token`. It starts with the current state; an event follows only when the place, the state or the likelihood changed, or the estimate moved by a fifth, at most one a second. It ends after `admitted`, `expired` or `bought` (`sold_out` may reopen: the stream stays). A reconnect gets the current state first. Limits as for a ticket's stream; polling keeps working.",
+    params(
+        ("product_id" = inline(schema::Id), Path, description = "The product."),
+        ("queue_id" = inline(schema::QueueId), Path, description = "As the join answered it."),
+    ),
+    security(("buyer" = [])),
+    responses(
+        (status = 200, description = "The stream: events whose `data` is the entry.", content_type = "text/event-stream", body = QueueBody),
+        e::BadRequest,
+        e::Unauthenticated,
+        e::UnknownQueueEntry,
+        e::QueueStreamsLimited,
+        e::Unavailable,
+    ),
+)]
+pub async fn queue_events(
+    buyer: Buyer,
+    state: web::Data<AppState>,
+    redis: web::Data<ThreadRedis>,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let (product, queue_id) = path.into_inner();
+    let product = ProductId::parse(&product)?;
+    check_queue_id(&queue_id)?;
+    let user = buyer.resolve(None)?;
+    let (first, found) = queue_run(
+        &state,
+        &redis,
+        product,
+        user,
+        QueueOp::Poll,
+        Some(&queue_id),
+    )
+    .await?;
+    let slot = open_stream(&state, &format!("q:{product}:{queue_id}"), user.get())?;
+    let following = state.rooms.follow(product, user, &queue_id, &first, &found);
+    let place = Place {
+        state: state.clone(),
+        _slot: slot,
+        following,
+        first: Some(first),
+        sent: 0,
+        heartbeat: tokio::time::interval_at(
+            tokio::time::Instant::now() + state.sse_heartbeat,
+            state.sse_heartbeat,
+        ),
+        done: false,
+    };
+    let stream = futures::stream::unfold(place, |mut p| async move {
+        let chunk = p.next().await?;
+        Some((Ok::<_, actix_web::Error>(chunk), p))
+    });
+    Ok(event_stream(stream))
+}
+
+/// One waiting-room stream's state.
+struct Place {
+    state: web::Data<AppState>,
+    /// Its place among the gateway's streams (freed on drop).
+    _slot: Subscription,
+    following: Following,
+    first: Option<QueueBody>,
+    /// Events sent: each event's `id`.
+    sent: u64,
+    heartbeat: tokio::time::Interval,
+    done: bool,
+}
+
+impl Place {
+    async fn next(&mut self) -> Option<Bytes> {
+        if self.done {
+            return None;
+        }
+        if let Some(first) = self.first.take() {
+            let mut out = b"retry: 1000\n\n".to_vec();
+            out.extend_from_slice(&self.event(&first));
+            return Some(Bytes::from(out));
+        }
+        tokio::select! {
+            _ = self.state.streams.shutdown.cancelled() => None,
+            changed = self.following.changes.changed() => {
+                changed.ok()?;
+                let body = self.following.changes.borrow_and_update().clone();
+                self.heartbeat.reset();
+                Some(self.event(&body))
+            }
+            _ = self.heartbeat.tick() => Some(Bytes::from_static(b": keep-alive\n\n")),
+        }
+    }
+
+    fn event(&mut self, body: &QueueBody) -> Bytes {
+        self.sent += 1;
+        self.done = room::is_final(body);
+        let data = serde_json::to_string(body).expect("an entry serialises");
+        Bytes::from(format!("id: {}\ndata: {data}\n\n", self.sent))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranks_only_move_up_to_the_final_states() {
+        use TicketStatus::*;
+        assert!(rank(Pending, true) < rank(Confirmed, true));
+        assert!(rank(Confirmed, true) < FINAL);
+        for end in [Paid, Cancelled, Failed] {
+            assert_eq!(rank(end, true), FINAL);
+        }
+        // No payment window: nothing follows a confirmation.
+        assert_eq!(rank(Confirmed, false), FINAL);
+    }
+}

@@ -1,0 +1,106 @@
+//! `GET /v1/seckill/{product_id}/queue/{queue_id}/events`: a waiting-room entry's place
+//! pushed to its owner, with nobody polling.
+
+use super::{open, Events};
+use crate::helpers::*;
+use crate::waiting_room::{buy_with, join, room};
+use reqwest::StatusCode;
+use seckill_shared::now_ms;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// Five buyers join before the start and only listen: their streams drive admission. Two
+/// are admitted (the cap: one per unit), get their tokens on the stream, and buy; the other
+/// three see their places, are told early that a unit is `unlikely` to reach them, and then
+/// `sold_out` once the two orders are settled.
+#[tokio::test]
+async fn streams_alone_drive_admission_and_tell_each_place_its_turn_or_no() {
+    let env = TestEnv::new().await;
+    let gw = env.gateway().await;
+    let _worker = env.worker().await;
+    let product = room(
+        &gw,
+        2,
+        now_ms() + 1500,
+        json!({"admit_per_sec": 5, "max_admitted_factor": 1.0}),
+    )
+    .await;
+    let users: Vec<u64> = (51..56).collect();
+    let mut streams = Vec::new();
+    for &u in &users {
+        let (status, entry) = join(&gw, product, u).await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{entry}");
+        let id = entry["queue_id"].as_str().unwrap().to_owned();
+        let path = format!("/v1/seckill/{product}/queue/{id}/events");
+        let mut events = Events::of(open(&gw.base, &path, u, None).await);
+        let (_, first) = events.next(WAIT).await.expect("the current state first");
+        assert_eq!(first["state"], "waiting", "{first}");
+        assert_eq!(first["position"], Value::Null, "no place before the start");
+        streams.push((u, events));
+    }
+
+    // Each stream, all at once, until its last word: admitted (it buys with the token it was
+    // sent), or sold out (which waits for the admitted to buy).
+    // The admitted buy only once the three others were given their places: until then the
+    // two admissions hold both units, so each of those places is told `unlikely`.
+    let placed = std::sync::atomic::AtomicUsize::new(0);
+    let (gw, placed) = (&gw, &placed);
+    let ends = futures::future::join_all(streams.into_iter().map(|(u, mut events)| async move {
+        let mut positions = Vec::new();
+        let mut unlikely = false;
+        loop {
+            let (_, body) = events
+                .next(WAIT)
+                .await
+                .expect("a stream ends only when admitted");
+            match body["state"].as_str().unwrap() {
+                "waiting" => {
+                    if let Some(p) = body["position"].as_u64() {
+                        if positions.is_empty() {
+                            placed.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        }
+                        positions.push(p);
+                    }
+                    unlikely |= body["unlikely"] == true;
+                }
+                "admitted" => {
+                    let token = body["admission_token"].as_str().unwrap().to_owned();
+                    eventually("the others' places", WAIT, || async {
+                        (placed.load(std::sync::atomic::Ordering::SeqCst) == 3).then_some(())
+                    })
+                    .await;
+                    let (status, bought) = buy_with(gw, product, u, Some(&token)).await;
+                    assert_eq!(status, StatusCode::ACCEPTED, "{bought}");
+                    assert!(events.next(WAIT).await.is_none(), "over once admitted");
+                    return ("admitted", positions, unlikely);
+                }
+                "sold_out" => return ("sold_out", positions, unlikely),
+                other => panic!("unexpected state {other}: {body}"),
+            }
+        }
+    }))
+    .await;
+    for (_, positions, _) in &ends {
+        assert!(
+            positions.windows(2).all(|w| w[1] <= w[0]),
+            "places only move up: {positions:?}"
+        );
+    }
+    let admitted: Vec<_> = ends.iter().filter(|e| e.0 == "admitted").collect();
+    let sold_out: Vec<_> = ends.iter().filter(|e| e.0 == "sold_out").collect();
+    assert_eq!(admitted.len(), 2, "one admission per unit: {ends:?}");
+    assert_eq!(sold_out.len(), 3, "everyone else hears sold_out: {ends:?}");
+    assert!(
+        sold_out.iter().all(|e| e.2 && !e.1.is_empty()),
+        "each of the three was given a place and told early that a unit is unlikely: {ends:?}"
+    );
+    let mut first_places: Vec<u64> = sold_out.iter().map(|e| e.1[0]).collect();
+    first_places.sort();
+    assert_eq!(
+        first_places,
+        [1, 2, 3],
+        "the places behind the two admitted: {ends:?}"
+    );
+}
