@@ -129,6 +129,7 @@ impl Application {
                 shutdown.clone(),
             )),
             sse_heartbeat: Duration::from_secs(settings.gateway.sse_heartbeat_secs),
+            sale_views: Default::default(),
             // A publish waits up to the delivery timeout for room in the producer's queue,
             // then as long again (and 0.5 s) for its report; 1 s more for clocks that differ.
             // But never past 1 s before the sweeper fails a ticket with no location (the

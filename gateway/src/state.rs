@@ -53,9 +53,19 @@ pub struct AppState {
     pub streams: std::sync::Arc<crate::events::Streams>,
     /// The waiting rooms with live streams on this gateway.
     pub rooms: std::sync::Arc<crate::events::room::Rooms>,
+    /// The products' buyer views read lately (`GET /v1/seckill/{product_id}`).
+    pub sale_views: SaleViews,
     /// `SECKILL_SSE_HEARTBEAT_SECS`.
     pub sse_heartbeat: std::time::Duration,
 }
+
+/// The products' buyer views read lately, per product: (when, the view).
+#[derive(Default)]
+pub struct SaleViews(
+    pub  std::sync::Mutex<
+        std::collections::HashMap<seckill_shared::ProductId, (i64, seckill_shared::api::SaleView)>,
+    >,
+);
 
 impl AppState {
     pub fn count(&self, route: &str, outcome: &str) {

@@ -163,7 +163,7 @@ async fn products_are_listed_newest_first_a_page_at_a_time() {
 }
 
 /// chromedriver on a free port, stopped when dropped.
-struct Driver {
+pub(crate) struct Driver {
     child: Child,
     port: u16,
 }
@@ -176,7 +176,7 @@ impl Drop for Driver {
 }
 
 impl Driver {
-    async fn start() -> Self {
+    pub(crate) async fn start() -> Self {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -203,7 +203,7 @@ impl Driver {
         driver
     }
 
-    async fn browser(&self) -> Client {
+    pub(crate) async fn browser(&self) -> Client {
         let mut caps = serde_json::Map::new();
         let mut options = json!({
             "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
@@ -235,12 +235,12 @@ async fn sign_in(c: &Client, base: &str, token: &str) {
 }
 
 /// The text of `selector` on the page, or `None` while it is not there.
-async fn text(c: &Client, selector: &str) -> Option<String> {
+pub(crate) async fn text(c: &Client, selector: &str) -> Option<String> {
     let e = c.find(Locator::Css(selector)).await.ok()?;
     Some(e.text().await.ok()?.trim().to_owned())
 }
 
-async fn attr(c: &Client, selector: &str, name: &str) -> Option<String> {
+pub(crate) async fn attr(c: &Client, selector: &str, name: &str) -> Option<String> {
     let e = c.find(Locator::Css(selector)).await.ok()?;
     e.attr(name).await.ok()?
 }

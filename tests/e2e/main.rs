@@ -27,6 +27,7 @@ mod process;
 mod recovery;
 mod redis_faults;
 mod rollback;
+mod sale_page;
 mod settle;
 mod waiting_room;
 mod workers;

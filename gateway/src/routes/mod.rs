@@ -11,6 +11,7 @@ pub mod openapi;
 mod orders;
 pub(crate) mod payments;
 mod queue;
+pub(crate) mod sale;
 
 use crate::error::ApiError;
 use actix_web::{web, HttpResponse};
@@ -26,6 +27,7 @@ pub use seckill_shared::api::TicketBody;
 /// `seckill_gateway_requests_total`; requests that match no route count as `unmatched`.
 pub const ROUTES: &[(&str, &str, &str)] = &[
     ("buy", "POST", "/v1/seckill/{product_id}"),
+    ("sale_view", "GET", "/v1/seckill/{product_id}"),
     ("order", "GET", "/v1/orders/{ticket}"),
     ("order_events", "GET", "/v1/orders/{ticket}/events"),
     ("my_order", "GET", "/v1/seckill/{product_id}/order"),
@@ -43,6 +45,9 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
     ("pay", "POST", "/v1/orders/{ticket}/pay"),
     ("cancel", "POST", "/v1/orders/{ticket}/cancel"),
     ("payment_callback", "POST", "/v1/payments/callback"),
+    ("sale_page", "GET", "/sale/{product_id}"),
+    ("sale_js", "GET", "/sale/assets/sale.js"),
+    ("sale_css", "GET", "/sale/assets/style.css"),
     ("admin_create_product", "POST", "/admin/products"),
     ("admin_products", "GET", "/admin/products"),
     ("admin_overview", "GET", "/admin/overview"),
@@ -60,37 +65,44 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
 ];
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(resource("buy").route(web::post().to(buy::buy)))
-        .service(resource("order").route(web::get().to(orders::get_order)))
-        .service(resource("order_events").route(web::get().to(events::ticket_events)))
-        .service(resource("my_order").route(web::get().to(orders::my_order)))
-        .service(resource("queue_join").route(web::post().to(queue::join)))
-        .service(resource("queue_poll").route(web::get().to(queue::poll)))
-        .service(resource("queue_events").route(web::get().to(events::queue_events)))
-        .service(resource("pay").route(web::post().to(payments::pay)))
-        .service(resource("cancel").route(web::post().to(payments::cancel)))
-        .service(resource("payment_callback").route(web::post().to(payments::callback)))
-        // One resource per path: actix matches the path first, then the method.
-        .service(
-            resource("admin_create_product")
-                .route(web::post().to(admin::create_product))
-                .route(web::get().to(admin::list_products)),
-        )
-        .service(resource("admin_overview").route(web::get().to(dashboard::overview)))
-        .service(resource("admin_dashboard").route(web::get().to(dashboard::page)))
-        .service(resource("admin_dashboard_js").route(web::get().to(dashboard::script)))
-        .service(resource("admin_dashboard_css").route(web::get().to(dashboard::style)))
-        .service(resource("admin_product").route(web::get().to(admin::get_product)))
-        .service(resource("admin_preload").route(web::post().to(admin::preload)))
-        .service(resource("admin_reconcile").route(web::post().to(admin::reconcile)))
-        .service(resource("healthz").route(web::get().to(health::healthz)))
-        .service(resource("readyz").route(web::get().to(health::readyz)))
-        .service(resource("livez").route(web::get().to(health::livez)))
-        .service(resource("metrics").route(web::get().to(health::metrics)))
-        .service(resource("openapi").route(web::get().to(openapi::document)))
-        .default_service(web::to(|| async {
-            Err::<HttpResponse, _>(ApiError::NotFound)
-        }));
+    cfg.service(
+        resource("buy")
+            .route(web::post().to(buy::buy))
+            .route(web::get().to(sale::view)),
+    )
+    .service(resource("order").route(web::get().to(orders::get_order)))
+    .service(resource("order_events").route(web::get().to(events::ticket_events)))
+    .service(resource("my_order").route(web::get().to(orders::my_order)))
+    .service(resource("queue_join").route(web::post().to(queue::join)))
+    .service(resource("queue_poll").route(web::get().to(queue::poll)))
+    .service(resource("queue_events").route(web::get().to(events::queue_events)))
+    .service(resource("pay").route(web::post().to(payments::pay)))
+    .service(resource("cancel").route(web::post().to(payments::cancel)))
+    .service(resource("payment_callback").route(web::post().to(payments::callback)))
+    .service(resource("sale_js").route(web::get().to(sale::script)))
+    .service(resource("sale_css").route(web::get().to(sale::style)))
+    .service(resource("sale_page").route(web::get().to(sale::page)))
+    // One resource per path: actix matches the path first, then the method.
+    .service(
+        resource("admin_create_product")
+            .route(web::post().to(admin::create_product))
+            .route(web::get().to(admin::list_products)),
+    )
+    .service(resource("admin_overview").route(web::get().to(dashboard::overview)))
+    .service(resource("admin_dashboard").route(web::get().to(dashboard::page)))
+    .service(resource("admin_dashboard_js").route(web::get().to(dashboard::script)))
+    .service(resource("admin_dashboard_css").route(web::get().to(dashboard::style)))
+    .service(resource("admin_product").route(web::get().to(admin::get_product)))
+    .service(resource("admin_preload").route(web::post().to(admin::preload)))
+    .service(resource("admin_reconcile").route(web::post().to(admin::reconcile)))
+    .service(resource("healthz").route(web::get().to(health::healthz)))
+    .service(resource("readyz").route(web::get().to(health::readyz)))
+    .service(resource("livez").route(web::get().to(health::livez)))
+    .service(resource("metrics").route(web::get().to(health::metrics)))
+    .service(resource("openapi").route(web::get().to(openapi::document)))
+    .default_service(web::to(|| async {
+        Err::<HttpResponse, _>(ApiError::NotFound)
+    }));
 }
 
 /// The resource of route `name` in [`ROUTES`], named so that metrics can label it.

@@ -10,6 +10,7 @@ pub mod dashboard;
 pub mod error;
 pub mod health;
 pub mod order;
+pub mod sale;
 pub mod schema;
 pub mod waiting_room;
 pub mod whole;
@@ -22,6 +23,7 @@ pub use dashboard::{Overview, OverviewQuery, ProcessView, Series};
 pub use error::ErrorBody;
 pub use health::{Dependencies, DependencyCheck, Health, HealthStatus, Live, LiveStatus};
 pub use order::{BuyRequest, CallbackBody, MyOrderQuery, PaymentBody, TicketBody};
+pub use sale::SaleView;
 pub use waiting_room::QueueBody;
 
 #[cfg(test)]

@@ -1,4 +1,5 @@
-//! The live ticket stream's part of `every_status.rs`.
+//! The buyer's page, the product's buyer view and the live ticket stream: their part of
+//! `every_status.rs`.
 
 use crate::helpers::token as buyer;
 use crate::helpers::*;
@@ -14,6 +15,7 @@ pub(crate) async fn stream_statuses(
     gw: &TestGateway,
     sync: &TestGateway,
     redis_down: &TestGateway,
+    mysql_down: &TestGateway,
     t: Option<&str>,
 ) {
     use Method as M;
@@ -31,6 +33,46 @@ pub(crate) async fn stream_statuses(
     let p = created["id"].as_u64().unwrap();
     let preload = format!("/admin/products/{p}/preload");
     assert_eq!(r.send(gw, M::POST, &preload, t, None, None).await.0, 200);
+
+    // The product as buyers see it, and their page: no token needed.
+    let view = format!("/v1/seckill/{p}");
+    let (s, body) = r.send(gw, M::GET, &view, None, None, None).await;
+    assert_eq!(
+        (s, body["name"].as_str()),
+        (200, Some("streamed")),
+        "{body}"
+    );
+    assert_eq!(
+        r.send(gw, M::GET, "/v1/seckill/abc", None, None, None)
+            .await
+            .0,
+        400
+    );
+    assert_eq!(
+        r.send(gw, M::GET, "/v1/seckill/999999", None, None, None)
+            .await
+            .0,
+        404
+    );
+    assert_eq!(
+        r.send(mysql_down, M::GET, &view, None, None, None).await.0,
+        503
+    );
+    for path in [
+        format!("/sale/{p}"),
+        "/sale/assets/sale.js".into(),
+        "/sale/assets/style.css".into(),
+    ] {
+        assert_eq!(
+            r.send(gw, M::GET, &path, None, None, None).await.0,
+            200,
+            "{path}"
+        );
+    }
+    assert_eq!(
+        r.send(gw, M::GET, "/sale/abc", None, None, None).await.0,
+        400
+    );
     // Sync mode confirms in the request: without a payment window, a final state.
     let (s, final_ticket) = r
         .json(sync, M::POST, &format!("/v1/seckill/{p}"), s1, json!({}))

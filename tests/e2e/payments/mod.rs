@@ -5,7 +5,7 @@
 //! the test sends the provider's signed callbacks when it chooses, so each race is exact
 //! ([`sale`]). The tests are in the other files.
 
-mod sale;
+pub(crate) mod sale;
 
 mod attempts;
 mod cancelling;

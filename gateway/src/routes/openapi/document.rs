@@ -2,7 +2,7 @@
 
 use super::schema::AnyObject;
 use crate::error::documented;
-use crate::routes::{admin, buy, dashboard, events, health, orders, payments, queue};
+use crate::routes::{admin, buy, dashboard, events, health, orders, payments, queue, sale};
 use actix_web::http::header::ContentType;
 use actix_web::HttpResponse;
 use std::sync::LazyLock;
@@ -19,6 +19,10 @@ use utoipa::{IntoResponses, Modify, OpenApi};
     ),
     paths(
         buy::buy,
+        sale::view,
+        sale::page,
+        sale::script,
+        sale::style,
         orders::get_order,
         events::ticket_events,
         orders::my_order,

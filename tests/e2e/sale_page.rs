@@ -1,0 +1,154 @@
+//! The buyer's page (`GET /sale/{product_id}`) in headless Chromium through a whole sale: the
+//! countdown, the queue with the buyer's live place, the admission, the buy, the confirmation
+//! and the payment. Screenshots of each step go to `target/screenshots/`.
+
+use crate::dashboard::{attr, text, Driver};
+use crate::helpers::*;
+use crate::payments::sale::Sale;
+use crate::waiting_room::rfc3339;
+use fantoccini::{Client, Locator};
+use reqwest::StatusCode;
+use seckill_shared::{now_ms, ProductId};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+async fn click(c: &Client, id: &str) {
+    c.find(Locator::Id(id))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+}
+
+/// Waits until `selector`'s `name` attribute is `value`.
+async fn until_attr(c: &Client, what: &str, selector: &str, name: &str, value: &str) {
+    eventually(what, WAIT, || async {
+        (attr(c, selector, name).await.as_deref() == Some(value)).then_some(())
+    })
+    .await;
+}
+
+async fn screenshot(c: &Client, name: &str) {
+    let png = c.screenshot().await.unwrap();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/screenshots");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(format!("sale-{name}.png")), png).unwrap();
+}
+
+#[tokio::test]
+async fn a_buyer_goes_through_a_whole_sale_on_the_page() {
+    let sale = Sale::new().await;
+    let gw = &sale.gw;
+    let (status, body) = gw
+        .admin_post(
+            "/admin/products",
+            json!({"name": "Phone X", "stock": 1, "price": 49900, "currency": "EUR",
+                   "payment_window_secs": 600, "starts_at": rfc3339(now_ms() + 10_000),
+                   "waiting_room": {"admit_per_sec": 10}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let product = ProductId::new(body["id"].as_u64().unwrap()).unwrap();
+    let (status, body) = gw
+        .admin_post(&format!("/admin/products/{product}/preload"), Value::Null)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+
+    let driver = Driver::start().await;
+    let c = driver.browser().await;
+    // The shop's redirect: the token in the fragment.
+    c.goto(&format!("{}/sale/{product}#token={}", gw.base, token(61)))
+        .await
+        .unwrap();
+    until_attr(&c, "the countdown", "#countdown", "data-state", "waiting").await;
+    assert_eq!(text(&c, "#name").await.as_deref(), Some("Phone X"));
+    assert_eq!(text(&c, "#price").await.as_deref(), Some("499.00 EUR"));
+    let countdown = text(&c, "#countdown").await.unwrap();
+    assert!(countdown.starts_with("Starts in 00:00:"), "{countdown}");
+    let url = c.current_url().await.unwrap();
+    assert!(
+        !url.as_str().contains("token"),
+        "the token left the address bar: {url}"
+    );
+    assert_eq!(
+        attr(&c, "#buy", "disabled").await.as_deref(),
+        Some("true"),
+        "no buy before the start, nor before admission"
+    );
+
+    click(&c, "join").await;
+    until_attr(&c, "in the queue", "#queue", "data-state", "waiting").await;
+    screenshot(&c, "1-queue").await;
+
+    // Nobody polls: the page's stream, through the gateway, admits the buyer at the start.
+    until_attr(&c, "the admission", "#queue", "data-state", "admitted").await;
+    until_attr(&c, "the start", "#countdown", "data-state", "on_sale").await;
+    eventually("the buy button", WAIT, || async {
+        attr(&c, "#buy", "disabled").await.is_none().then_some(())
+    })
+    .await;
+    screenshot(&c, "2-admitted").await;
+    click(&c, "buy").await;
+    until_attr(&c, "the confirmation", "#ticket", "data-state", "confirmed").await;
+    assert_eq!(
+        attr(&c, "#pay", "hidden").await,
+        None,
+        "the pay button shows"
+    );
+    let pay_by = text(&c, "#pay-by").await.unwrap();
+    assert!(pay_by.starts_with("Pay by "), "{pay_by}");
+    screenshot(&c, "3-confirmed").await;
+
+    click(&c, "pay").await;
+    let payment_id = eventually("the provider's charge", WAIT, || async {
+        let charges = sale.provider.charges.lock().unwrap();
+        charges.first().map(|c| c.payment_id.clone())
+    })
+    .await;
+    let (status, body) = sale.callback(&payment_id, "succeeded").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    until_attr(&c, "the payment", "#ticket", "data-state", "paid").await;
+    assert_eq!(text(&c, "#ticket-state").await.as_deref(), Some("paid"));
+    screenshot(&c, "4-paid").await;
+    // Streams all the way: the page never fell back to polling.
+    assert_eq!(attr(&c, "body", "data-live").await, None);
+    c.close().await.unwrap();
+}
+
+/// Without a token the page asks the buyer to sign in at the shop, and buys nothing; in
+/// development mode it takes one typed in.
+#[tokio::test]
+async fn the_page_needs_the_shops_token_or_a_typed_one_in_development() {
+    let env = TestEnv::new().await;
+    let gw = env.gateway().await;
+    let product = env.product(&gw, 3).await;
+    let driver = Driver::start().await;
+    let c = driver.browser().await;
+    c.goto(&format!("{}/sale/{product}", gw.base))
+        .await
+        .unwrap();
+    until_attr(&c, "on sale", "#countdown", "data-state", "on_sale").await;
+    assert_eq!(attr(&c, "#need-token", "hidden").await, None);
+    assert_eq!(attr(&c, "#buy", "disabled").await.as_deref(), Some("true"));
+
+    c.goto(&format!("{}/sale/{product}?dev", gw.base))
+        .await
+        .unwrap();
+    let field = c
+        .wait()
+        .for_element(Locator::Id("token-input"))
+        .await
+        .unwrap();
+    field.send_keys(&token(62)).await.unwrap();
+    click(&c, "use-token").await;
+    eventually("the buy button", WAIT, || async {
+        attr(&c, "#buy", "disabled").await.is_none().then_some(())
+    })
+    .await;
+    click(&c, "buy").await;
+    until_attr(&c, "the ticket", "#ticket", "data-state", "pending").await;
+    c.close().await.unwrap();
+}
