@@ -35,6 +35,12 @@
 # /livez when (1) ran; the Redis CPU per poll (from /proc/<redis pid>/stat over the polling
 # phase); and the time from the start until the last unit is sold, next to the same sale
 # without a waiting room. Like (10), its line follows the table and goes into the note.
+# (12) live streams against polling: BENCH_LIVE_BUYERS buyers of a waiting-room product from
+# their join to their confirmation, through two gateways (`seckill-bench live-sale`, two
+# processes at once), polling and on streams in BENCH_LIVE_ROUNDS alternated rounds each: CPU
+# per buyer of the gateways, Redis and the machine, requests per buyer, and the time from a
+# confirmation to its buyer knowing it (p50, p99), drawn by percentile to plots/f12.svg. Its
+# line follows the table and goes into the note too.
 #
 # Each load-style figure ((1), (2), (2N), (2E), (2L), (3), (4), (9), (9L)) is also drawn over
 # time (`seckill-bench plot load` of its summary: answers per second and latency p50/p99 per
@@ -80,7 +86,7 @@ set -euo pipefail
 cd "$ROOT"
 [[ -f $HOME/.cargo/env ]] && . "$HOME/.cargo/env"
 
-QUICK=0 PROFILE=0 FIGURES="1 2 3 4 5 6 7 8 9 10 11" REPORT=auto
+QUICK=0 PROFILE=0 FIGURES="1 2 3 4 5 6 7 8 9 10 11 12" REPORT=auto
 while (($#)); do
     case $1 in
         --quick) QUICK=1; shift ;;
@@ -105,9 +111,10 @@ fi
 : "${BENCH_EXPIRY_N:=10000}" "${BENCH_EXPIRY_WINDOW_SECS:=10}"
 : "${BENCH_QUEUE_BUYERS:=100000}" "${BENCH_QUEUE_STOCK:=1000}" "${BENCH_QUEUE_ADMIT_PER_SEC:=1000}"
 : "${BENCH_QUEUE_FACTOR:=1.5}" "${BENCH_QUEUE_CONCURRENCY:=256}" "${BENCH_QUEUE_STARTS_IN:=}"
+: "${BENCH_LIVE_BUYERS:=20000}" "${BENCH_LIVE_STOCK:=1000}" "${BENCH_LIVE_ROUNDS:=2}"
 if [[ $REPORT == auto ]]; then
     REPORT=""
-    if ((!QUICK && !PROFILE)) && [[ $FIGURES == "1 2 3 4 5 6 7 8 9 10 11" ]]; then
+    if ((!QUICK && !PROFILE)) && [[ $FIGURES == "1 2 3 4 5 6 7 8 9 10 11 12" ]]; then
         REPORT=docs/BENCHMARKS.md
     fi
 fi
@@ -257,6 +264,18 @@ sys.exit(0 if q.get("ok") else 1)
 EOF
 ) || QUEUE_OK=0
 fi
+# (12)'s line, and its plot: the confirmation → buyer delay by percentile, polling against
+# streams. LIVE_OK=0 when (12) ran and a round does not count.
+LIVE_LINE="" LIVE_OK=1
+if want 12; then
+    LIVE_LINE=$(python3 scripts/bench/live_line.py "$OUT" "$(getconf CLK_TCK)" "$BENCH_LIVE_BUYERS" \
+        "$BENCH_LIVE_STOCK" "$BENCH_LIVE_ROUNDS") || LIVE_OK=0
+    mkdir -p "$OUT/plots"
+    "$BIN/seckill-bench" plot live $(for f in "$OUT"/f12-poll-*-?.json; do echo --poll "$f"; done) \
+        $(for f in "$OUT"/f12-stream-*-?.json; do echo --stream "$f"; done) \
+        --title "(12) confirmation → buyer knows: polling against live streams" \
+        --out "$OUT/plots/f12.svg" || warn "(12) no plot"
+fi
 # The cost of an accept with the per-user limit on, as ratios to floors measured in this run
 # (scripts/accept-cost.py): gateway CPU per accept of (2L) ÷ per /livez of (1), Redis CPU per
 # accept ÷ per GET of (5G) at the same concurrency, the whole machine's, (2S)'s peak ÷ (1) with
@@ -267,7 +286,7 @@ if want 2 && want 1; then
     [[ -z $CPU_LINE ]] || log "$CPU_LINE"
 fi
 NOTE=$CHAOS_NOTE
-for l in "$EXPIRY_LINE" "$QUEUE_LINE" "$CPU_LINE"; do [[ -z $l ]] || NOTE+=${NOTE:+ }$l; done
+for l in "$EXPIRY_LINE" "$QUEUE_LINE" "$LIVE_LINE" "$CPU_LINE"; do [[ -z $l ]] || NOTE+=${NOTE:+ }$l; done
 MODE=full
 ((QUICK)) && MODE=quick
 ((PROFILE)) && MODE=profile
@@ -320,6 +339,14 @@ fi
 if [[ -n $QUEUE_LINE ]]; then
     echo
     echo "$QUEUE_LINE"
+fi
+if [[ -n $LIVE_LINE ]]; then
+    echo
+    echo "$LIVE_LINE"
+fi
+if ((!LIVE_OK)); then
+    err "INVALID: the run of figure 12 does not count; see $OUT/f12.log and $OUT/f12.txt"
+    status=1
 fi
 if ((!QUEUE_OK)); then
     err "INVALID: the run of figure 11 does not count; see $OUT/f11.log and $OUT/f11.txt"

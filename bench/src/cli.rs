@@ -59,6 +59,10 @@ pub enum Command {
     /// sold out or bought; the polls per second sustained, the Redis CPU per poll, and the
     /// time from the start to the last unit sold, next to the same sale without a waiting room.
     QueueSale(crate::queue_bench::QueueSaleArgs),
+    /// Measure live streams against polling: buyers of a waiting-room product from their join
+    /// to their confirmation, following their place and ticket one way or the other; the
+    /// requests per buyer and the time from a confirmation to its buyer knowing it.
+    LiveSale(crate::live_bench::LiveSaleArgs),
     /// Draw SVG charts of a load run (from its `load --json` summary) or of a chaos run (from
     /// its folder) over time.
     Plot(crate::plot::PlotArgs),

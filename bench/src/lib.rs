@@ -27,6 +27,7 @@ pub mod ceiling;
 pub mod cli;
 pub mod expiry;
 pub mod history;
+pub mod live_bench;
 pub mod load;
 pub mod plot;
 pub mod provider;
@@ -50,6 +51,7 @@ pub async fn run(cli: cli::Cli) -> anyhow::Result<bool> {
             .map(|_| true),
         cli::Command::Expiry(args) => expiry::run(args).await,
         cli::Command::QueueSale(args) => queue_bench::run(args).await,
+        cli::Command::LiveSale(args) => live_bench::run(args).await,
         cli::Command::Plot(args) => plot::run(args),
     }
 }

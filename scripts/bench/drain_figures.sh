@@ -127,3 +127,55 @@ if want 11; then
     stop_proc g2
     stop_proc w0
 fi
+
+# --------------------------------------- live streams against polling (12) ---
+# BENCH_LIVE_BUYERS (20000) buyers of a waiting-room product (BENCH_LIVE_STOCK units, 1000
+# admissions/s, factor 1.5), from their join to their order's confirmation, through two
+# gateways and one worker: polling (the entry at its refresh_after_ms, the ticket every 300 ms)
+# against live streams (`…/events`), BENCH_LIVE_ROUNDS (2) alternated rounds each, each round
+# on a fresh product. Two load processes of half the buyers each, at once: a process holds at
+# most 20,000 sockets here. `measure` reads the CPU of every process and of the machine around
+# each round (OUT/f12-<mode>-<round>.cpu0, .cpu1); the tools write OUT/f12-<mode>-<round>-{a,b}.json.
+live_round() { # mode round
+    local mode=$1 round=$2 half=$((BENCH_LIVE_BUYERS / 2)) product starts
+    starts=$(date -u -d "@$(($(date +%s) + 5 + BENCH_LIVE_BUYERS / 2500))" +%Y-%m-%dT%H:%M:%SZ)
+    product=$(curl -fsS -X POST "http://127.0.0.1:${GW_PORTS[2]}/admin/products" \
+        -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
+        -d "{\"name\": \"live $mode $round\", \"stock\": $BENCH_LIVE_STOCK, \"starts_at\": \"$starts\", \"waiting_room\": {\"admit_per_sec\": 1000, \"max_admitted_factor\": 1.5}}" |
+        python3 -c 'import json, sys; print(json.load(sys.stdin)["id"])')
+    curl -fsS -X POST "http://127.0.0.1:${GW_PORTS[2]}/admin/products/$product/preload" \
+        -H "Authorization: Bearer $TOKEN" >/dev/null
+    log "(12) round $round, $mode: product $product, $BENCH_LIVE_BUYERS buyers"
+    live_pair() {
+        local rc=0
+        "${LOAD[@]}" live-sale --mode "$mode" --product "$product" --buyers "$half" --first-user 1 \
+            --gateway "http://127.0.0.1:${GW_PORTS[2]}" --gateway "http://127.0.0.1:${GW_PORTS[3]}" \
+            --out "$OUT/f12-$mode-$round-a.json" >>"$OUT/f12.txt" 2>>"$OUT/f12.log" &
+        local a=$!
+        "${LOAD[@]}" live-sale --mode "$mode" --product "$product" --buyers "$half" \
+            --first-user $((half + 1)) \
+            --gateway "http://127.0.0.1:${GW_PORTS[2]}" --gateway "http://127.0.0.1:${GW_PORTS[3]}" \
+            --out "$OUT/f12-$mode-$round-b.json" >>"$OUT/f12.txt" 2>>"$OUT/f12.log" || rc=$?
+        wait "$a" || rc=$?
+        return $rc
+    }
+    measure "f12-$mode-$round" live_pair || warn "(12) round $round ($mode) is invalid: $OUT/f12.log"
+}
+if want 12; then
+    new_namespace l
+    start_worker 0 "SECKILL_WORKER_BATCH_SIZE=$BENCH_BATCH" "SECKILL_WORKER_BATCH_LINGER_MS=$BENCH_LINGER_MS"
+    for g in 2 3; do
+        start_gateway "$g" SECKILL_QUEUE_RATE_LIMIT_PER_USER_PER_SEC=0 \
+            SECKILL_SSE_MAX_STREAMS=$BENCH_LIVE_BUYERS
+    done
+    wait_for -t 90 -m "the worker to own all $BENCH_PARTITIONS partitions" worker_assigned 0 "$BENCH_PARTITIONS"
+    wait_for -t 600 -m "every service to answer" services_ok
+    for round in $(seq 1 "$BENCH_LIVE_ROUNDS"); do
+        live_round poll "$round"
+        live_round stream "$round"
+    done
+    cat "$OUT/f12.txt" >&2 || true
+    stop_proc g2
+    stop_proc g3
+    stop_proc w0
+fi

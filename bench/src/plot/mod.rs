@@ -5,9 +5,12 @@
 //!   `load` run (also `load --plot`).
 //! - [`chaos_chart`]: a chaos run's timeline: accepts, confirms, compensations and pending,
 //!   with the fault's window shaded.
+//! - [`live_chart`]: live streams against polling, the confirmation → buyer delay by
+//!   percentile.
 
 pub mod chaos_chart;
 pub mod chart;
+pub mod live_chart;
 pub mod load_chart;
 
 use clap::{Args, Subcommand};
@@ -44,6 +47,24 @@ pub enum PlotCommand {
         #[arg(long, value_name = "TEXT", default_value = "chaos run")]
         title: String,
     },
+    /// Live streams against polling, from `live-sale` results: the confirmation → buyer
+    /// delay by percentile.
+    Live {
+        /// `live-sale --mode poll` results; repeat.
+        #[arg(long, value_name = "JSON", required = true)]
+        poll: Vec<PathBuf>,
+        /// `live-sale --mode stream` results; repeat.
+        #[arg(long, value_name = "JSON", required = true)]
+        stream: Vec<PathBuf>,
+        #[arg(long, value_name = "SVG")]
+        out: PathBuf,
+        #[arg(
+            long,
+            value_name = "TEXT",
+            default_value = "live streams against polling"
+        )]
+        title: String,
+    },
 }
 
 pub fn run(args: PlotArgs) -> anyhow::Result<bool> {
@@ -63,6 +84,12 @@ pub fn run(args: PlotArgs) -> anyhow::Result<bool> {
             std::fs::write(&out, svg)
                 .map_err(|e| anyhow::anyhow!("writing {}: {e}", out.display()))?;
         }
+        PlotCommand::Live {
+            poll,
+            stream,
+            out,
+            title,
+        } => live_chart::write(&poll, &stream, &title, &out)?,
     }
     Ok(true)
 }

@@ -54,6 +54,42 @@ async fn rank_of(state: &AppState, ticket: &Ticket, body: &TicketBody) -> Option
     }
 }
 
+/// The ticket as [`read_ticket`] reads it, with its rank, reading MySQL once for a confirmed
+/// or paid ticket (its deadline and its state), as a poll does, rather than once more for the
+/// rank: a burst of confirmations wakes many streams at once.
+async fn read_ranked(
+    state: &AppState,
+    ticket: &Ticket,
+    buyer: Option<UserId>,
+) -> Result<(TicketBody, Option<u8>), ApiError> {
+    let owner = |user_id: u64| buyer.is_none_or(|b| b.get() == user_id);
+    if let Ok(Some(rec)) = state.store.ticket(ticket).await {
+        if owner(rec.user_id) {
+            let status = rec.status;
+            if !matches!(status, TicketStatus::Confirmed | TicketStatus::Paid) {
+                return Ok((
+                    TicketBody::from_record(ticket, rec),
+                    Some(rank(status, true)),
+                ));
+            }
+            return Ok(match db::settled_ticket(&state.db, ticket).await {
+                Ok(Some(s)) if s.user_id == rec.user_id => {
+                    let r = rank(s.status, s.pay_by_ms.is_some());
+                    (TicketBody::from_record_and_order(ticket, rec, s), Some(r))
+                }
+                // MySQL cannot say whether a confirmed order may still be paid.
+                _ => (
+                    TicketBody::from_record(ticket, rec),
+                    (status == TicketStatus::Paid).then_some(FINAL),
+                ),
+            });
+        }
+    }
+    let body = read_ticket(state, ticket, buyer).await?;
+    let r = rank_of(state, ticket, &body).await;
+    Ok((body, r))
+}
+
 /// One event: the state's rank as its id, the ticket as its data.
 fn event(rank: u8, body: &TicketBody) -> Bytes {
     let data = serde_json::to_string(body).expect("a ticket serialises");
@@ -161,8 +197,8 @@ impl Follow {
             };
             // A read that fails (a store down) sends nothing: the next change or heartbeat
             // reads again.
-            if let Ok(body) = read_ticket(&self.state, &self.ticket, self.buyer).await {
-                if let Some(chunk) = self.send(body).await {
+            if let Ok((body, rank)) = read_ranked(&self.state, &self.ticket, self.buyer).await {
+                if let Some(chunk) = self.send_ranked(body, rank).await {
                     self.heartbeat.reset();
                     return Some(chunk);
                 }
@@ -176,7 +212,13 @@ impl Follow {
     /// The event of `body`, if it ranks above the last one sent; after a final state the
     /// stream ends.
     async fn send(&mut self, body: TicketBody) -> Option<Bytes> {
-        let r = rank_of(&self.state, &self.ticket, &body).await?;
+        let r = rank_of(&self.state, &self.ticket, &body).await;
+        self.send_ranked(body, r).await
+    }
+
+    /// [`Self::send`] with the rank known (`None`: not yet).
+    async fn send_ranked(&mut self, body: TicketBody, rank: Option<u8>) -> Option<Bytes> {
+        let r = rank?;
         if r <= self.last_sent {
             self.done = self.last_sent == FINAL;
             return None;
