@@ -79,6 +79,10 @@ impl Application {
             tokio::spawn(jwks.watch(shutdown.clone()));
         }
         let store_conn = store.connection();
+        // The live streams end as soon as the gateway is told to stop, not after its graceful
+        // shutdown (which would wait for them): their clients reconnect elsewhere.
+        let streams_stop = shutdown.child_token();
+        tokio::spawn(end_streams_on_signal(streams_stop.clone()));
         let admissions = Arc::new(Admissions::new(
             settings.waiting_room.admission_secret.clone(),
             settings.waiting_room.admission_ttl_secs * 1000,
@@ -126,7 +130,7 @@ impl Application {
             streams: Arc::new(Streams::new(
                 settings.gateway.sse_max_streams,
                 settings.gateway.sse_max_per_buyer,
-                shutdown.clone(),
+                streams_stop.clone(),
             )),
             sse_heartbeat: Duration::from_secs(settings.gateway.sse_heartbeat_secs),
             sale_views: Default::default(),
@@ -337,4 +341,18 @@ async fn forget_idle_addresses(state: web::Data<AppState>, stop: CancellationTok
             }
         }
     }
+}
+
+/// Ends the live streams on SIGTERM or SIGINT, while the server finishes its other requests.
+async fn end_streams_on_signal(stop: CancellationToken) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut term) = signal(SignalKind::terminate()) else {
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+        _ = stop.cancelled() => return,
+    }
+    stop.cancel();
 }

@@ -123,20 +123,6 @@ documented! {
     /// (`SECKILL_ADMIN_AUTH_FAILURES_PER_MIN`): every admin request from it is refused,
     /// even with the right token, until `Retry-After`.
     AdminLocked => [ApiError::AdminLocked { retry_after_secs: 1 }];
-    /// The buyer holds `SECKILL_SSE_MAX_PER_BUYER` live streams on this gateway already
-    /// (`too_many_streams`: close one, or poll), or the client address is over
-    /// `SECKILL_RATE_LIMIT_PER_ADDRESS_PER_SEC`. Retry after `Retry-After`.
-    StreamsLimited => [
-        ApiError::TooManyStreams,
-        ApiError::AddressRateLimited { retry_after_secs: 1 },
-    ];
-    /// As for a ticket's stream, or the user is over the waiting room's per-user limit of
-    /// joins and polls, which opening its stream counts against.
-    QueueStreamsLimited => [
-        ApiError::TooManyStreams,
-        ApiError::RateLimited { retry_after_secs: 1 },
-        ApiError::AddressRateLimited { retry_after_secs: 1 },
-    ];
     /// A dependency (Redis, Kafka or MySQL) cannot take the request now, the sale's state
     /// is being restored after Redis lost it, or the gateway is at capacity
     /// (`SECKILL_MAX_IN_FLIGHT` buys, or `SECKILL_SSE_MAX_STREAMS` live streams). Nothing was

@@ -48,7 +48,6 @@ pub(crate) fn every_kind() -> Vec<ApiError> {
         ApiError::AdminLocked {
             retry_after_secs: 7,
         },
-        ApiError::TooManyStreams,
         ApiError::Overloaded,
         ApiError::Unavailable(String::new()),
         ApiError::Unexpected(anyhow::anyhow!("x")),
@@ -84,7 +83,6 @@ pub(crate) fn every_kind() -> Vec<ApiError> {
             | ApiError::RateLimited { .. }
             | ApiError::AddressRateLimited { .. }
             | ApiError::AdminLocked { .. }
-            | ApiError::TooManyStreams
             | ApiError::Overloaded
             | ApiError::Unavailable(_)
             | ApiError::Unexpected(_) => {}

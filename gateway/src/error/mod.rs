@@ -86,9 +86,6 @@ pub enum ApiError {
     /// The user is over the per-user rate limit; a token comes back after this many seconds.
     #[error("too many buys; retry in {retry_after_secs} s")]
     RateLimited { retry_after_secs: u64 },
-    /// The buyer holds `SECKILL_SSE_MAX_PER_BUYER` live streams on this gateway already.
-    #[error("you hold as many live streams as you may; close one, or poll")]
-    TooManyStreams,
     /// The gateway already handles `SECKILL_MAX_IN_FLIGHT` buys; it refuses more at once rather
     /// than queue them.
     #[error("the gateway is at capacity, retry shortly")]
@@ -144,7 +141,6 @@ impl ApiError {
             ApiError::AddressRateLimited { .. } => "rate_limited",
             ApiError::AdminLocked { .. } => "rate_limited",
             ApiError::RateLimited { .. } => "rate_limited",
-            ApiError::TooManyStreams => "too_many_streams",
             ApiError::Overloaded | ApiError::Unavailable(_) => "unavailable",
             ApiError::Unexpected(_) => "internal",
         }
@@ -182,8 +178,7 @@ impl ResponseError for ApiError {
             | ApiError::InvalidSignature(_) => StatusCode::UNAUTHORIZED,
             ApiError::RateLimited { .. }
             | ApiError::AddressRateLimited { .. }
-            | ApiError::AdminLocked { .. }
-            | ApiError::TooManyStreams => StatusCode::TOO_MANY_REQUESTS,
+            | ApiError::AdminLocked { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Overloaded | ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Unexpected(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -218,9 +213,6 @@ impl ResponseError for ApiError {
         match self {
             ApiError::Unavailable(_) | ApiError::Overloaded => {
                 res.insert_header((header::RETRY_AFTER, "1"));
-            }
-            ApiError::TooManyStreams => {
-                res.insert_header((header::RETRY_AFTER, "5"));
             }
             ApiError::RateLimited { retry_after_secs }
             | ApiError::AddressRateLimited { retry_after_secs }

@@ -29,8 +29,10 @@ pub struct Streams {
 struct Inner {
     /// Per ticket: its version, and the streams that follow it.
     tickets: HashMap<String, (watch::Sender<u64>, usize)>,
-    buyers: HashMap<u64, usize>,
+    /// Per buyer: their open streams, oldest first (each one's id and ender).
+    buyers: HashMap<u64, Vec<(u64, CancellationToken)>>,
     open: usize,
+    next_id: u64,
 }
 
 /// Why a stream was not opened.
@@ -38,8 +40,6 @@ struct Inner {
 pub enum Refused {
     /// This gateway holds `SECKILL_SSE_MAX_STREAMS` already.
     Full,
-    /// The buyer holds `SECKILL_SSE_MAX_PER_BUYER` on this gateway already.
-    BuyerLimit,
 }
 
 /// One open stream's place: it wakes on each change of its ticket, and dropping it frees the
@@ -48,7 +48,10 @@ pub struct Subscription {
     streams: Arc<Streams>,
     ticket: String,
     buyer: u64,
+    id: u64,
     pub changes: watch::Receiver<u64>,
+    /// Cancelled when a newer stream of the same buyer takes this one's place.
+    pub ended: CancellationToken,
 }
 
 impl Streams {
@@ -61,18 +64,28 @@ impl Streams {
         }
     }
 
-    /// Opens a stream of `ticket` for `buyer`, within the limits.
+    /// Opens a stream of `ticket` for `buyer`. A buyer at `SECKILL_SSE_MAX_PER_BUYER` gets it
+    /// all the same, and their oldest stream ends: a closed connection is noticed only at the
+    /// next write (a heartbeat), so a buyer who reloads the page must not be refused for the
+    /// streams they left. Refused when the gateway holds `SECKILL_SSE_MAX_STREAMS` (and the
+    /// buyer none to give up).
     pub fn open(self: &Arc<Self>, ticket: &str, buyer: u64) -> Result<Subscription, Refused> {
         let mut inner = self.inner.lock().expect("streams lock");
-        // The buyer's own limit first: over it, waiting for room on the gateway is no help.
-        let held = inner.buyers.get(&buyer).copied().unwrap_or(0);
+        let held = inner.buyers.get(&buyer).map_or(0, Vec::len);
         if held >= self.max_per_buyer {
-            return Err(Refused::BuyerLimit);
-        }
-        if inner.open >= self.max_streams {
+            let (_, oldest) = inner.buyers.get_mut(&buyer).expect("held").remove(0);
+            oldest.cancel();
+        } else if inner.open >= self.max_streams {
             return Err(Refused::Full);
         }
-        *inner.buyers.entry(buyer).or_default() += 1;
+        inner.next_id += 1;
+        let id = inner.next_id;
+        let ended = self.shutdown.child_token();
+        inner
+            .buyers
+            .entry(buyer)
+            .or_default()
+            .push((id, ended.clone()));
         inner.open += 1;
         let (version, followers) = inner
             .tickets
@@ -84,7 +97,9 @@ impl Streams {
             streams: self.clone(),
             ticket: ticket.to_owned(),
             buyer,
+            id,
             changes,
+            ended,
         })
     }
 
@@ -115,9 +130,9 @@ impl Drop for Subscription {
     fn drop(&mut self) {
         let mut inner = self.streams.inner.lock().expect("streams lock");
         inner.open -= 1;
-        if let Some(n) = inner.buyers.get_mut(&self.buyer) {
-            *n -= 1;
-            if *n == 0 {
+        if let Some(held) = inner.buyers.get_mut(&self.buyer) {
+            held.retain(|(id, _)| *id != self.id);
+            if held.is_empty() {
                 inner.buyers.remove(&self.buyer);
             }
         }
@@ -143,13 +158,18 @@ mod tests {
         let s = streams(3, 2);
         let a = s.open("t1", 1).unwrap();
         let b = s.open("t1", 1).unwrap();
-        assert_eq!(s.open("t2", 1).err(), Some(Refused::BuyerLimit));
-        let c = s.open("t2", 2).unwrap();
+        // Over the buyer's limit: the oldest of theirs ends, the new one opens.
+        let b2 = s.open("t2", 1).unwrap();
+        assert!(a.ended.is_cancelled() && !b.ended.is_cancelled());
+        // The gateway is full (a's place is freed only when its stream is dropped).
         assert_eq!(s.open("t3", 3).err(), Some(Refused::Full));
         drop(a);
+        let c = s.open("t2", 2).unwrap();
+        assert_eq!(s.open("t3", 3).err(), Some(Refused::Full));
+        drop(b);
         assert_eq!(s.open_count(), 2);
         let d = s.open("t3", 1).unwrap();
-        drop((b, c, d));
+        drop((b2, c, d));
         assert_eq!(s.open_count(), 0);
         let inner = s.inner.lock().unwrap();
         assert!(inner.tickets.is_empty() && inner.buyers.is_empty());

@@ -6,8 +6,9 @@
 //! After the start a waiting place moves up by exactly the admissions since it was read
 //! (places leave the line only by admission, and later joiners queue behind), so each
 //! entry's place is worked out here, not read. An entry is read again (`poll`) only when the
-//! admissions since reach its place (it may be admitted), the first time after the start, and
-//! every [`REREAD`] in any case. A stream is told only when its place, state or likelihood
+//! admissions since reach its place (it may be admitted), when an admission was taken back to
+//! the head of the line (`reserve.lua`, to keep the cap: the places behind it move back), the
+//! first time after the start, and every 30 s in any case; an admitted entry, every tick. A stream is told only when its place, state or likelihood
 //! changed, or its estimated wait moved by a fifth.
 
 use crate::waiting_room::{shape, Admissions};
@@ -51,6 +52,7 @@ struct Entry {
 struct Base {
     ahead: u64,
     admitted_total: u64,
+    returned_total: u64,
     read_at_ms: i64,
 }
 
@@ -179,6 +181,7 @@ impl Rooms {
                 stock: 0,
                 in_flight: 0,
                 admitted_now: 0,
+                returned_total: u64::MAX,
             },
         };
         let started = now >= figures.starts_at_ms;
@@ -193,6 +196,7 @@ impl Rooms {
             // Worked out from the admissions since the place was read, while that holds.
             let worked_out = base
                 .filter(|b| started && now - b.read_at_ms < REREAD_MS)
+                .filter(|b| b.returned_total == figures.returned_total)
                 .and_then(|b| {
                     let since = figures.admitted_total.checked_sub(b.admitted_total)?;
                     b.ahead.checked_sub(since)
@@ -208,6 +212,7 @@ impl Rooms {
                         measured_per_sec: figures.measured_per_sec,
                         unlikely: false,
                         admitted_total: figures.admitted_total,
+                        returned_total: figures.returned_total,
                     },
                     base,
                 ),
@@ -221,6 +226,7 @@ impl Rooms {
                         measured_per_sec: figures.measured_per_sec,
                         unlikely: figures.unlikely(ahead),
                         admitted_total: figures.admitted_total,
+                        returned_total: figures.returned_total,
                     },
                     base,
                 ),
@@ -265,19 +271,22 @@ fn base_of(found: &QueueState, now: i64) -> Option<Base> {
         QueueState::Waiting {
             ahead: Some(ahead),
             admitted_total,
+            returned_total,
             ..
         } => Some(Base {
             ahead: *ahead,
             admitted_total: *admitted_total,
+            returned_total: *returned_total,
             read_at_ms: now,
         }),
         _ => None,
     }
 }
 
-/// Whether a stream of an entry in this state is over.
+/// Whether a stream of an entry in this state is over. Not `admitted`: an admission can be
+/// taken back to the head of the line (to keep the cap) until the buyer buys.
 pub fn is_final(body: &QueueBody) -> bool {
-    matches!(body.state.as_str(), "admitted" | "expired" | "bought")
+    matches!(body.state.as_str(), "expired" | "bought")
 }
 
 #[cfg(test)]

@@ -102,7 +102,7 @@ fn event(rank: u8, body: &TicketBody) -> Bytes {
     operation_id = "streamOrder",
     tag = "buy",
     summary = "Follow a ticket live (server-sent events)",
-    description = "The owner only. A `text/event-stream` of the ticket's states as they happen, each event's `data` the body of `GET /v1/orders/{ticket}` and its `id` the state's rank (1 `pending`, 2 `confirmed` with a payment deadline, 3 final: `paid`, `cancelled`, `failed`, or `confirmed` without a payment window). It starts with the current state and ends after a final one. A client that reconnects (to any gateway) sends `Last-Event-ID`: a state is sent only if it ranks above it, so nothing is sent twice and the final state is never missed. A comment line every `SECKILL_SSE_HEARTBEAT_SECS` keeps proxies from closing a quiet stream. Streams are limited per buyer (`SECKILL_SSE_MAX_PER_BUYER`: `429`) and per gateway (`SECKILL_SSE_MAX_STREAMS`: `503`); polling `GET /v1/orders/{ticket}` keeps working.",
+    description = "The owner only. A `text/event-stream` of the ticket's states as they happen, each event's `data` the body of `GET /v1/orders/{ticket}` and its `id` the state's rank (1 `pending`, 2 `confirmed` with a payment deadline, 3 final: `paid`, `cancelled`, `failed`, or `confirmed` without a payment window). It starts with the current state and ends after a final one. A client that reconnects (to any gateway) sends `Last-Event-ID`: a state is sent only if it ranks above it, so nothing is sent twice and the final state is never missed. A comment line every `SECKILL_SSE_HEARTBEAT_SECS` keeps proxies from closing a quiet stream. A buyer's stream past `SECKILL_SSE_MAX_PER_BUYER` on one gateway ends their oldest; past `SECKILL_SSE_MAX_STREAMS` streams on the gateway, `503`. A gateway told to stop ends its streams at once. Polling `GET /v1/orders/{ticket}` keeps working.",
     params(
         ("ticket" = inline(schema::TicketText), Path, description = "As a buy answered it."),
         ("Last-Event-ID" = Option<u8>, Header, description = "The `id` of the last event received, when reconnecting."),
@@ -113,7 +113,7 @@ fn event(rank: u8, body: &TicketBody) -> Bytes {
         e::BadRequest,
         e::Unauthenticated,
         e::UnknownTicket,
-        e::StreamsLimited,
+        e::AddressLimited,
         e::Unavailable,
     ),
 )]
@@ -186,7 +186,7 @@ impl Follow {
         }
         loop {
             let heartbeat = tokio::select! {
-                _ = self.state.streams.shutdown.cancelled() => return None,
+                _ = self.subscription.ended.cancelled() => return None,
                 changed = self.subscription.changes.changed() => {
                     if changed.is_err() {
                         return None;
@@ -234,10 +234,7 @@ fn open_stream(state: &AppState, key: &str, buyer: u64) -> Result<Subscription, 
     state
         .streams
         .open(key, buyer)
-        .map_err(|refused| match refused {
-            Refused::Full => ApiError::Overloaded,
-            Refused::BuyerLimit => ApiError::TooManyStreams,
-        })
+        .map_err(|Refused::Full| ApiError::Overloaded)
 }
 
 /// A response that streams `chunks`.
@@ -258,7 +255,7 @@ fn event_stream(
     operation_id = "streamQueue",
     tag = "buy",
     summary = "Follow a waiting-room entry live (server-sent events)",
-    description = "The entry's owner only. A `text/event-stream` whose events' `data` is the body a poll of the entry answers: its place and estimated wait (at the admission rate actually measured), `unlikely` once the places ahead and the admitted who have not bought outnumber the units left and in flight, then `sold_out`, or `admitted` with its `admission_token`. It starts with the current state; an event follows only when the place, the state or the likelihood changed, or the estimate moved by a fifth, at most one a second. It ends after `admitted`, `expired` or `bought` (`sold_out` may reopen: the stream stays). A reconnect gets the current state first. Limits as for a ticket's stream; polling keeps working.",
+    description = "The entry's owner only. A `text/event-stream` whose events' `data` is the body a poll of the entry answers: its place and estimated wait (at the admission rate actually measured), `unlikely` once the places ahead and the admitted who have not bought outnumber the units left and in flight, then `sold_out`, or `admitted` with its `admission_token`. It starts with the current state; an event follows only when the place, the state or the likelihood changed, or the estimate moved by a fifth, at most one a second. It ends after `bought` or `expired`: not at `admitted`, which can be taken back to the head of the line (to keep the cap) until the buy, nor at `sold_out`, which may reopen. A reconnect gets the current state first (`Last-Event-ID` is not used). Limits as for a ticket's stream; polling keeps working.",
     params(
         ("product_id" = inline(schema::Id), Path, description = "The product."),
         ("queue_id" = inline(schema::QueueId), Path, description = "As the join answered it."),
@@ -269,7 +266,7 @@ fn event_stream(
         e::BadRequest,
         e::Unauthenticated,
         e::UnknownQueueEntry,
-        e::QueueStreamsLimited,
+        e::RateLimited,
         e::Unavailable,
     ),
 )]
@@ -295,8 +292,7 @@ pub async fn queue_events(
     let slot = open_stream(&state, &format!("q:{product}:{queue_id}"), user.get())?;
     let following = state.rooms.follow(product, user, &queue_id, &first, &found);
     let place = Place {
-        state: state.clone(),
-        _slot: slot,
+        slot,
         following,
         first: Some(first),
         sent: 0,
@@ -315,9 +311,8 @@ pub async fn queue_events(
 
 /// One waiting-room stream's state.
 struct Place {
-    state: web::Data<AppState>,
     /// Its place among the gateway's streams (freed on drop).
-    _slot: Subscription,
+    slot: Subscription,
     following: Following,
     first: Option<QueueBody>,
     /// Events sent: each event's `id`.
@@ -337,7 +332,7 @@ impl Place {
             return Some(Bytes::from(out));
         }
         tokio::select! {
-            _ = self.state.streams.shutdown.cancelled() => None,
+            _ = self.slot.ended.cancelled() => None,
             changed = self.following.changes.changed() => {
                 changed.ok()?;
                 let body = self.following.changes.borrow_and_update().clone();

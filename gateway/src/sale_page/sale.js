@@ -157,8 +157,10 @@ function tick() {
 }
 
 function showQueue(entry) {
+  if (ticket) return; // bought: the ticket's state is what matters now
   const q = $('queue');
   q.dataset.state = entry.state;
+  if (entry.state !== 'admitted') admission = null;
   let text;
   if (entry.state === 'waiting') {
     if (entry.position == null) {
@@ -188,7 +190,9 @@ async function join() {
   say('');
   showQueue(r.data);
   const base = '/v1/seckill/' + productId + '/queue/' + r.data.queue_id;
-  follow(base + '/events', base, showQueue, (e) => ['admitted', 'expired', 'bought'].includes(e.state));
+  // Not over at `admitted`: an admission can be taken back to the head of the line until the
+  // buy (and `bought` ends it).
+  follow(base + '/events', base, showQueue, (e) => ['expired', 'bought'].includes(e.state) || !!ticket);
 }
 
 function showTicket(t) {

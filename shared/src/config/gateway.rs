@@ -101,8 +101,8 @@ pub struct GatewaySettings {
     /// stream gets `503` with `Retry-After`, and the buyer polls instead.
     #[garde(range(min = 1, max = 1_000_000))]
     pub sse_max_streams: usize,
-    /// Live streams one buyer may hold open at once on one gateway process. Beyond this a new
-    /// stream gets `429`.
+    /// Live streams one buyer may hold open at once on one gateway process. A newer one ends
+    /// the buyer's oldest.
     #[garde(range(min = 1, max = 100))]
     pub sse_max_per_buyer: usize,
     /// A live stream with nothing to say sends a comment this often, so that proxies and load

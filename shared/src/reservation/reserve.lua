@@ -145,6 +145,8 @@ local function reserve(record, limiter, user, ticket, now_s, admitted, assumed, 
       local score = -1
       if head[2] then score = tonumber(head[2]) - 1 end
       redis.call('ZADD', KEYS[7], score, latest)
+      -- Places behind it move back by one: live streams read their places again.
+      redis.call('HINCRBY', KEYS[2], 'wr_returned', 1)
     end
   end
   left = left - 1

@@ -33,6 +33,8 @@ pub enum QueueState {
         unlikely: bool,
         /// Everyone admitted so far, read with `ahead` (see [`RoomFigures::admitted_total`]).
         admitted_total: u64,
+        /// Admissions taken back so far (see [`RoomFigures::returned_total`]).
+        returned_total: u64,
     },
     /// What a `tick` answers: the room's figures, after admitting whoever's turn has come.
     Room(RoomFigures),
@@ -52,7 +54,8 @@ pub enum QueueState {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RoomFigures {
     /// Everyone admitted so far. After the start, a waiting place moves up by exactly what
-    /// this grows by (places leave the line only by admission; later joiners queue behind).
+    /// this grows by (places leave the line only by admission; later joiners queue behind),
+    /// while no admission is taken back ([`Self::returned_total`]).
     pub admitted_total: u64,
     pub sold_out: bool,
     pub admit_per_sec: f64,
@@ -64,6 +67,10 @@ pub struct RoomFigures {
     pub in_flight: u64,
     /// Admitted buyers who have not bought yet.
     pub admitted_now: u64,
+    /// Admissions taken back to the head of the line so far (`reserve.lua`, to keep the cap):
+    /// each moves every place behind it back by one, so a place worked out from
+    /// `admitted_total` holds only while this does not grow.
+    pub returned_total: u64,
 }
 
 impl RoomFigures {

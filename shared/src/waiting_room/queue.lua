@@ -23,9 +23,10 @@
 --   {'waiting', queue id, rank (0-based; -1 before the start), sold out (0/1), admit per sec,
 --    starts at, measured per sec ('' before a window closed), unlikely (0/1: the places ahead
 --    and the admitted who have not bought outnumber the units left and in flight), admitted
---    so far (read with the rank: a place moves up by exactly what this grows by)}
+--    so far (read with the rank: a place moves up by exactly what this grows by), admissions
+--    taken back to the head of the line so far (reserve.lua: while it does not grow)}
 --   {'tick', admitted so far, sold out (0/1), admit per sec, starts at, measured per sec or
---    '', units left, units in flight, admitted who have not bought} for 'tick', which only
+--    '', units left, units in flight, admitted who have not bought, taken back} for 'tick', which only
 --    admits (a gateway's live streams of the room drive admission so)
 --   {'admitted', queue id, admission expiry}
 --   {'expired', queue id} | {'bought', queue id}
@@ -34,7 +35,7 @@ local stock = redis.call('GET', KEYS[1])
 if not stock then return {'unknown_product'} end
 stock = tonumber(stock)
 local m = redis.call('HMGET', KEYS[2], 'wr_rate', 'wr_factor', 'wr_opens', 'starts_at', 'wr_credit', 'wr_last',
-  'wr_obs_t', 'wr_obs_a', 'wr_obs', 'wr_admitted')
+  'wr_obs_t', 'wr_obs_a', 'wr_obs', 'wr_admitted', 'wr_returned')
 if not m[1] then return {'no_waiting_room'} end
 local rate, factor, opens = tonumber(m[1]), tonumber(m[2]), tonumber(m[3] or '0')
 local starts = tonumber(m[4] or m[3] or '0')
@@ -89,7 +90,7 @@ local sold_out = 0
 if stock <= 0 and redis.call('ZCARD', KEYS[3]) == 0 then sold_out = 1 end
 if ARGV[3] == 'tick' then
   return {'tick', m[10] or '0', sold_out, tostring(rate), tostring(starts), m[9] or '',
-    stock, redis.call('ZCARD', KEYS[3]), redis.call('ZCARD', KEYS[5])}
+    stock, redis.call('ZCARD', KEYS[3]), redis.call('ZCARD', KEYS[5]), m[11] or '0'}
 end
 
 local id = redis.call('HGET', KEYS[7], user)
@@ -107,4 +108,4 @@ elseif rank + 1 + redis.call('ZCARD', KEYS[5]) > math.max(stock, 0) + redis.call
   unlikely = 1
 end
 return {'waiting', id, rank, sold_out, tostring(rate), tostring(starts), m[9] or '', unlikely,
-  m[10] or '0'}
+  m[10] or '0', m[11] or '0'}

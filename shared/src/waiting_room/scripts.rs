@@ -98,6 +98,7 @@ fn parse_state(raw: &[String]) -> anyhow::Result<QueueState> {
             measured_per_sec: measured(6)?,
             unlikely: flag(7)?,
             admitted_total: num(8)? as u64,
+            returned_total: num(9)? as u64,
         },
         "tick" => QueueState::Room(super::RoomFigures {
             admitted_total: num(1)? as u64,
@@ -108,6 +109,7 @@ fn parse_state(raw: &[String]) -> anyhow::Result<QueueState> {
             stock: num(6)? as i64,
             in_flight: num(7)? as u64,
             admitted_now: num(8)? as u64,
+            returned_total: num(9)? as u64,
         }),
         "admitted" => QueueState::Admitted {
             queue_id: field(1)?,
@@ -135,7 +137,19 @@ mod tests {
     fn every_state_is_named_and_others_refused() {
         assert_eq!(state(&["none"]).unwrap(), QueueState::NotJoined);
         assert_eq!(
-            state(&["waiting", "q1", "-1", "0", "2.5", "1.764e+12", "", "0", "0"]).unwrap(),
+            state(&[
+                "waiting",
+                "q1",
+                "-1",
+                "0",
+                "2.5",
+                "1.764e+12",
+                "",
+                "0",
+                "0",
+                "0"
+            ])
+            .unwrap(),
             QueueState::Waiting {
                 queue_id: "q1".into(),
                 ahead: None,
@@ -145,10 +159,11 @@ mod tests {
                 measured_per_sec: None,
                 unlikely: false,
                 admitted_total: 0,
+                returned_total: 0,
             }
         );
         assert_eq!(
-            state(&["waiting", "q1", "7", "0", "2.5", "0", "1.5", "1", "30"]).unwrap(),
+            state(&["waiting", "q1", "7", "0", "2.5", "0", "1.5", "1", "30", "2"]).unwrap(),
             QueueState::Waiting {
                 queue_id: "q1".into(),
                 ahead: Some(7),
@@ -158,10 +173,11 @@ mod tests {
                 measured_per_sec: Some(1.5),
                 unlikely: true,
                 admitted_total: 30,
+                returned_total: 2,
             }
         );
         assert_eq!(
-            state(&["tick", "12", "0", "100", "5", "40", "3", "2", "9"]).unwrap(),
+            state(&["tick", "12", "0", "100", "5", "40", "3", "2", "9", "1"]).unwrap(),
             QueueState::Room(crate::waiting_room::RoomFigures {
                 admitted_total: 12,
                 sold_out: false,
@@ -171,6 +187,7 @@ mod tests {
                 stock: 3,
                 in_flight: 2,
                 admitted_now: 9,
+                returned_total: 1,
             })
         );
         assert!(state(&["waiting", "q1", "-1", "0", "2.5", "1.764e+12", "", "0"]).is_err());

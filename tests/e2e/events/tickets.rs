@@ -124,7 +124,8 @@ async fn a_stream_resumes_on_another_gateway_after_its_gateway_dies() {
     assert!(late.next(WAIT).await.is_none());
 }
 
-/// Heartbeats, the per-buyer and per-gateway limits, and what a stream refuses.
+/// Heartbeats, the per-buyer limit (the oldest stream gives way) and the per-gateway one,
+/// and what a stream refuses.
 #[tokio::test]
 async fn streams_are_limited_and_refuse_what_they_cannot_serve() {
     let env = TestEnv::new().await;
@@ -146,11 +147,12 @@ async fn streams_are_limited_and_refuse_what_they_cannot_serve() {
     // A quiet stream sends a comment each heartbeat.
     first.read_until(": keep-alive", WAIT).await;
 
-    let res = open(&gw.base, &path(&t1), 43, None).await;
-    assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
-    assert!(res.headers().contains_key("retry-after"));
-    let body: Value = res.json().await.unwrap();
-    assert_eq!(body["error"], "too_many_streams");
+    // The buyer opens another (a reload): it opens, and their older one ends, so that a
+    // buyer is never locked out by streams they left.
+    let mut again = Events::of(open(&gw.base, &path(&t1), 43, None).await);
+    again.next(WAIT).await.expect("pending, on the new stream");
+    assert!(first.next(WAIT).await.is_none(), "the older stream ended");
+    drop(first);
 
     let _second = Events::of(open(&gw.base, &path(&t2), 44, None).await);
     let res = open(&gw.base, &path(&t3), 45, None).await;
@@ -161,7 +163,7 @@ async fn streams_are_limited_and_refuse_what_they_cannot_serve() {
 
     // A closed stream frees its place (the gateway notices at its next write, within a
     // heartbeat).
-    drop(first);
+    drop(again);
     let opened = eventually("a freed place", WAIT, || async {
         let res = open(&gw.base, &path(&t3), 45, None).await;
         (res.status() == StatusCode::OK).then_some(res)
@@ -176,4 +178,27 @@ async fn streams_are_limited_and_refuse_what_they_cannot_serve() {
     assert_eq!(res.status(), StatusCode::BAD_REQUEST);
     let body: Value = res.json().await.unwrap();
     assert_eq!(body["error"], "bad_request");
+}
+
+/// A gateway told to stop (SIGTERM) ends its streams at once, not after its graceful shutdown
+/// (10 s), so that their clients reconnect elsewhere without waiting.
+#[tokio::test]
+async fn sigterm_ends_the_streams_at_once() {
+    let env = TestEnv::new().await;
+    let gw = env.gateway().await;
+    let product = env.product(&gw, 2).await;
+    let doomed = Proc::gateway(&env, &[]).await;
+    let ticket = bought(&gw, product, 47).await;
+    let path = format!("/v1/orders/{ticket}/events");
+    let mut events = Events::of(open(&doomed.base, &path, 47, None).await);
+    events.next(WAIT).await.expect("pending");
+    let told = std::time::Instant::now();
+    doomed.sigterm();
+    assert!(events.next(WAIT).await.is_none(), "the stream ended");
+    let took = told.elapsed();
+    assert!(
+        took < Duration::from_secs(5),
+        "ended {took:?} after SIGTERM"
+    );
+    doomed.exits_cleanly("the gateway").await;
 }

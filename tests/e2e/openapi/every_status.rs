@@ -338,7 +338,7 @@ async fn every_documented_status_is_produced_and_every_answer_matches_the_docume
 
     payment_statuses(&r, &gw, &sync, &limited, &mysql_down, t).await;
     queue_statuses(&r, &gw, &limited, &redis_down, t, p).await;
-    stream_statuses(&r, &env, &gw, &sync, &redis_down, &mysql_down, t).await;
+    stream_statuses(&r, &env, &gw, &sync, &redis_down, &mysql_down, &limited, t).await;
 
     // The product list and the dashboard's overview.
     for path in ["/admin/products", "/admin/overview"] {
