@@ -128,7 +128,7 @@ async fn malformed_requests_get_4xx_with_a_json_body() {
             Some(big),
             413,
         ),
-        (Method::GET, buy.clone(), None, None, 405),
+        (Method::PUT, buy.clone(), None, None, 405),
         (
             Method::GET,
             "/v1/orders/not-a-ticket".into(),
