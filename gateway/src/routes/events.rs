@@ -105,7 +105,7 @@ fn event(rank: u8, body: &TicketBody) -> Bytes {
     description = "The owner only. A `text/event-stream` of the ticket's states as they happen, each event's `data` the body of `GET /v1/orders/{ticket}` and its `id` the state's rank (1 `pending`, 2 `confirmed` with a payment deadline, 3 final: `paid`, `cancelled`, `failed`, or `confirmed` without a payment window). It starts with the current state and ends after a final one. A client that reconnects (to any gateway) sends `Last-Event-ID`: a state is sent only if it ranks above it, so nothing is sent twice and the final state is never missed. A comment line every `SECKILL_SSE_HEARTBEAT_SECS` keeps proxies from closing a quiet stream. A buyer's stream past `SECKILL_SSE_MAX_PER_BUYER` on one gateway ends their oldest; past `SECKILL_SSE_MAX_STREAMS` streams on the gateway, `503`. A gateway told to stop ends its streams at once. Polling `GET /v1/orders/{ticket}` keeps working.",
     params(
         ("ticket" = inline(schema::TicketText), Path, description = "As a buy answered it."),
-        ("Last-Event-ID" = Option<u8>, Header, description = "The `id` of the last event received, when reconnecting."),
+        ("Last-Event-ID" = Option<String>, Header, nullable = false, pattern = "^[0-3]$", description = "The `id` of the last event received, when reconnecting (0: none)."),
     ),
     security(("buyer" = [])),
     responses(
