@@ -5,13 +5,17 @@ use crate::interleavings::stage::{stage, Bench};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
-/// proptest chooses the order of the steps of a worker, two sweepers, the buyer's cancel and
-/// the expiry on one acknowledged ticket, of a worker and a sweeper on a ticket whose
-/// location is unknown, and of a worker on a third; any of them may crash between steps
-/// (a crashed worker's message comes again). After every step and once quiet, every
-/// invariant holds.
-#[test]
-fn every_order_of_the_actors_keeps_every_promise() {
+/// One sale of `stock` units with a reservation per entry of `located` (see [`Bench::sale`])
+/// per case, `actors` on it in an order proptest chooses (up to `max_picks` picks, a crash
+/// among them now and then), `INTERLEAVING_CASES` (48) cases. With `messages_survive`, a
+/// crashed worker's message always comes again.
+fn every_order(
+    stock: i64,
+    located: &[bool],
+    actors: &[(Role, usize)],
+    max_picks: usize,
+    messages_survive: bool,
+) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -27,6 +31,39 @@ fn every_order_of_the_actors_keeps_every_promise() {
         failure_persistence: None,
         ..Config::default()
     });
+    let order = prop::collection::vec(
+        (any::<u8>(), prop::bool::weighted(0.05)).prop_map(|(n, crash)| Pick::Nth(n, crash)),
+        0..max_picks,
+    );
+    let runs = std::sync::atomic::AtomicU32::new(0);
+    runner
+        .run(&order, |order| {
+            runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            rt.block_on(async {
+                let sale = bench.sale(stock, located).await;
+                let staged = stage(sale, actors);
+                let staged = if messages_survive {
+                    staged.messages_survive()
+                } else {
+                    staged
+                };
+                staged.run(&bench.env, &order).await
+            })
+            .map(|_| ())
+            .map_err(TestCaseError::fail)
+        })
+        .unwrap();
+    let runs = runs.into_inner();
+    assert!(runs >= cases, "ran {runs} of {cases} cases");
+}
+
+/// proptest chooses the order of the steps of a worker, two sweepers, the buyer's cancel and
+/// the expiry on one acknowledged ticket, of a worker and a sweeper on a ticket whose
+/// location is unknown, and of a worker on a third; any of them may crash between steps
+/// (a crashed worker's message comes again). After every step and once quiet, every
+/// invariant holds.
+#[test]
+fn every_order_of_the_actors_keeps_every_promise() {
     let actors = [
         (Role::Worker, 0),
         (Role::Sweeper, 0),
@@ -39,24 +76,7 @@ fn every_order_of_the_actors_keeps_every_promise() {
         (Role::Sweeper, 1),
         (Role::Worker, 2),
     ];
-    let order = prop::collection::vec(
-        (any::<u8>(), prop::bool::weighted(0.05)).prop_map(|(n, crash)| Pick::Nth(n, crash)),
-        0..30,
-    );
-    let runs = std::sync::atomic::AtomicU32::new(0);
-    runner
-        .run(&order, |order| {
-            runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            rt.block_on(async {
-                let sale = bench.sale(3, &[true, false, true]).await;
-                stage(sale, &actors).run(&bench.env, &order).await
-            })
-            .map(|_| ())
-            .map_err(TestCaseError::fail)
-        })
-        .unwrap();
-    let runs = runs.into_inner();
-    assert!(runs >= cases, "ran {runs} of {cases} cases");
+    every_order(3, &[true, false, true], &actors, 30, false);
 }
 
 /// proptest chooses the order of a gateway whose publish failed (its message landed), the
@@ -66,21 +86,6 @@ fn every_order_of_the_actors_keeps_every_promise() {
 /// holds no unit, and one told 202 has its order.
 #[test]
 fn every_order_of_a_failed_publish_keeps_every_promise() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let bench = rt.block_on(Bench::new());
-    let cases = std::env::var("INTERLEAVING_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(48);
-    let mut runner = TestRunner::new(Config {
-        cases,
-        failure_persistence: None,
-        ..Config::default()
-    });
     let actors = [
         (Role::Gateway, 0),
         (Role::Worker, 0),
@@ -88,25 +93,5 @@ fn every_order_of_a_failed_publish_keeps_every_promise() {
         (Role::RedisLoss, 0),
         (Role::Worker, 1),
     ];
-    let order = prop::collection::vec(
-        (any::<u8>(), prop::bool::weighted(0.05)).prop_map(|(n, crash)| Pick::Nth(n, crash)),
-        0..16,
-    );
-    let runs = std::sync::atomic::AtomicU32::new(0);
-    runner
-        .run(&order, |order| {
-            runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            rt.block_on(async {
-                let sale = bench.sale(2, &[false, true]).await;
-                stage(sale, &actors)
-                    .messages_survive()
-                    .run(&bench.env, &order)
-                    .await
-            })
-            .map(|_| ())
-            .map_err(TestCaseError::fail)
-        })
-        .unwrap();
-    let runs = runs.into_inner();
-    assert!(runs >= cases, "ran {runs} of {cases} cases");
+    every_order(2, &[false, true], &actors, 16, true);
 }
