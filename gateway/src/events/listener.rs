@@ -23,8 +23,11 @@ pub async fn listen(urls: Vec<String>, namespace: String, streams: Arc<Streams>)
             tracing::info!(%pattern, "listening for ticket changes");
             let mut messages = pubsub.into_on_message();
             while let Some(msg) = messages.next().await {
-                if let Ok(ticket) = msg.get_payload::<String>() {
-                    streams.changed(&ticket);
+                if let Ok(payload) = msg.get_payload::<String>() {
+                    // The ticket, then its state (notify.lua); an older script's message is
+                    // the ticket alone.
+                    let (ticket, fields) = payload.split_once(' ').unwrap_or((&payload, ""));
+                    streams.changed(ticket, fields);
                 }
             }
             anyhow::Ok(())

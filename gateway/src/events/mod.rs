@@ -1,22 +1,53 @@
 //! Live streams (server-sent events) of a buyer's ticket, pushed rather than polled.
 //!
-//! The scripts that change a ticket's status publish its ticket on their bucket's `events`
-//! channel (`notify.lua`). Each gateway holds one subscription to every such channel of its
-//! namespace ([`listener`]) and wakes the streams it serves for that ticket ([`Streams`]);
-//! each stream then reads its ticket once and sends the new state. Nothing is read per stream
-//! per second: a stream reads on a change, and once per heartbeat in case a message was lost
-//! while the subscription was down.
+//! The scripts that change a ticket's status publish the ticket and its record as it now is
+//! on their bucket's `events` channel (`notify.lua`). Each gateway holds one subscription to
+//! every such channel of its namespace ([`listener`]) and hands the new state to the streams
+//! it serves for that ticket ([`Streams`]), which send it without reading anything: a burst
+//! of confirmations costs no read per stream. A state the message cannot tell in full (a
+//! payment, whose details MySQL holds; a message without the record) makes the stream read
+//! its ticket once. Nothing is read per stream per second: a stream reads on such a change,
+//! and once per heartbeat in case a message was lost while the subscription was down.
 
 pub mod listener;
 pub mod room;
 
+use seckill_shared::store::TicketRecord;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-/// The streams open on this gateway: per ticket, a version that each change bumps (a stream
-/// never misses one: a `watch` keeps the latest), and how many are open per buyer and in all.
+/// A ticket's state as the message of its change carried it (`notify.lua`).
+#[derive(Debug, PartialEq, Eq)]
+pub struct Pushed {
+    pub record: TicketRecord,
+    /// The payment deadline, when the message carried one (`confirm.lua`): `Some(None)` for an
+    /// order without a payment window.
+    pub pay_by_ms: Option<Option<i64>>,
+}
+
+impl Pushed {
+    /// The state in a message's payload after its ticket: a JSON array of field-value pairs.
+    /// `None` when it holds no record (or is not such an array).
+    pub fn parse(fields: &str) -> Option<Self> {
+        let flat: Vec<String> = serde_json::from_str(fields).ok()?;
+        let mut h: HashMap<String, String> = flat
+            .chunks_exact(2)
+            .map(|kv| (kv[0].clone(), kv[1].clone()))
+            .collect();
+        let pay_by_ms = h.remove("pay_by").map(|v| v.parse::<i64>().ok());
+        let record = TicketRecord::from_fields(&h).ok()??;
+        Some(Self { record, pay_by_ms })
+    }
+}
+
+/// What a stream wakes to: the latest pushed state of its ticket, or `None` when it must read
+/// the ticket (a message without the state, or a subscription that was down).
+pub type Change = Option<Arc<Pushed>>;
+
+/// The streams open on this gateway: per ticket, the latest change (a stream never misses
+/// one: a `watch` keeps the latest), and how many are open per buyer and in all.
 pub struct Streams {
     inner: Mutex<Inner>,
     max_streams: usize,
@@ -27,8 +58,8 @@ pub struct Streams {
 
 #[derive(Default)]
 struct Inner {
-    /// Per ticket: its version, and the streams that follow it.
-    tickets: HashMap<String, (watch::Sender<u64>, usize)>,
+    /// Per ticket: its latest change, and the streams that follow it.
+    tickets: HashMap<String, (watch::Sender<Change>, usize)>,
     /// Per buyer: their open streams, oldest first (each one's id and ender).
     buyers: HashMap<u64, Vec<(u64, CancellationToken)>>,
     open: usize,
@@ -49,7 +80,7 @@ pub struct Subscription {
     ticket: String,
     buyer: u64,
     id: u64,
-    pub changes: watch::Receiver<u64>,
+    pub changes: watch::Receiver<Change>,
     /// Cancelled when a newer stream of the same buyer takes this one's place.
     pub ended: CancellationToken,
 }
@@ -90,7 +121,7 @@ impl Streams {
         let (version, followers) = inner
             .tickets
             .entry(ticket.to_owned())
-            .or_insert_with(|| (watch::channel(0).0, 0));
+            .or_insert_with(|| (watch::channel(None).0, 0));
         *followers += 1;
         let changes = version.subscribe();
         Ok(Subscription {
@@ -103,11 +134,12 @@ impl Streams {
         })
     }
 
-    /// `ticket` changed: wake its streams on this gateway, if any.
-    pub fn changed(&self, ticket: &str) {
+    /// `ticket` changed: wake its streams on this gateway, if any, with the state `fields`
+    /// carry (see [`Pushed::parse`]), parsed only when a stream here follows it.
+    pub fn changed(&self, ticket: &str, fields: &str) {
         let inner = self.inner.lock().expect("streams lock");
-        if let Some((version, _)) = inner.tickets.get(ticket) {
-            version.send_modify(|v| *v += 1);
+        if let Some((latest, _)) = inner.tickets.get(ticket) {
+            latest.send_replace(Pushed::parse(fields).map(Arc::new));
         }
     }
 
@@ -115,8 +147,8 @@ impl Streams {
     /// missed).
     pub fn changed_all(&self) {
         let inner = self.inner.lock().expect("streams lock");
-        for (version, _) in inner.tickets.values() {
-            version.send_modify(|v| *v += 1);
+        for (latest, _) in inner.tickets.values() {
+            latest.send_replace(None);
         }
     }
 
@@ -180,9 +212,9 @@ mod tests {
         let s = streams(10, 10);
         let mut a = s.open("t1", 1).unwrap();
         let mut b = s.open("t2", 2).unwrap();
-        s.changed("t1");
-        s.changed("t1");
-        s.changed("nobody's");
+        s.changed("t1", "");
+        s.changed("t1", "");
+        s.changed("nobody's", "");
         assert!(a.changes.has_changed().unwrap());
         assert!(!b.changes.has_changed().unwrap());
         a.changes.borrow_and_update();
@@ -191,10 +223,49 @@ mod tests {
         assert!(a.changes.has_changed().unwrap() && b.changes.has_changed().unwrap());
         // A change while the stream was busy is still seen by its next wait.
         b.changes.borrow_and_update();
-        s.changed("t2");
+        s.changed("t2", "");
         tokio::time::timeout(std::time::Duration::from_secs(1), b.changes.changed())
             .await
             .unwrap()
             .unwrap();
+    }
+
+    #[test]
+    fn a_change_carries_the_record_and_the_deadline() {
+        use seckill_shared::store::RecordStatus;
+        use seckill_shared::TicketStatus;
+        // As notify.lua publishes it after confirm.lua.
+        let p = Pushed::parse(
+            r#"["status","confirmed","user_id","7","created_at","1000","order_id","12","confirmed_at","2000","pay_by","902000"]"#,
+        )
+        .unwrap();
+        assert_eq!(p.record.state, RecordStatus::Confirmed);
+        assert_eq!(p.record.status, TicketStatus::Confirmed);
+        assert_eq!((p.record.user_id, p.record.order_id), (7, Some(12)));
+        assert_eq!(p.record.confirmed_at_ms, Some(2000));
+        assert_eq!(p.pay_by_ms, Some(Some(902_000)));
+        // No payment window.
+        let p = Pushed::parse(r#"["status","confirmed","user_id","7","pay_by",""]"#).unwrap();
+        assert_eq!(p.pay_by_ms, Some(None));
+        // Any other change carries no deadline.
+        let p =
+            Pushed::parse(r#"["status","failed","user_id","7","reason","out_of_stock"]"#).unwrap();
+        assert_eq!(
+            (p.pay_by_ms, p.record.reason.as_deref()),
+            (None, Some("out_of_stock"))
+        );
+        // A record gone (an empty hash: cjson's `{}` is refused as well), a status unknown,
+        // or not an array: nothing pushed, the stream reads.
+        for bad in ["[]", "{}", r#"["status","weird"]"#, "", "7"] {
+            assert_eq!(Pushed::parse(bad), None, "{bad}");
+        }
+        // A change wakes with its state; a subscription that was down wakes with none.
+        let s = streams(10, 10);
+        let mut a = s.open("t1", 7).unwrap();
+        s.changed("t1", r#"["status","paid","user_id","7"]"#);
+        let got = a.changes.borrow_and_update().clone().unwrap();
+        assert_eq!(got.record.state, RecordStatus::Paid);
+        s.changed_all();
+        assert!(a.changes.borrow_and_update().is_none());
     }
 }

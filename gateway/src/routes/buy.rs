@@ -370,23 +370,34 @@ fn order_location(ticket: &Ticket) -> String {
     ["/v1/orders/", ticket.as_str()].concat()
 }
 
-/// The current state of a ticket the user already holds.
 /// A ticket from its Redis copy; a confirmed one with what MySQL says of its payment (or as
 /// Redis has it, while MySQL is down).
 pub async fn with_order(state: &AppState, ticket: &Ticket, rec: TicketRecord) -> TicketBody {
-    if matches!(rec.state, RecordStatus::Confirmed | RecordStatus::Paid) {
-        match db::settled_ticket(&state.db, ticket).await {
-            Ok(Some(s)) if s.user_id == rec.user_id => {
-                return TicketBody::from_record_and_order(ticket, rec, s)
-            }
-            Ok(_) => {}
-            Err(e) => tracing::debug!(
-                error = format!("{e:#}"),
-                "MySQL unavailable; the ticket as Redis has it"
-            ),
-        }
+    with_order_told(state, ticket, rec).await.0
+}
+
+/// [`with_order`], and whether MySQL had its say: `false` for a confirmed or paid ticket
+/// whose order MySQL could not be read for (its deadline, whether it was paid or cancelled
+/// since, are not known), `true` otherwise.
+pub async fn with_order_told(
+    state: &AppState,
+    ticket: &Ticket,
+    rec: TicketRecord,
+) -> (TicketBody, bool) {
+    if !matches!(rec.state, RecordStatus::Confirmed | RecordStatus::Paid) {
+        return (TicketBody::from_record(ticket, rec), true);
     }
-    TicketBody::from_record(ticket, rec)
+    match db::settled_ticket(&state.db, ticket).await {
+        Ok(Some(s)) if s.user_id == rec.user_id => {
+            return (TicketBody::from_record_and_order(ticket, rec, s), true)
+        }
+        Ok(_) => {}
+        Err(e) => tracing::debug!(
+            error = format!("{e:#}"),
+            "MySQL unavailable; the ticket as Redis has it"
+        ),
+    }
+    (TicketBody::from_record(ticket, rec), false)
 }
 
 /// A buyer who buys again is answered with the ticket they hold, a promise. A ticket still

@@ -14,9 +14,9 @@
 use crate::auth::Buyer;
 use crate::error::{documented as e, ApiError};
 use crate::events::room::{self, Following};
-use crate::events::{Refused, Subscription};
+use crate::events::{Pushed, Refused, Subscription};
 use crate::routes::openapi::schema;
-use crate::routes::orders::read_ticket;
+use crate::routes::orders::read_ticket_told;
 use crate::routes::queue::{check_queue_id, run as queue_run};
 use crate::state::{AppState, ThreadRedis};
 use actix_web::http::header;
@@ -24,7 +24,7 @@ use actix_web::web::Bytes;
 use actix_web::{web, HttpRequest, HttpResponse};
 use seckill_shared::api::{QueueBody, TicketBody};
 use seckill_shared::waiting_room::QueueOp;
-use seckill_shared::{db, ProductId, Ticket, TicketStatus, UserId};
+use seckill_shared::{ProductId, Ticket, TicketStatus, UserId};
 
 /// A state's rank, the event's `id`: states only move up. `window`: whether a confirmed
 /// order may still be paid or cancelled (it has a payment deadline); one that has none is
@@ -42,52 +42,44 @@ pub fn rank(status: TicketStatus, window: bool) -> u8 {
 
 const FINAL: u8 = 3;
 
-/// The rank of `body`. A confirmed ticket without a deadline is final only if MySQL says so
-/// (its Redis copy alone holds no deadline, as while MySQL is down): `None` until it can.
-async fn rank_of(state: &AppState, ticket: &Ticket, body: &TicketBody) -> Option<u8> {
-    if body.status != TicketStatus::Confirmed || body.pay_by_ms.is_some() {
-        return Some(rank(body.status, body.pay_by_ms.is_some()));
-    }
-    match db::settled_ticket(&state.db, ticket).await {
-        Ok(Some(s)) => Some(rank(s.status, s.pay_by_ms.is_some())),
-        _ => None,
-    }
-}
-
-/// The ticket as [`read_ticket`] reads it, with its rank, reading MySQL once for a confirmed
-/// or paid ticket (its deadline and its state), as a poll does, rather than once more for the
-/// rank: a burst of confirmations wakes many streams at once.
+/// The ticket as [`read_ticket_told`] reads it, with its rank: `None` for a confirmed ticket
+/// whose deadline MySQL could not say (its Redis copy alone holds none, as while MySQL is
+/// down), which may or may not be final.
 async fn read_ranked(
     state: &AppState,
     ticket: &Ticket,
     buyer: Option<UserId>,
 ) -> Result<(TicketBody, Option<u8>), ApiError> {
-    let owner = |user_id: u64| buyer.is_none_or(|b| b.get() == user_id);
-    if let Ok(Some(rec)) = state.store.ticket(ticket).await {
-        if owner(rec.user_id) {
-            let status = rec.status;
-            if !matches!(status, TicketStatus::Confirmed | TicketStatus::Paid) {
-                return Ok((
-                    TicketBody::from_record(ticket, rec),
-                    Some(rank(status, true)),
-                ));
-            }
-            return Ok(match db::settled_ticket(&state.db, ticket).await {
-                Ok(Some(s)) if s.user_id == rec.user_id => {
-                    let r = rank(s.status, s.pay_by_ms.is_some());
-                    (TicketBody::from_record_and_order(ticket, rec, s), Some(r))
-                }
-                // MySQL cannot say whether a confirmed order may still be paid.
-                _ => (
-                    TicketBody::from_record(ticket, rec),
-                    (status == TicketStatus::Paid).then_some(FINAL),
-                ),
-            });
-        }
-    }
-    let body = read_ticket(state, ticket, buyer).await?;
-    let r = rank_of(state, ticket, &body).await;
+    let (body, told) = read_ticket_told(state, ticket, buyer).await?;
+    let r = match body.status {
+        TicketStatus::Confirmed if !told => None,
+        status => Some(rank(status, body.pay_by_ms.is_some())),
+    };
     Ok((body, r))
+}
+
+/// The body and rank of a state pushed with its change (see [`crate::events`]), when the
+/// message tells all a read would: `None` for a payment (MySQL holds its body), a confirmation
+/// without its deadline (a rebuild's, not a worker's), or another buyer's record.
+fn pushed_ranked(
+    ticket: &Ticket,
+    buyer: Option<UserId>,
+    pushed: &Pushed,
+) -> Option<(TicketBody, u8)> {
+    let rec = &pushed.record;
+    if buyer.is_some_and(|b| b.get() != rec.user_id) {
+        return None;
+    }
+    let body = TicketBody::from_record(ticket, rec.clone());
+    match rec.status {
+        TicketStatus::Failed | TicketStatus::Cancelled => Some((body, FINAL)),
+        TicketStatus::Confirmed => {
+            let pay_by_ms = pushed.pay_by_ms?;
+            let r = rank(TicketStatus::Confirmed, pay_by_ms.is_some());
+            Some((TicketBody { pay_by_ms, ..body }, r))
+        }
+        TicketStatus::Paid | TicketStatus::Pending => None,
+    }
 }
 
 /// One event: the state's rank as its id, the ticket as its data.
@@ -135,8 +127,8 @@ pub async fn ticket_events(
                 ApiError::BadRequest("Last-Event-ID is the id of an event: 1, 2 or 3".into())
             })?,
     };
-    let first = read_ticket(&state, &ticket, buyer.0).await?;
-    let mut subscription = open_stream(&state, ticket.as_str(), first.user_id)?;
+    let first = read_ranked(&state, &ticket, buyer.0).await?;
+    let mut subscription = open_stream(&state, ticket.as_str(), first.0.user_id)?;
     // A change between the first read and the subscription would wake nothing: read once
     // more right after the first event.
     subscription.changes.mark_changed();
@@ -167,7 +159,7 @@ struct Follow {
     buyer: Option<UserId>,
     subscription: Subscription,
     last_sent: u8,
-    first: Option<TicketBody>,
+    first: Option<(TicketBody, Option<u8>)>,
     heartbeat: tokio::time::Interval,
     done: bool,
 }
@@ -178,10 +170,10 @@ impl Follow {
         if self.done {
             return None;
         }
-        if let Some(first) = self.first.take() {
+        if let Some((body, rank)) = self.first.take() {
             // How long a client waits before it reconnects, then the current state.
             let mut out = b"retry: 1000\n\n".to_vec();
-            out.extend_from_slice(&self.send(first).await.unwrap_or_default());
+            out.extend_from_slice(&self.send_ranked(body, rank).unwrap_or_default());
             return Some(Bytes::from(out));
         }
         loop {
@@ -195,13 +187,22 @@ impl Follow {
                 }
                 _ = self.heartbeat.tick() => true,
             };
-            // A read that fails (a store down) sends nothing: the next change or heartbeat
-            // reads again.
-            if let Ok((body, rank)) = read_ranked(&self.state, &self.ticket, self.buyer).await {
-                if let Some(chunk) = self.send_ranked(body, rank).await {
-                    self.heartbeat.reset();
-                    return Some(chunk);
-                }
+            // The state pushed with the change, or else read. A read that fails (a store
+            // down) sends nothing: the next change or heartbeat reads again.
+            let pushed = match heartbeat {
+                false => self.subscription.changes.borrow_and_update().clone(),
+                true => None,
+            };
+            let known = pushed.and_then(|p| pushed_ranked(&self.ticket, self.buyer, &p));
+            let state = match known {
+                Some((body, rank)) => Some((body, Some(rank))),
+                None => read_ranked(&self.state, &self.ticket, self.buyer)
+                    .await
+                    .ok(),
+            };
+            if let Some(chunk) = state.and_then(|(body, rank)| self.send_ranked(body, rank)) {
+                self.heartbeat.reset();
+                return Some(chunk);
             }
             if heartbeat {
                 return Some(Bytes::from_static(b": keep-alive\n\n"));
@@ -209,15 +210,9 @@ impl Follow {
         }
     }
 
-    /// The event of `body`, if it ranks above the last one sent; after a final state the
-    /// stream ends.
-    async fn send(&mut self, body: TicketBody) -> Option<Bytes> {
-        let r = rank_of(&self.state, &self.ticket, &body).await;
-        self.send_ranked(body, r).await
-    }
-
-    /// [`Self::send`] with the rank known (`None`: not yet).
-    async fn send_ranked(&mut self, body: TicketBody, rank: Option<u8>) -> Option<Bytes> {
+    /// The event of `body`, if its rank is known and above the last one sent; after a final
+    /// state the stream ends.
+    fn send_ranked(&mut self, body: TicketBody, rank: Option<u8>) -> Option<Bytes> {
         let r = rank?;
         if r <= self.last_sent {
             self.done = self.last_sent == FINAL;
@@ -365,5 +360,47 @@ mod tests {
         }
         // No payment window: nothing follows a confirmation.
         assert_eq!(rank(Confirmed, false), FINAL);
+    }
+
+    #[test]
+    fn a_pushed_state_is_sent_as_is_only_when_it_tells_all() {
+        let ticket = Ticket::parse("1-00000000000000000000000000000001").unwrap();
+        let me = Some(UserId::new(7).unwrap());
+        let push = |fields: &str| Pushed::parse(fields).unwrap();
+        // A worker's confirmation: the deadline rides the message.
+        let (body, r) = pushed_ranked(
+            &ticket,
+            me,
+            &push(r#"["status","confirmed","user_id","7","created_at","5","order_id","3","confirmed_at","9","pay_by","99"]"#),
+        )
+        .unwrap();
+        assert_eq!((r, body.pay_by_ms, body.order_id), (2, Some(99), Some(3)));
+        assert_eq!(
+            (body.reserved_at_ms, body.confirmed_at_ms),
+            (Some(5), Some(9))
+        );
+        // No payment window: final.
+        let pushed = push(r#"["status","confirmed","user_id","7","pay_by",""]"#);
+        assert_eq!(pushed_ranked(&ticket, me, &pushed).unwrap().1, FINAL);
+        // Failed and cancelled: final, as their record says.
+        for status in ["failed", "cancelled"] {
+            let pushed = push(&format!(r#"["status","{status}","user_id","7"]"#));
+            assert_eq!(pushed_ranked(&ticket, me, &pushed).unwrap().1, FINAL);
+        }
+        // A rebuild's confirmation (no deadline), a payment, another buyer's record: read.
+        for fields in [
+            r#"["status","confirmed","user_id","7"]"#,
+            r#"["status","paid","user_id","7","pay_by","99"]"#,
+            r#"["status","failed","user_id","8"]"#,
+        ] {
+            assert!(
+                pushed_ranked(&ticket, me, &push(fields)).is_none(),
+                "{fields}"
+            );
+        }
+        // Authentication off: anyone is the owner.
+        assert!(
+            pushed_ranked(&ticket, None, &push(r#"["status","failed","user_id","8"]"#)).is_some()
+        );
     }
 }

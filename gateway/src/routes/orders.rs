@@ -4,7 +4,7 @@
 
 use crate::auth::Buyer;
 use crate::error::{documented as e, ApiError};
-use crate::routes::buy::{current_ticket, with_order};
+use crate::routes::buy::{current_ticket, with_order_told};
 use crate::routes::openapi::schema;
 use crate::state::AppState;
 use actix_web::{web, HttpResponse};
@@ -47,15 +47,24 @@ pub(crate) async fn read_ticket(
     ticket: &Ticket,
     buyer: Option<UserId>,
 ) -> Result<TicketBody, ApiError> {
+    Ok(read_ticket_told(state, ticket, buyer).await?.0)
+}
+
+/// [`read_ticket`], and whether MySQL had its say (see [`with_order_told`]).
+pub(crate) async fn read_ticket_told(
+    state: &AppState,
+    ticket: &Ticket,
+    buyer: Option<UserId>,
+) -> Result<(TicketBody, bool), ApiError> {
     let owner = |user_id: u64| buyer.is_none_or(|b| b.get() == user_id);
     let redis_err = match state.store.ticket(ticket).await {
-        Ok(Some(r)) if owner(r.user_id) => return Ok(with_order(state, ticket, r).await),
+        Ok(Some(r)) if owner(r.user_id) => return Ok(with_order_told(state, ticket, r).await),
         Ok(Some(_)) => return Err(ApiError::UnknownTicket),
         Ok(None) => None,
         Err(e) => Some(e),
     };
     match db::settled_ticket(&state.db, ticket).await {
-        Ok(Some(s)) if owner(s.user_id) => Ok(TicketBody::from_settled(ticket, s)),
+        Ok(Some(s)) if owner(s.user_id) => Ok((TicketBody::from_settled(ticket, s), true)),
         Ok(Some(_)) => Err(ApiError::UnknownTicket),
         Ok(None) => match redis_err {
             Some(e) => Err(ApiError::unavailable("Redis", e)),

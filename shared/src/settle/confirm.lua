@@ -1,10 +1,12 @@
 -- Confirm tickets of one product after their MySQL transaction committed:
 -- processing -> confirmed.
 -- KEYS: 1 meta, 2 pending, 3.. ticket records
--- ARGV: triples (ticket, order id, record ttl in s) in the order of KEYS[3..], then now (ms).
+-- ARGV: quadruples (ticket, order id, record ttl in s, payment deadline in ms or '' for none)
+--       in the order of KEYS[3..], then now (ms).
 --       The record expires that long after it is confirmed (a record in flight has none):
 --       the usual TTL, and for a ticket to be paid the payment window too, so the cancel that
---       may come finds it.
+--       may come finds it. The deadline only rides the change's message (notify.lua): MySQL
+--       holds it.
 -- The records are read first, then the pending set and the `confirmed` count are written once
 -- per call (ZREM in chunks that Lua's unpack can take), then the records: a call that fails
 -- on a damaged key fails before it confirms anything, and a retry finds the same tickets
@@ -12,9 +14,9 @@
 -- Returns how many tickets changed.
 -- settled: the keys' positions; tickets: their tickets (a ticket listed twice counts once).
 local settled, tickets, seen = {}, {}, {}
-local now = ARGV[(#KEYS - 2) * 3 + 1]
+local now = ARGV[(#KEYS - 2) * 4 + 1]
 for i = 3, #KEYS do
-  local ticket = ARGV[(i - 3) * 3 + 1]
+  local ticket = ARGV[(i - 3) * 4 + 1]
   if not seen[ticket] and redis.call('HGET', KEYS[i], 'status') == 'processing' then
     seen[ticket] = true
     local n = #settled + 1
@@ -27,9 +29,9 @@ for first = 1, #tickets, 1000 do
 end
 redis.call('HINCRBY', KEYS[1], 'confirmed', #settled)
 for _, i in ipairs(settled) do
-  local j = (i - 3) * 3
+  local j = (i - 3) * 4
   redis.call('HSET', KEYS[i], 'status', 'confirmed', 'order_id', ARGV[j + 2], 'confirmed_at', now)
   redis.call('EXPIRE', KEYS[i], ARGV[j + 3])
-  notify(KEYS[i])
+  notify(KEYS[i], 'pay_by', ARGV[j + 4])
 end
 return #settled

@@ -88,6 +88,7 @@ impl TicketStore {
                 // A ticket to be paid lives until its deadline plus the usual TTL.
                 ttl_secs: self.ticket_ttl_secs as i64
                     + pay_by.map_or(0, |by| (by - now_ms).max(0) / 1000 + 1),
+                pay_by_ms: pay_by,
             })
             .collect();
         self.run(&Confirm {

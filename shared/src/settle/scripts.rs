@@ -87,6 +87,9 @@ pub struct Confirmed<'a> {
     /// How long the confirmed record lives (s): the usual TTL, and for a ticket to be paid
     /// the payment window too.
     pub ttl_secs: i64,
+    /// The payment deadline MySQL holds, ms (`None`: no payment window); it rides the
+    /// change's message to the gateways' streams.
+    pub pay_by_ms: Option<i64>,
 }
 
 /// `confirm.lua`: claimed tickets of one bucket become `confirmed` after their MySQL commit.
@@ -113,6 +116,10 @@ impl RedisScript for Confirm<'_> {
         for t in &self.tickets {
             call.key(k.ticket(t.ticket));
             call.arg(t.ticket.as_str()).arg(t.order_id).arg(t.ttl_secs);
+            match t.pay_by_ms {
+                Some(ms) => call.arg(ms),
+                None => call.arg(""),
+            };
         }
         call.arg(self.now_ms);
     }

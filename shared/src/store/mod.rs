@@ -176,24 +176,7 @@ impl TicketStore {
             .hgetall(k.ticket(ticket))
             .await
             .context("reading a ticket")?;
-        let Some(raw) = h.get("status") else {
-            return Ok(None);
-        };
-        let state = RecordStatus::parse(raw)
-            .with_context(|| format!("unknown ticket status {raw:?} in Redis"))?;
-        let num = |f: &str| h.get(f).and_then(|v| v.parse::<i64>().ok());
-        Ok(Some(TicketRecord {
-            state,
-            status: state.public(),
-            user_id: num("user_id").unwrap_or_default() as u64,
-            order_id: num("order_id").map(|v| v as u64),
-            reason: h.get("reason").cloned(),
-            created_at_ms: num("created_at").unwrap_or_default(),
-            confirmed_at_ms: num("confirmed_at"),
-            paid_at_ms: num("paid_at"),
-            cancelled_at_ms: num("cancelled_at"),
-            location: num("kp").zip(num("ko")).map(|(p, o)| (p as i32, o)),
-        }))
+        TicketRecord::from_fields(&h)
     }
 
     /// Units left in Redis (in every bucket), or `None` for a product that is not loaded (or

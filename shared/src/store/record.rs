@@ -1,6 +1,8 @@
 //! The Redis copy of a ticket, typed.
 
 use crate::domain::TicketStatus;
+use anyhow::Context;
+use std::collections::HashMap;
 
 /// The `status` field of a Redis ticket record, parsed once where it is read.
 #[derive(
@@ -81,6 +83,31 @@ pub struct TicketRecord {
     /// ([`TicketStore::locations`]); the sweeper reads both, so a mixed fleet keeps every
     /// promise.
     pub location: Option<(i32, i64)>,
+}
+
+impl TicketRecord {
+    /// A record from its hash's fields (`HGETALL`), or `None` for one without a status (no
+    /// record).
+    pub fn from_fields(h: &HashMap<String, String>) -> anyhow::Result<Option<Self>> {
+        let Some(raw) = h.get("status") else {
+            return Ok(None);
+        };
+        let state = RecordStatus::parse(raw)
+            .with_context(|| format!("unknown ticket status {raw:?} in Redis"))?;
+        let num = |f: &str| h.get(f).and_then(|v| v.parse::<i64>().ok());
+        Ok(Some(Self {
+            state,
+            status: state.public(),
+            user_id: num("user_id").unwrap_or_default() as u64,
+            order_id: num("order_id").map(|v| v as u64),
+            reason: h.get("reason").cloned(),
+            created_at_ms: num("created_at").unwrap_or_default(),
+            confirmed_at_ms: num("confirmed_at"),
+            paid_at_ms: num("paid_at"),
+            cancelled_at_ms: num("cancelled_at"),
+            location: num("kp").zip(num("ko")).map(|(p, o)| (p as i32, o)),
+        }))
+    }
 }
 
 #[cfg(test)]

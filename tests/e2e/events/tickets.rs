@@ -75,9 +75,55 @@ async fn a_ticket_stream_pushes_each_state_and_ends_after_the_final_one() {
         (id.as_str(), cancelled["status"].as_str()),
         ("3", Some("cancelled"))
     );
+    let (_, polled) = gw.get_as(&format!("/v1/orders/{ticket}"), Some(41)).await;
+    assert_eq!(cancelled, polled, "an event's data is what a poll answers");
     assert!(
         events.next(WAIT).await.is_none(),
         "the stream ends after a final state"
+    );
+}
+
+/// A change's message carries the ticket's new state, and the stream sends it as it came,
+/// reading nothing: a message that says `failed` (sent here by hand; the record in Redis is
+/// still `pending`, which is all a read could find) is what the buyer is sent.
+#[tokio::test]
+async fn a_stream_sends_the_state_its_change_carried_without_reading_it() {
+    let env = TestEnv::new().await;
+    let gw = env.gateway().await;
+    let product = env.product(&gw, 2).await;
+    let ticket = bought(&gw, product, 43).await;
+    let path = format!("/v1/orders/{ticket}/events");
+    let mut events = Events::of(open(&gw.base, &path, 43, None).await);
+    let (id, _) = events.next(WAIT).await.expect("pending");
+    assert_eq!(id, "1");
+    let channel = format!("sk:{{{}:{product}}}:events", env.settings.common.namespace);
+    let payload = format!(
+        r#"{ticket} ["status","failed","user_id","43","created_at","1","reason","carried_by_the_message"]"#
+    );
+    // The gateway's subscription may still be under way (a message before it is lost, as
+    // it may be in production, where the heartbeat's read makes up for it): publish every
+    // 200 ms until the stream sends it.
+    let mut conn = env.store.connection();
+    let publisher = tokio::spawn(async move {
+        loop {
+            let _: i64 = redis::cmd("PUBLISH")
+                .arg(&channel)
+                .arg(&payload)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    });
+    let got = events.next(WAIT).await.expect("the pushed state");
+    publisher.abort();
+    assert_eq!(got.0, "3");
+    assert_eq!(got.1["status"], "failed");
+    assert_eq!(got.1["reason"], "carried_by_the_message");
+    let (_, polled) = gw.get_as(&format!("/v1/orders/{ticket}"), Some(43)).await;
+    assert_eq!(
+        polled["status"], "pending",
+        "the record itself did not change"
     );
 }
 
