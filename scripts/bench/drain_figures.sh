@@ -129,30 +129,36 @@ if want 11; then
 fi
 
 # --------------------------------------- live streams against polling (12) ---
-# BENCH_LIVE_BUYERS (20000) buyers of a waiting-room product (BENCH_LIVE_STOCK units, 1000
-# admissions/s, factor 1.5), from their join to their order's confirmation, through two
-# gateways and one worker: polling (the entry at its refresh_after_ms, the ticket every 300 ms)
-# against live streams (`…/events`), BENCH_LIVE_ROUNDS (2) alternated rounds each, each round
+# BENCH_LIVE_BUYERS (20000) buyers of a waiting-room product (BENCH_LIVE_STOCK units, 1000;
+# BENCH_LIVE_ADMIT_PER_SEC admissions/s, 50, so that the line moves for about 20 s as on a sale
+# day; factor 1.5), from their join to their order's confirmation, through two gateways and one
+# worker, three ways: polling as advised (`poll`: the entry at its refresh_after_ms, the ticket
+# every 300 ms), polling every 300 ms (`poll300`: the entry too, the issue's baseline), and live
+# streams (`stream`: `…/events`). BENCH_LIVE_ROUNDS (2) alternated rounds each, each round
 # on a fresh product. Two load processes of half the buyers each, at once: a process holds at
 # most 20,000 sockets here. `measure` reads the CPU of every process and of the machine around
 # each round (OUT/f12-<mode>-<round>.cpu0, .cpu1); the tools write OUT/f12-<mode>-<round>-{a,b}.json.
 live_round() { # mode round
-    local mode=$1 round=$2 half=$((BENCH_LIVE_BUYERS / 2)) product starts
+    local mode=$1 round=$2 half=$((BENCH_LIVE_BUYERS / 2)) product starts how
+    case $mode in
+    poll300) how=(--mode poll --queue-poll-ms 300) ;;
+    *) how=(--mode "$mode") ;;
+    esac
     starts=$(date -u -d "@$(($(date +%s) + 5 + BENCH_LIVE_BUYERS / 2500))" +%Y-%m-%dT%H:%M:%SZ)
     product=$(curl -fsS -X POST "http://127.0.0.1:${GW_PORTS[2]}/admin/products" \
         -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
-        -d "{\"name\": \"live $mode $round\", \"stock\": $BENCH_LIVE_STOCK, \"starts_at\": \"$starts\", \"waiting_room\": {\"admit_per_sec\": 1000, \"max_admitted_factor\": 1.5}}" |
+        -d "{\"name\": \"live $mode $round\", \"stock\": $BENCH_LIVE_STOCK, \"starts_at\": \"$starts\", \"waiting_room\": {\"admit_per_sec\": $BENCH_LIVE_ADMIT_PER_SEC, \"max_admitted_factor\": 1.5}}" |
         python3 -c 'import json, sys; print(json.load(sys.stdin)["id"])')
     curl -fsS -X POST "http://127.0.0.1:${GW_PORTS[2]}/admin/products/$product/preload" \
         -H "Authorization: Bearer $TOKEN" >/dev/null
     log "(12) round $round, $mode: product $product, $BENCH_LIVE_BUYERS buyers"
     live_pair() {
         local rc=0
-        "${LOAD[@]}" live-sale --mode "$mode" --product "$product" --buyers "$half" --first-user 1 \
+        "${LOAD[@]}" live-sale "${how[@]}" --product "$product" --buyers "$half" --first-user 1 \
             --gateway "http://127.0.0.1:${GW_PORTS[2]}" --gateway "http://127.0.0.1:${GW_PORTS[3]}" \
             --out "$OUT/f12-$mode-$round-a.json" >>"$OUT/f12.txt" 2>>"$OUT/f12.log" &
         local a=$!
-        "${LOAD[@]}" live-sale --mode "$mode" --product "$product" --buyers "$half" \
+        "${LOAD[@]}" live-sale "${how[@]}" --product "$product" --buyers "$half" \
             --first-user $((half + 1)) \
             --gateway "http://127.0.0.1:${GW_PORTS[2]}" --gateway "http://127.0.0.1:${GW_PORTS[3]}" \
             --out "$OUT/f12-$mode-$round-b.json" >>"$OUT/f12.txt" 2>>"$OUT/f12.log" || rc=$?
@@ -172,6 +178,7 @@ if want 12; then
     wait_for -t 600 -m "every service to answer" services_ok
     for round in $(seq 1 "$BENCH_LIVE_ROUNDS"); do
         live_round poll "$round"
+        live_round poll300 "$round"
         live_round stream "$round"
     done
     cat "$OUT/f12.txt" >&2 || true

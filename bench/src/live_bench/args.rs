@@ -50,6 +50,11 @@ pub struct LiveSaleArgs {
     #[arg(long, default_value_t = 256, value_name = "N")]
     pub join_concurrency: usize,
 
+    /// Polling: an entry is read again this long after its last answer, instead of when its
+    /// `refresh_after_ms` advises.
+    #[arg(long, value_name = "MS")]
+    pub queue_poll_ms: Option<u64>,
+
     /// Polling: a ticket is read again this long after its last answer.
     #[arg(long, default_value_t = 300, value_name = "MS")]
     pub ticket_poll_ms: u64,

@@ -34,6 +34,8 @@ struct Buyer {
 #[derive(Debug, Serialize)]
 pub struct LiveSaleReport {
     pub mode: Mode,
+    /// Polling: the entry was read this often, not as its answers advised.
+    pub queue_poll_ms: Option<u64>,
     pub buyers: u64,
     pub confirmed: u64,
     pub sold_out: u64,
@@ -53,6 +55,7 @@ struct Ctx {
     bases: Vec<String>,
     product: u64,
     mode: Mode,
+    queue_poll: Option<Duration>,
     ticket_poll: Duration,
     deadline_ms: i64,
 }
@@ -79,6 +82,7 @@ pub async fn run(args: LiveSaleArgs) -> anyhow::Result<bool> {
         bases,
         product: args.product,
         mode: args.mode,
+        queue_poll: args.queue_poll_ms.map(Duration::from_millis),
         ticket_poll: Duration::from_millis(args.ticket_poll_ms),
         deadline_ms: started + (args.timeout * 1000.0) as i64,
     });
@@ -113,6 +117,7 @@ pub async fn run(args: LiveSaleArgs) -> anyhow::Result<bool> {
     }
     let mut report = LiveSaleReport {
         mode: args.mode,
+        queue_poll_ms: args.queue_poll_ms,
         buyers: args.buyers,
         confirmed: 0,
         sold_out: 0,
@@ -146,8 +151,12 @@ pub async fn run(args: LiveSaleArgs) -> anyhow::Result<bool> {
         (!v.is_empty()).then(|| v[((v.len() - 1) as f64 * p).round() as usize])
     };
     println!(
-        "live-sale ({:?}): {} buyers, {} confirmed, {} sold out, {} admissions lapsed, {} failed, {} timed out, {} errors; {:.2} requests per buyer; confirmation → buyer p50 {:?} ms, p99 {:?} ms; {:.1} s",
+        "live-sale ({:?}{}): {} buyers, {} confirmed, {} sold out, {} admissions lapsed, {} failed, {} timed out, {} errors; {:.2} requests per buyer; confirmation → buyer p50 {:?} ms, p99 {:?} ms; {:.1} s",
         report.mode,
+        report
+            .queue_poll_ms
+            .map(|ms| format!(", the entry every {ms} ms"))
+            .unwrap_or_default(),
         report.buyers,
         report.confirmed,
         report.sold_out,
@@ -216,8 +225,8 @@ async fn buyer(
                     "waiting" => {}
                     _ => return Ok((End::SoldOut, None)),
                 }
-                tokio::time::sleep(Duration::from_millis(e.refresh_after_ms.clamp(250, 2000)))
-                    .await;
+                let advised = Duration::from_millis(e.refresh_after_ms.clamp(250, 2000));
+                tokio::time::sleep(ctx.queue_poll.unwrap_or(advised)).await;
                 let res = send(|| ctx.http.get(&entry_path).bearer_auth(token), requests).await?;
                 anyhow::ensure!(res.status() == 200, "poll: {}", res.status());
                 e = res.json().await?;

@@ -33,7 +33,14 @@ fn by_percentile(v: &[f64]) -> Vec<(f64, Option<f64>)> {
         .collect()
 }
 
-pub fn chart(title: String, poll: &[f64], stream: &[f64]) -> Chart {
+/// One way of following a ticket: its label, colour and delays.
+pub struct Series<'a> {
+    pub label: &'a str,
+    pub colour: RGBColor,
+    pub delays: &'a [f64],
+}
+
+pub fn chart(title: String, series: &[Series]) -> Chart {
     Chart {
         title,
         x_label: "percentile of buyers".into(),
@@ -41,32 +48,50 @@ pub fn chart(title: String, poll: &[f64], stream: &[f64]) -> Chart {
         panels: vec![Panel {
             y_label: "confirmation → buyer knows (ms)".into(),
             scale: Scale::Log,
-            lines: vec![
-                Line::new(
-                    format!("polling ({} orders)", poll.len()),
-                    RGBColor(200, 90, 30),
-                    Stroke::Solid,
-                    by_percentile(poll),
-                ),
-                Line::new(
-                    format!("live streams ({} orders)", stream.len()),
-                    RGBColor(30, 110, 200),
-                    Stroke::Solid,
-                    by_percentile(stream),
-                ),
-            ],
+            lines: series
+                .iter()
+                .map(|s| {
+                    Line::new(
+                        format!("{} ({} orders)", s.label, s.delays.len()),
+                        s.colour,
+                        Stroke::Solid,
+                        by_percentile(s.delays),
+                    )
+                })
+                .collect(),
         }],
         shade: None,
     }
 }
 
+/// Draws the polling results `poll` (as advised), `poll_fixed` (at a fixed interval; may be
+/// empty) and the stream results `stream` to `out`.
 pub fn write(
     poll: &[impl AsRef<Path>],
+    poll_fixed: &[impl AsRef<Path>],
     stream: &[impl AsRef<Path>],
     title: &str,
     out: &Path,
 ) -> anyhow::Result<()> {
-    let chart = chart(title.to_owned(), &delays(poll)?, &delays(stream)?);
+    let (poll, poll_fixed, stream) = (delays(poll)?, delays(poll_fixed)?, delays(stream)?);
+    let mut series = vec![Series {
+        label: "polling as advised",
+        colour: RGBColor(200, 90, 30),
+        delays: &poll,
+    }];
+    if !poll_fixed.is_empty() {
+        series.push(Series {
+            label: "polling every 300 ms",
+            colour: RGBColor(150, 150, 150),
+            delays: &poll_fixed,
+        });
+    }
+    series.push(Series {
+        label: "live streams",
+        colour: RGBColor(30, 110, 200),
+        delays: &stream,
+    });
+    let chart = chart(title.to_owned(), &series);
     let svg = super::chart::render_svg(&chart)?;
     std::fs::write(out, svg).map_err(|e| anyhow::anyhow!("writing {}: {e}", out.display()))
 }
@@ -83,7 +108,20 @@ mod tests {
         assert_eq!(p[50], (50.0, Some(501.0)));
         assert_eq!(p[100], (100.0, Some(1000.0)));
         assert!(by_percentile(&[]).iter().all(|(_, y)| y.is_none()));
-        let svg = super::super::chart::render_svg(&chart("t".into(), &v, &v[..10])).unwrap();
+        let series = [
+            Series {
+                label: "polling",
+                colour: RGBColor(0, 0, 0),
+                delays: &v,
+            },
+            Series {
+                label: "live streams",
+                colour: RGBColor(0, 0, 0),
+                delays: &v[..10],
+            },
+        ];
+        let svg = super::super::chart::render_svg(&chart("t".into(), &series)).unwrap();
+        assert!(svg.contains("polling (1000 orders)"));
         assert!(svg.contains("live streams (10 orders)"));
     }
 }

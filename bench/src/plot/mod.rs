@@ -50,9 +50,13 @@ pub enum PlotCommand {
     /// Live streams against polling, from `live-sale` results: the confirmation → buyer
     /// delay by percentile.
     Live {
-        /// `live-sale --mode poll` results; repeat.
+        /// `live-sale --mode poll` results (polling as advised); repeat.
         #[arg(long, value_name = "JSON", required = true)]
         poll: Vec<PathBuf>,
+        /// `live-sale --mode poll --queue-poll-ms 300` results (polling every 300 ms);
+        /// repeat, or none.
+        #[arg(long, value_name = "JSON")]
+        poll_fixed: Vec<PathBuf>,
         /// `live-sale --mode stream` results; repeat.
         #[arg(long, value_name = "JSON", required = true)]
         stream: Vec<PathBuf>,
@@ -86,10 +90,11 @@ pub fn run(args: PlotArgs) -> anyhow::Result<bool> {
         }
         PlotCommand::Live {
             poll,
+            poll_fixed,
             stream,
             out,
             title,
-        } => live_chart::write(&poll, &stream, &title, &out)?,
+        } => live_chart::write(&poll, &poll_fixed, &stream, &title, &out)?,
     }
     Ok(true)
 }
