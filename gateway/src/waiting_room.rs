@@ -48,6 +48,7 @@ pub fn shape(
         QueueState::NoWaitingRoom => return Err(ApiError::NoWaitingRoom),
         QueueState::NotOpen => return Err(ApiError::QueueNotOpen),
         QueueState::NotJoined => return Err(ApiError::UnknownQueueEntry),
+        QueueState::SaleEnded => return Err(ApiError::SaleEnded),
         QueueState::Room(_) => {
             return Err(ApiError::Unexpected(anyhow::anyhow!(
                 "a tick's answer where a place was asked for"
@@ -57,6 +58,7 @@ pub fn shape(
         | QueueState::Admitted { queue_id, .. }
         | QueueState::Expired { queue_id }
         | QueueState::Bought { queue_id }
+        | QueueState::Ended { queue_id }
             if !mine(&queue_id) =>
         {
             return Err(ApiError::UnknownQueueEntry)
@@ -108,6 +110,7 @@ pub fn shape(
         },
         QueueState::Expired { queue_id } => body(queue_id, "expired"),
         QueueState::Bought { queue_id } => body(queue_id, "bought"),
+        QueueState::Ended { queue_id } => body(queue_id, "ended"),
     })
 }
 

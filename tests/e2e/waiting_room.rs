@@ -29,7 +29,7 @@ pub(crate) async fn room(
     .await
 }
 
-async fn room_with(gw: &TestGateway, mut body: Value) -> ProductId {
+pub(crate) async fn room_with(gw: &TestGateway, mut body: Value) -> ProductId {
     body["name"] = json!("queued item");
     let (status, created) = gw.admin_post("/admin/products", body).await;
     assert_eq!(status, StatusCode::CREATED, "{created}");

@@ -188,7 +188,9 @@ pub async fn run(args: QueueSaleArgs) -> anyhow::Result<bool> {
     let per = |a: Option<u64>, b: Option<u64>, n: u64| {
         Some((b? - a?) as f64 * 1e6 / args.clk_tck as f64 / n.max(1) as f64)
     };
-    let names = ["waiting", "admitted", "sold_out", "expired", "bought"];
+    let names = [
+        "waiting", "admitted", "sold_out", "expired", "bought", "ended",
+    ];
     let mut report = QueueSaleReport {
         ok: false,
         problems: vec![],

@@ -95,9 +95,14 @@ documented! {
         ApiError::AdmissionRequired,
         ApiError::AdmissionInvalid(String::new()),
     ];
-    /// The waiting room does not open before `opens_at`, or the body's `user_id` is not
-    /// the token's user.
-    QueueRefused => [ApiError::QueueNotOpen, ApiError::UserMismatch];
+    /// The waiting room does not open before `opens_at`, the sale is past its `ends_at` (a
+    /// buyer who had joined gets their entry, `ended`), or the body's `user_id` is not the
+    /// token's user.
+    QueueRefused => [
+        ApiError::QueueNotOpen,
+        ApiError::SaleEnded,
+        ApiError::UserMismatch,
+    ];
     /// The product has no waiting room (or is not known).
     NoWaitingRoom => [ApiError::NoWaitingRoom, ApiError::UnknownProduct];
     /// No such queue entry (or another buyer's), or the product has no waiting room (or

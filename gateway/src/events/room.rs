@@ -8,8 +8,9 @@
 //! entry's place is worked out here, not read. An entry is read again (`poll`) only when the
 //! admissions since reach its place (it may be admitted), when an admission was taken back to
 //! the head of the line (`reserve.lua`, to keep the cap: the places behind it move back), the
-//! first time after the start, and every 30 s in any case; an admitted entry, every tick. A stream is told only when its place, state or likelihood
-//! changed, or its estimated wait moved by a fifth.
+//! first time after the start, and every 30 s in any case; an admitted entry, every tick.
+//! A stream is told only what is worth an event (see `moved`). Past the sale's end, every
+//! entry is read, for its final state (`ended`).
 
 use crate::waiting_room::{shape, Admissions};
 use seckill_shared::api::QueueBody;
@@ -24,6 +25,10 @@ use tokio_util::sync::CancellationToken;
 
 /// How often a room's task ticks.
 pub const TICK: Duration = Duration::from_secs(1);
+/// A place that moved by less than a twentieth is told after this long.
+const SLOW_MS: i64 = 5_000;
+/// A tick lets the thread's other tasks run after this many entries.
+const YIELD_EVERY: usize = 256;
 /// An entry's place is read again at least this often.
 const REREAD_MS: i64 = 30_000;
 
@@ -45,6 +50,8 @@ struct Entry {
     /// The place as last read: entries ahead, and the admissions so far then.
     base: Option<Base>,
     body: watch::Sender<QueueBody>,
+    /// When `body` last changed (its streams were told).
+    told_at_ms: i64,
     followers: usize,
 }
 
@@ -75,14 +82,22 @@ impl Drop for Following {
     }
 }
 
-/// Whether `new` is worth a stream's event, after `old`.
-fn moved(old: &QueueBody, new: &QueueBody) -> bool {
+/// Whether `new` is worth a stream's event, after `old`, told `since_ms` ago: a change of
+/// state, likelihood or admission; an estimate moved by a fifth; a place that moved by a
+/// twentieth (every move near the head of the line), or moved at all after [`SLOW_MS`]. So a
+/// place far back, which moves a little every second, is told every few seconds, not every
+/// tick.
+fn moved(old: &QueueBody, new: &QueueBody, since_ms: i64) -> bool {
     let wait_moved = match (old.estimated_wait_ms, new.estimated_wait_ms) {
         (Some(a), Some(b)) => a.abs_diff(b) * 5 > a.max(b),
         (a, b) => a.is_some() != b.is_some(),
     };
+    let place_moved = match (old.position, new.position) {
+        (Some(a), Some(b)) => a != b && (a.abs_diff(b) * 20 >= a.max(b) || since_ms >= SLOW_MS),
+        (a, b) => a != b,
+    };
     old.state != new.state
-        || old.position != new.position
+        || place_moved
         || old.unlikely != new.unlikely
         || old.admission_token != new.admission_token
         || wait_moved
@@ -126,6 +141,7 @@ impl Rooms {
             queue_id: queue_id.to_owned(),
             base: base_of(found, now_ms()),
             body: watch::channel(first.clone()).0,
+            told_at_ms: now_ms(),
             followers: 0,
         });
         entry.followers += 1;
@@ -182,6 +198,7 @@ impl Rooms {
                 in_flight: 0,
                 admitted_now: 0,
                 returned_total: u64::MAX,
+                ended: false,
             },
         };
         let started = now >= figures.starts_at_ms;
@@ -192,17 +209,24 @@ impl Rooms {
             .iter()
             .map(|(u, e)| (*u, e.queue_id.clone(), e.base))
             .collect();
-        for (user, queue_id, base) in snapshot {
-            // Worked out from the admissions since the place was read, while that holds.
+        for (i, (user, queue_id, base)) in snapshot.into_iter().enumerate() {
+            // Every so many entries, the other tasks of this thread run (each entry told
+            // wakes its stream): a ticket's event waits behind a few hundred place updates,
+            // not behind every entry of a large room.
+            if i % YIELD_EVERY == YIELD_EVERY - 1 {
+                tokio::task::yield_now().await;
+            }
+            // Worked out from the admissions since the place was read, while that holds (and
+            // the sale has not ended: then each entry is read, for its final state).
             let worked_out = base
-                .filter(|b| started && now - b.read_at_ms < REREAD_MS)
+                .filter(|b| started && !figures.ended && now - b.read_at_ms < REREAD_MS)
                 .filter(|b| b.returned_total == figures.returned_total)
                 .and_then(|b| {
                     let since = figures.admitted_total.checked_sub(b.admitted_total)?;
                     b.ahead.checked_sub(since)
                 });
             let (found, new_base) = match (started, worked_out) {
-                (false, _) if figures.admitted_total != u64::MAX => (
+                (false, _) if figures.admitted_total != u64::MAX && !figures.ended => (
                     QueueState::Waiting {
                         queue_id: queue_id.clone(),
                         ahead: None,
@@ -252,13 +276,16 @@ impl Rooms {
             let mut entries = room.entries.lock().expect("room lock");
             if let Some(e) = entries.get_mut(&user) {
                 e.base = new_base;
-                e.body.send_if_modified(|old| {
-                    let changed = moved(old, &body);
+                let since_ms = now - e.told_at_ms;
+                if e.body.send_if_modified(|old| {
+                    let changed = moved(old, &body, since_ms);
                     if changed {
                         *old = body;
                     }
                     changed
-                });
+                }) {
+                    e.told_at_ms = now;
+                }
             }
         }
         Ok(())
@@ -286,7 +313,7 @@ fn base_of(found: &QueueState, now: i64) -> Option<Base> {
 /// Whether a stream of an entry in this state is over. Not `admitted`: an admission can be
 /// taken back to the head of the line (to keep the cap) until the buyer buys.
 pub fn is_final(body: &QueueBody) -> bool {
-    matches!(body.state.as_str(), "expired" | "bought")
+    matches!(body.state.as_str(), "expired" | "bought" | "ended")
 }
 
 #[cfg(test)]
@@ -310,16 +337,30 @@ mod tests {
     #[test]
     fn only_a_move_is_worth_an_event() {
         let a = waiting(Some(10), Some(10_000));
-        assert!(!moved(&a, &a.clone()));
-        assert!(!moved(&a, &waiting(Some(10), Some(9_000))), "a tenth");
-        assert!(moved(&a, &waiting(Some(10), Some(7_000))), "three tenths");
-        assert!(moved(&a, &waiting(Some(9), Some(10_000))));
-        assert!(moved(&a, &waiting(Some(10), None)));
+        let soon = 1000;
+        assert!(!moved(&a, &a.clone(), soon));
+        assert!(!moved(&a, &a.clone(), SLOW_MS), "nothing moved");
+        assert!(!moved(&a, &waiting(Some(10), Some(9_000)), soon), "a tenth");
+        assert!(
+            moved(&a, &waiting(Some(10), Some(7_000)), soon),
+            "three tenths"
+        );
+        assert!(
+            moved(&a, &waiting(Some(9), Some(10_000)), soon),
+            "near the head"
+        );
+        assert!(moved(&a, &waiting(Some(10), None), soon));
         let mut b = a.clone();
         b.unlikely = true;
-        assert!(moved(&a, &b));
+        assert!(moved(&a, &b, soon));
         let mut c = a.clone();
         c.state = "sold_out".into();
-        assert!(moved(&a, &c));
+        assert!(moved(&a, &c, soon));
+        // Far back: a small move waits, a twentieth does not.
+        let far = waiting(Some(10_000), Some(200_000));
+        let near = |p| waiting(Some(p), Some(200_000));
+        assert!(!moved(&far, &near(9_950), soon));
+        assert!(moved(&far, &near(9_950), SLOW_MS));
+        assert!(moved(&far, &near(9_500), soon));
     }
 }

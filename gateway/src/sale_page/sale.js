@@ -177,6 +177,8 @@ function showQueue(entry) {
     text = 'Sold out.';
   } else if (entry.state === 'expired') {
     text = 'Your turn has passed.';
+  } else if (entry.state === 'ended') {
+    text = 'The sale has ended.';
   } else {
     text = 'Done.';
   }
@@ -192,7 +194,7 @@ async function join() {
   const base = '/v1/seckill/' + productId + '/queue/' + r.data.queue_id;
   // Not over at `admitted`: an admission can be taken back to the head of the line until the
   // buy (and `bought` ends it).
-  follow(base + '/events', base, showQueue, (e) => ['expired', 'bought'].includes(e.state) || !!ticket);
+  follow(base + '/events', base, showQueue, (e) => ['expired', 'bought', 'ended'].includes(e.state) || !!ticket);
 }
 
 function showTicket(t) {

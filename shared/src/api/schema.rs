@@ -107,7 +107,7 @@ pub fn queue_state() -> Object {
     ObjectBuilder::new()
         .schema_type(Type::String)
         .enum_values(Some([
-            "waiting", "admitted", "sold_out", "expired", "bought",
+            "waiting", "admitted", "sold_out", "expired", "bought", "ended",
         ]))
         .build()
 }

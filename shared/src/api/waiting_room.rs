@@ -13,7 +13,9 @@ pub struct QueueBody {
     /// `waiting` in line; `admitted`: buy now, with `admission_token` in the
     /// `Seckill-Admission` header, before `admitted_until_ms`; `sold_out`: no unit left and
     /// none in flight (units that come back reopen admission, so keep polling slowly);
-    /// `expired`: admitted, but did not buy in time, so the place was given up; `bought`.
+    /// `expired`: admitted, but did not buy in time, so the place was given up; `bought`;
+    /// `ended`: the sale is past its `ends_at` before this place bought (final: nobody is
+    /// admitted after the end).
     #[schema(schema_with = schema::queue_state)]
     pub state: String,
     /// 1-based place in line once the sale has started; `null` before (places are drawn at

@@ -48,6 +48,12 @@ pub enum QueueState {
     Bought {
         queue_id: String,
     },
+    /// The sale is past its end, and this entry was neither bought nor expired: final.
+    Ended {
+        queue_id: String,
+    },
+    /// A join after the sale's end, by a buyer who never joined: nothing was added.
+    SaleEnded,
 }
 
 /// A waiting room's figures, as a `tick` of `queue.lua` reads them.
@@ -71,6 +77,9 @@ pub struct RoomFigures {
     /// each moves every place behind it back by one, so a place worked out from
     /// `admitted_total` holds only while this does not grow.
     pub returned_total: u64,
+    /// The sale is past its end: nobody is admitted any more, and every entry not bought
+    /// nor expired is `ended`.
+    pub ended: bool,
 }
 
 impl RoomFigures {

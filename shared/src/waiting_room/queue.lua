@@ -26,23 +26,28 @@
 --    so far (read with the rank: a place moves up by exactly what this grows by), admissions
 --    taken back to the head of the line so far (reserve.lua: while it does not grow)}
 --   {'tick', admitted so far, sold out (0/1), admit per sec, starts at, measured per sec or
---    '', units left, units in flight, admitted who have not bought, taken back} for 'tick', which only
---    admits (a gateway's live streams of the room drive admission so)
+--    '', units left, units in flight, admitted who have not bought, taken back, ended (0/1)}
+--    for 'tick', which only admits (a gateway's live streams of the room drive admission so)
 --   {'admitted', queue id, admission expiry}
 --   {'expired', queue id} | {'bought', queue id}
+--   {'ended', queue id}: the sale is past its end (meta `ends_at`) and this entry was neither
+--    bought nor expired: final (nobody is admitted after the end)
+--   {'sale_ended'}: a join of a buyer who never joined, after the end (nothing is added)
 local now = tonumber(ARGV[1])
 local stock = redis.call('GET', KEYS[1])
 if not stock then return {'unknown_product'} end
 stock = tonumber(stock)
 local m = redis.call('HMGET', KEYS[2], 'wr_rate', 'wr_factor', 'wr_opens', 'starts_at', 'wr_credit', 'wr_last',
-  'wr_obs_t', 'wr_obs_a', 'wr_obs', 'wr_admitted', 'wr_returned')
+  'wr_obs_t', 'wr_obs_a', 'wr_obs', 'wr_admitted', 'wr_returned', 'ends_at')
 if not m[1] then return {'no_waiting_room'} end
 local rate, factor, opens = tonumber(m[1]), tonumber(m[2]), tonumber(m[3] or '0')
 local starts = tonumber(m[4] or m[3] or '0')
 local user = ARGV[2]
+local ended = m[12] ~= false and now >= tonumber(m[12])
 
 if ARGV[3] == 'join' then
   if now < opens then return {'not_open'} end
+  if ended and not redis.call('HGET', KEYS[7], user) then return {'sale_ended'} end
   if not redis.call('HGET', KEYS[7], user) then
     redis.call('HSET', KEYS[7], user, ARGV[4])
     local score
@@ -55,7 +60,7 @@ if ARGV[3] == 'join' then
   end
 end
 
-if now >= starts then
+if now >= starts and not ended then
   -- Admissions that lapsed give their places up.
   local lapsed = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now)
   for _, u in ipairs(lapsed) do redis.call('HSET', KEYS[6], u, 'expired') end
@@ -90,13 +95,14 @@ local sold_out = 0
 if stock <= 0 and redis.call('ZCARD', KEYS[3]) == 0 then sold_out = 1 end
 if ARGV[3] == 'tick' then
   return {'tick', m[10] or '0', sold_out, tostring(rate), tostring(starts), m[9] or '',
-    stock, redis.call('ZCARD', KEYS[3]), redis.call('ZCARD', KEYS[5]), m[11] or '0'}
+    stock, redis.call('ZCARD', KEYS[3]), redis.call('ZCARD', KEYS[5]), m[11] or '0', ended and 1 or 0}
 end
 
 local id = redis.call('HGET', KEYS[7], user)
 if not id then return {'none'} end
 local done = redis.call('HGET', KEYS[6], user)
 if done then return {done, id} end
+if ended then return {'ended', id} end
 local until_ms = redis.call('ZSCORE', KEYS[5], user)
 if until_ms then return {'admitted', id, until_ms} end
 local rank = redis.call('ZRANK', KEYS[4], user)

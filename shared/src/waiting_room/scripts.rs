@@ -110,6 +110,7 @@ fn parse_state(raw: &[String]) -> anyhow::Result<QueueState> {
             in_flight: num(7)? as u64,
             admitted_now: num(8)? as u64,
             returned_total: num(9)? as u64,
+            ended: flag(10)?,
         }),
         "admitted" => QueueState::Admitted {
             queue_id: field(1)?,
@@ -121,6 +122,10 @@ fn parse_state(raw: &[String]) -> anyhow::Result<QueueState> {
         "bought" => QueueState::Bought {
             queue_id: field(1)?,
         },
+        "ended" => QueueState::Ended {
+            queue_id: field(1)?,
+        },
+        "sale_ended" => QueueState::SaleEnded,
         other => anyhow::bail!("queue script returned {other:?}"),
     })
 }
@@ -177,7 +182,7 @@ mod tests {
             }
         );
         assert_eq!(
-            state(&["tick", "12", "0", "100", "5", "40", "3", "2", "9", "1"]).unwrap(),
+            state(&["tick", "12", "0", "100", "5", "40", "3", "2", "9", "1", "1"]).unwrap(),
             QueueState::Room(crate::waiting_room::RoomFigures {
                 admitted_total: 12,
                 sold_out: false,
@@ -188,8 +193,20 @@ mod tests {
                 in_flight: 2,
                 admitted_now: 9,
                 returned_total: 1,
+                ended: true,
             })
         );
+        assert!(
+            state(&["tick", "12", "0", "100", "5", "40", "3", "2", "9", "1"]).is_err(),
+            "a tick says whether the sale ended"
+        );
+        assert_eq!(
+            state(&["ended", "q1"]).unwrap(),
+            QueueState::Ended {
+                queue_id: "q1".into()
+            }
+        );
+        assert_eq!(state(&["sale_ended"]).unwrap(), QueueState::SaleEnded);
         assert!(state(&["waiting", "q1", "-1", "0", "2.5", "1.764e+12", "", "0"]).is_err());
         assert_eq!(
             state(&["admitted", "q1", "900"]).unwrap(),

@@ -3,7 +3,7 @@
 
 use super::{open, Events};
 use crate::helpers::*;
-use crate::waiting_room::{buy_with, join, room};
+use crate::waiting_room::{buy_with, join, rfc3339, room, room_with};
 use reqwest::StatusCode;
 use seckill_shared::now_ms;
 use serde_json::{json, Value};
@@ -112,4 +112,82 @@ async fn streams_alone_drive_admission_and_tell_each_place_its_turn_or_no() {
         [1, 2, 3],
         "the places behind the two admitted: {ends:?}"
     );
+}
+
+/// At the sale's end, every entry that neither bought nor expired is `ended`, final: a stream
+/// sends it and ends, a poll and a join again answer it, and a buyer who never joined is
+/// refused (`403 sale_ended`). Nobody is admitted after the end.
+#[tokio::test]
+async fn at_the_sales_end_every_place_left_is_told_ended_and_its_stream_ends() {
+    let env = TestEnv::new().await;
+    let gw = env.gateway().await;
+    let starts = now_ms() + 1500;
+    let ends = starts + 2500;
+    let product = room_with(
+        &gw,
+        json!({"stock": 5, "starts_at": rfc3339(starts), "ends_at": rfc3339(ends),
+               "waiting_room": {"admit_per_sec": 1, "max_admitted_factor": 1.0}}),
+    )
+    .await;
+    let mut ids = Vec::new();
+    for u in 61..64 {
+        let (status, entry) = join(&gw, product, u).await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{entry}");
+        ids.push(entry["queue_id"].as_str().unwrap().to_owned());
+    }
+    let path = format!("/v1/seckill/{product}/queue/{}/events", ids[0]);
+    let mut events = Events::of(open(&gw.base, &path, 61, None).await);
+    let mut states = Vec::new();
+    let mut last_token = None;
+    while let Some((_, body)) = events.next(WAIT).await {
+        states.push(body["state"].as_str().unwrap().to_owned());
+        if body["state"] == "admitted" {
+            last_token = body["admission_token"].as_str().map(str::to_owned);
+        }
+    }
+    assert_eq!(
+        states.last().map(String::as_str),
+        Some("ended"),
+        "the stream ends with `ended`: {states:?}"
+    );
+    assert!(now_ms() >= ends, "not before the end: {states:?}");
+    // The others, polled and joined again, are ended too.
+    for (i, u) in (62..64).enumerate() {
+        let (status, body) = gw
+            .get_as(
+                &format!("/v1/seckill/{product}/queue/{}", ids[i + 1]),
+                Some(u),
+            )
+            .await;
+        assert_eq!(
+            (status, body["state"].as_str()),
+            (StatusCode::OK, Some("ended")),
+            "{body}"
+        );
+        let (status, again) = join(&gw, product, u).await;
+        assert_eq!(
+            (status, again["state"].as_str(), again["queue_id"].as_str()),
+            (
+                StatusCode::ACCEPTED,
+                Some("ended"),
+                Some(ids[i + 1].as_str())
+            ),
+            "{again}"
+        );
+    }
+    let (status, late) = join(&gw, product, 64).await;
+    assert_eq!(
+        (status, late["error"].as_str()),
+        (StatusCode::FORBIDDEN, Some("sale_ended")),
+        "{late}"
+    );
+    // An admission given before the end buys nothing after it.
+    if let Some(token) = last_token {
+        let (status, body) = buy_with(&gw, product, 61, Some(&token)).await;
+        assert_eq!(
+            (status, body["error"].as_str()),
+            (StatusCode::FORBIDDEN, Some("sale_ended")),
+            "{body}"
+        );
+    }
 }

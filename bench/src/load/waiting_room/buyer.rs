@@ -359,7 +359,7 @@ impl Room {
                             pause = 0;
                         }
                     }
-                    "bought" | "expired" => break 'join,
+                    "bought" | "expired" | "ended" => break 'join,
                     "sold_out" if !self.until_sold_out || self.over.load(Ordering::Relaxed) => {
                         break 'join
                     }
