@@ -26,7 +26,7 @@ def main():
     for mode in ("poll", "poll300", "stream"):
         if mode == "poll300" and not any(os.path.exists(f"{out}/f12-poll300-{r}.cpu0") for r in range(1, rounds + 1)):
             continue
-        m = {"gateways": 0.0, "redis": 0.0, "machine": 0.0, "requests": 0, "buyers": 0, "delays": []}
+        m = {"gateways": 0.0, "redis": 0.0, "machine": 0.0, "requests": 0, "events": 0, "buyers": 0, "delays": []}
         for r in range(1, rounds + 1):
             name = f"{out}/f12-{mode}-{r}"
             try:
@@ -45,6 +45,7 @@ def main():
                 problems.append(f"{mode} round {r}: {confirmed} confirmed of {stock}, {bad} buyers errored or timed out")
             for p in parts:
                 m["requests"] += p["requests"]
+                m["events"] += p.get("events", 0)
                 m["buyers"] += p["buyers"]
                 m["delays"] += p["knew_after_ms"]
         m["delays"].sort()
@@ -76,7 +77,7 @@ def main():
         f"(12) live streams against polling, {buyers:,} buyers of {stock:,} units from their join to "
         f"their confirmation, {rounds} alternated rounds each, two gateways; CPU per buyer, "
         + "; ".join(against(m) for m in modes if m != "stream")
-        + f"; on streams {pct(s['delays'], 0.5)}/{p99} ms (goals: machine CPU under 0.25 × "
+        + f"; on streams {per(s, 'events'):.1f} events per buyer, {pct(s['delays'], 0.5)}/{p99} ms (goals: machine CPU under 0.25 × "
         f"{labels[base]}'s: {'met' if ratio < 0.25 else 'missed'}, {ratio:.2f} ×; p99 ≤ 50 ms: "
         f"{'met' if p99 <= 50 else 'missed'})."
     )

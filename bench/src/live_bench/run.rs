@@ -6,6 +6,7 @@ use anyhow::Context;
 use seckill_shared::api::{QueueBody, TicketBody};
 use seckill_shared::{now_ms, TicketStatus};
 use serde::Serialize;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Semaphore;
@@ -45,6 +46,8 @@ pub struct LiveSaleReport {
     pub errors: u64,
     /// Every HTTP request sent: joins, polls, buys, stream opens (and reopens).
     pub requests: u64,
+    /// Events read from streams (each one's data: comments aside).
+    pub events: u64,
     /// The confirmed buyers' delays, ms, sorted.
     pub knew_after_ms: Vec<i64>,
     pub elapsed_ms: i64,
@@ -58,6 +61,7 @@ struct Ctx {
     queue_poll: Option<Duration>,
     ticket_poll: Duration,
     deadline_ms: i64,
+    events: AtomicU64,
 }
 
 pub async fn run(args: LiveSaleArgs) -> anyhow::Result<bool> {
@@ -85,6 +89,7 @@ pub async fn run(args: LiveSaleArgs) -> anyhow::Result<bool> {
         queue_poll: args.queue_poll_ms.map(Duration::from_millis),
         ticket_poll: Duration::from_millis(args.ticket_poll_ms),
         deadline_ms: started + (args.timeout * 1000.0) as i64,
+        events: AtomicU64::new(0),
     });
     let joins = Arc::new(Semaphore::new(args.join_concurrency.max(1)));
     let mut tasks = Vec::with_capacity(args.buyers as usize);
@@ -126,6 +131,7 @@ pub async fn run(args: LiveSaleArgs) -> anyhow::Result<bool> {
         timed_out: 0,
         errors: 0,
         requests: 0,
+        events: 0,
         knew_after_ms: vec![],
         elapsed_ms: 0,
     };
@@ -143,6 +149,7 @@ pub async fn run(args: LiveSaleArgs) -> anyhow::Result<bool> {
         report.knew_after_ms.extend(b.knew_after_ms);
     }
     report.knew_after_ms.sort_unstable();
+    report.events = ctx.events.load(Ordering::Relaxed);
     report.elapsed_ms = now_ms() - started;
     std::fs::write(&args.out, serde_json::to_vec_pretty(&report)?)
         .with_context(|| format!("writing {}", args.out.display()))?;
@@ -151,7 +158,7 @@ pub async fn run(args: LiveSaleArgs) -> anyhow::Result<bool> {
         (!v.is_empty()).then(|| v[((v.len() - 1) as f64 * p).round() as usize])
     };
     println!(
-        "live-sale ({:?}{}): {} buyers, {} confirmed, {} sold out, {} admissions lapsed, {} failed, {} timed out, {} errors; {:.2} requests per buyer; confirmation → buyer p50 {:?} ms, p99 {:?} ms; {:.1} s",
+        "live-sale ({:?}{}): {} buyers, {} confirmed, {} sold out, {} admissions lapsed, {} failed, {} timed out, {} errors; {:.2} requests and {:.2} stream events per buyer; confirmation → buyer p50 {:?} ms, p99 {:?} ms; {:.1} s",
         report.mode,
         report
             .queue_poll_ms
@@ -165,6 +172,7 @@ pub async fn run(args: LiveSaleArgs) -> anyhow::Result<bool> {
         report.timed_out,
         report.errors,
         report.requests as f64 / report.buyers as f64,
+        report.events as f64 / report.buyers as f64,
         pct(0.5),
         pct(0.99),
         report.elapsed_ms as f64 / 1000.0
@@ -334,6 +342,7 @@ async fn follow<T: serde::de::DeserializeOwned>(
                     }
                 }
                 if let Some(d) = data {
+                    ctx.events.fetch_add(1, Ordering::Relaxed);
                     let value: T = serde_json::from_str(&d)?;
                     if done(&value) {
                         return Ok(value);

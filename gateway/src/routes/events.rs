@@ -94,14 +94,15 @@ fn event(rank: u8, body: &TicketBody) -> Bytes {
     operation_id = "streamOrder",
     tag = "buy",
     summary = "Follow a ticket live (server-sent events)",
-    description = "The owner only. A `text/event-stream` of the ticket's states as they happen, each event's `data` the body of `GET /v1/orders/{ticket}` and its `id` the state's rank (1 `pending`, 2 `confirmed` with a payment deadline, 3 final: `paid`, `cancelled`, `failed`, or `confirmed` without a payment window). It starts with the current state and ends after a final one. A client that reconnects (to any gateway) sends `Last-Event-ID`: a state is sent only if it ranks above it, so nothing is sent twice and the final state is never missed. A comment line every `SECKILL_SSE_HEARTBEAT_SECS` keeps proxies from closing a quiet stream. A buyer's stream past `SECKILL_SSE_MAX_PER_BUYER` on one gateway ends their oldest; past `SECKILL_SSE_MAX_STREAMS` streams on the gateway, `503`. A gateway told to stop ends its streams at once. Polling `GET /v1/orders/{ticket}` keeps working.",
+    description = "The owner only. A `text/event-stream` of the ticket's states as they happen, each event's `data` the body of `GET /v1/orders/{ticket}` and its `id` the state's rank (1 `pending`, 2 `confirmed` with a payment deadline, 3 final: `paid`, `cancelled`, `failed`, or `confirmed` without a payment window). It starts with the current state and ends after a final one. A client that reconnects (to any gateway) sends `Last-Event-ID`: a state is sent only if it ranks above it, so nothing is sent twice and the final state is never missed; after the final state (3), the answer is `204`, which stops an `EventSource`. A comment line every `SECKILL_SSE_HEARTBEAT_SECS` keeps proxies from closing a quiet stream. A buyer's stream past `SECKILL_SSE_MAX_PER_BUYER` on one gateway ends their oldest; past `SECKILL_SSE_MAX_STREAMS` streams on the gateway, `503`. A gateway told to stop ends its streams at once. Polling `GET /v1/orders/{ticket}` keeps working.",
     params(
         ("ticket" = inline(schema::TicketText), Path, description = "As a buy answered it."),
-        ("Last-Event-ID" = Option<String>, Header, nullable = false, pattern = "^[0-3]$", description = "The `id` of the last event received, when reconnecting (0: none)."),
+        ("Last-Event-ID" = Option<String>, Header, nullable = false, pattern = "^[0-3]$", description = "The `id` of the last event received, when reconnecting (0: none; 3, the final state: `204`)."),
     ),
     security(("buyer" = [])),
     responses(
         (status = 200, description = "The stream: events whose `data` is the ticket.", content_type = "text/event-stream", body = TicketBody),
+        (status = 204, description = "`Last-Event-ID` is 3: the client has the final state and nothing more will come (an `EventSource` stops reconnecting)."),
         e::BadRequest,
         e::Unauthenticated,
         e::UnknownTicket,
@@ -128,6 +129,11 @@ pub async fn ticket_events(
             })?,
     };
     let first = read_ranked(&state, &ticket, buyer.0).await?;
+    if last_seen == FINAL {
+        // The client has the final state: nothing more will come. A 204 tells an
+        // EventSource to stop reconnecting.
+        return Ok(HttpResponse::NoContent().finish());
+    }
     let mut subscription = open_stream(&state, ticket.as_str(), first.0.user_id)?;
     // A change between the first read and the subscription would wake nothing: read once
     // more right after the first event.
@@ -250,14 +256,16 @@ fn event_stream(
     operation_id = "streamQueue",
     tag = "buy",
     summary = "Follow a waiting-room entry live (server-sent events)",
-    description = "The entry's owner only. A `text/event-stream` whose events' `data` is the body a poll of the entry answers: its place and estimated wait (at the admission rate actually measured), `unlikely` once the places ahead and the admitted who have not bought outnumber the units left and in flight, then `sold_out`, or `admitted` with its `admission_token`. It starts with the current state; an event follows only when the state or the likelihood changed, the estimate moved by a fifth, or the place moved (by a twentieth, or at all after 5 s: near the head of the line, every move), at most one a second. It ends after `bought`, `expired` or `ended` (the sale passed its `ends_at`): not at `admitted`, which can be taken back to the head of the line (to keep the cap) until the buy, nor at `sold_out`, which may reopen. A reconnect gets the current state first (`Last-Event-ID` is not used). Limits as for a ticket's stream; polling keeps working.",
+    description = "The entry's owner only. A `text/event-stream` whose events' `data` is the body a poll of the entry answers: its place and estimated wait (at the admission rate actually measured), `unlikely` once the places ahead and the admitted who have not bought outnumber the units left and in flight, then `sold_out`, or `admitted` with its `admission_token`. It starts with the current state; an event follows only when the state or the likelihood changed, the estimate moved by a fifth, or the place moved (by a twentieth, or at all after 5 s: near the head of the line, every move), at most one a second. It ends after `bought`, `expired` or `ended` (the sale passed its `ends_at`): not at `admitted`, which can be taken back to the head of the line (to keep the cap) until the buy, nor at `sold_out`, which may reopen. Events are numbered 1, 2, …, and a final event's `id` is the state's name. A reconnect gets the current state first; one whose `Last-Event-ID` names the final state gets `204`. Limits as for a ticket's stream; polling keeps working.",
     params(
         ("product_id" = inline(schema::Id), Path, description = "The product."),
         ("queue_id" = inline(schema::QueueId), Path, description = "As the join answered it."),
+        ("Last-Event-ID" = Option<String>, Header, nullable = false, description = "The `id` of the last event received, when reconnecting. Only a final event's id (`bought`, `expired` or `ended`, the state's name) is read: `204`. Any other is ignored."),
     ),
     security(("buyer" = [])),
     responses(
         (status = 200, description = "The stream: events whose `data` is the entry.", content_type = "text/event-stream", body = QueueBody),
+        (status = 204, description = "`Last-Event-ID` names the entry's final state: the client has it, and nothing more will come (an `EventSource` stops reconnecting)."),
         e::BadRequest,
         e::Unauthenticated,
         e::UnknownQueueEntry,
@@ -266,6 +274,7 @@ fn event_stream(
     ),
 )]
 pub async fn queue_events(
+    req: HttpRequest,
     buyer: Buyer,
     state: web::Data<AppState>,
     redis: web::Data<ThreadRedis>,
@@ -284,6 +293,15 @@ pub async fn queue_events(
         Some(&queue_id),
     )
     .await?;
+    // A client that has the final event (its id is the state's name): nothing more will
+    // come, and a 204 tells an EventSource to stop reconnecting.
+    let seen = req
+        .headers()
+        .get("Last-Event-ID")
+        .and_then(|v| v.to_str().ok());
+    if room::is_final(&first) && seen == Some(first.state.as_str()) {
+        return Ok(HttpResponse::NoContent().finish());
+    }
     let slot = open_stream(&state, &format!("q:{product}:{queue_id}"), user.get())?;
     let following = state.rooms.follow(product, user, &queue_id, &first, &found);
     let place = Place {
@@ -338,11 +356,17 @@ impl Place {
         }
     }
 
+    /// An event: its `id` is a count, or the state's name for a final one (a reconnect
+    /// with it gets `204`).
     fn event(&mut self, body: &QueueBody) -> Bytes {
         self.sent += 1;
         self.done = room::is_final(body);
         let data = serde_json::to_string(body).expect("an entry serialises");
-        Bytes::from(format!("id: {}\ndata: {data}\n\n", self.sent))
+        let id = match self.done {
+            true => body.state.clone(),
+            false => self.sent.to_string(),
+        };
+        Bytes::from(format!("id: {id}\ndata: {data}\n\n"))
     }
 }
 

@@ -139,7 +139,9 @@ async fn at_the_sales_end_every_place_left_is_told_ended_and_its_stream_ends() {
     let mut events = Events::of(open(&gw.base, &path, 61, None).await);
     let mut states = Vec::new();
     let mut last_token = None;
-    while let Some((_, body)) = events.next(WAIT).await {
+    let mut last_id = String::new();
+    while let Some((id, body)) = events.next(WAIT).await {
+        last_id = id;
         states.push(body["state"].as_str().unwrap().to_owned());
         if body["state"] == "admitted" {
             last_token = body["admission_token"].as_str().map(str::to_owned);
@@ -151,6 +153,14 @@ async fn at_the_sales_end_every_place_left_is_told_ended_and_its_stream_ends() {
         "the stream ends with `ended`: {states:?}"
     );
     assert!(now_ms() >= ends, "not before the end: {states:?}");
+    // The final event's id is its state: a reconnect with it is told there is no more (204),
+    // which stops an EventSource; one without it gets the final state again.
+    assert_eq!(last_id, "ended");
+    let again = open(&gw.base, &path, 61, Some("ended")).await;
+    assert_eq!(again.status(), StatusCode::NO_CONTENT);
+    let mut again = Events::of(open(&gw.base, &path, 61, Some("3")).await);
+    assert_eq!(again.next(WAIT).await.unwrap().0, "ended");
+    assert!(again.next(WAIT).await.is_none());
     // The others, polled and joined again, are ended too.
     for (i, u) in (62..64).enumerate() {
         let (status, body) = gw

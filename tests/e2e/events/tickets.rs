@@ -81,6 +81,10 @@ async fn a_ticket_stream_pushes_each_state_and_ends_after_the_final_one() {
         events.next(WAIT).await.is_none(),
         "the stream ends after a final state"
     );
+    // A reconnect that has the final state is told there is no more: 204 stops an
+    // EventSource from reconnecting.
+    let again = open(&gw.base, &path, 41, Some("3")).await;
+    assert_eq!(again.status(), StatusCode::NO_CONTENT);
 }
 
 /// A change's message carries the ticket's new state, and the stream sends it as it came,
@@ -159,8 +163,12 @@ async fn a_stream_resumes_on_another_gateway_after_its_gateway_dies() {
     assert!(confirmed.get("pay_by_ms").is_none(), "{confirmed}");
     assert!(events.next(WAIT).await.is_none());
 
-    let mut after_the_end = Events::of(open(&gw.base, &path, 42, Some("3")).await);
-    assert!(after_the_end.next(WAIT).await.is_none(), "nothing to send");
+    let after_the_end = open(&gw.base, &path, 42, Some("3")).await;
+    assert_eq!(
+        after_the_end.status(),
+        StatusCode::NO_CONTENT,
+        "nothing to send"
+    );
     let mut late = Events::of(open(&gw.base, &path, 42, Some("1")).await);
     let (id, body) = late.next(WAIT).await.expect("the final state");
     assert_eq!(

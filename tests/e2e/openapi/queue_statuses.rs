@@ -149,6 +149,18 @@ pub(crate) async fn queue_statuses(
     let events = format!("{poll_path}/events");
     let (s, body) = r.send(gw, M::GET, &events, q1, None, None).await;
     assert_eq!(s, 200, "{body}");
+    let (s, body) = r
+        .send_with(
+            gw,
+            M::GET,
+            &events,
+            q1,
+            &[("Last-Event-ID", "bought".into())],
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(s, 204, "the final event was seen: {body}");
     r.send(
         gw,
         M::GET,

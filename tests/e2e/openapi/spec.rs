@@ -234,7 +234,12 @@ impl Spec {
             self.validate(&format!("{at}/headers/{}/schema", token(name)), &value)
                 .map_err(|e| format!("{what}: header {name}: {e}"))?;
         }
-        if method != "HEAD" {
+        if status == 204 {
+            // No Content: none documented, none sent.
+            if response.get("content").is_some() || !body.is_empty() {
+                return Err(format!("{what}: a 204 with content"));
+            }
+        } else if method != "HEAD" {
             let content = response["content"].as_object().expect("content");
             let ctype = headers
                 .get("content-type")

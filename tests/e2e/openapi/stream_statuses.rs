@@ -86,6 +86,18 @@ pub(crate) async fn stream_statuses(
         .send(gw, M::GET, &events(&final_ticket), s1, None, None)
         .await;
     assert_eq!(s, 200, "{body}");
+    let (s, body) = r
+        .send_with(
+            gw,
+            M::GET,
+            &events(&final_ticket),
+            s1,
+            &[("Last-Event-ID", "3".into())],
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(s, 204, "the final state was seen: {body}");
     r.send(gw, M::GET, "/v1/orders/nope/events", s1, None, None)
         .await; // 400
     r.send_with(
