@@ -27,6 +27,8 @@ use tokio_util::sync::CancellationToken;
 pub const TICK: Duration = Duration::from_secs(1);
 /// A place that moved by less than a twentieth is told after this long.
 const SLOW_MS: i64 = 5_000;
+/// A tick reads the whole line when this many places are stale.
+const LINE_AT: usize = 32;
 /// A tick lets the thread's other tasks run after this many entries.
 const YIELD_EVERY: usize = 256;
 /// An entry's place is read again at least this often.
@@ -209,6 +211,19 @@ impl Rooms {
             .iter()
             .map(|(u, e)| (*u, e.queue_id.clone(), e.base))
             .collect();
+        // A place that cannot be worked out from the figures is read again: when many are,
+        // the whole line is read at once instead (at the start, and every 30 s).
+        let stale = |b: &Option<Base>| {
+            b.is_none_or(|b| {
+                now - b.read_at_ms >= REREAD_MS || b.returned_total != figures.returned_total
+            })
+        };
+        let line = match started && !figures.ended {
+            true if snapshot.iter().filter(|(_, _, b)| stale(b)).count() >= LINE_AT => {
+                Some(self.store.queue_line(room.product).await?)
+            }
+            _ => None,
+        };
         for (i, (user, queue_id, base)) in snapshot.into_iter().enumerate() {
             // Every so many entries, the other tasks of this thread run (each entry told
             // wakes its stream): a ticket's event waits behind a few hundred place updates,
@@ -216,13 +231,25 @@ impl Rooms {
             if i % YIELD_EVERY == YIELD_EVERY - 1 {
                 tokio::task::yield_now().await;
             }
+            // A stale place is taken from the line, if it was read; one not in the line (it
+            // may be admitted) is polled below.
+            let base = match &line {
+                Some(l) if stale(&base) => l.places.get(&user.get()).map(|&ahead| Base {
+                    ahead,
+                    admitted_total: l.admitted_total,
+                    returned_total: l.returned_total,
+                    read_at_ms: now,
+                }),
+                _ => base,
+            };
             // Worked out from the admissions since the place was read, while that holds (and
-            // the sale has not ended: then each entry is read, for its final state).
+            // the sale has not ended: then each entry is read, for its final state). A place
+            // read after the figures (from the line) is as it was read.
             let worked_out = base
                 .filter(|b| started && !figures.ended && now - b.read_at_ms < REREAD_MS)
                 .filter(|b| b.returned_total == figures.returned_total)
                 .and_then(|b| {
-                    let since = figures.admitted_total.checked_sub(b.admitted_total)?;
+                    let since = figures.admitted_total.saturating_sub(b.admitted_total);
                     b.ahead.checked_sub(since)
                 });
             let (found, new_base) = match (started, worked_out) {

@@ -56,6 +56,17 @@ pub enum QueueState {
     SaleEnded,
 }
 
+/// A waiting room's whole line, as `line.lua` reads it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueueLine {
+    /// Everyone admitted so far, read with the places (see [`RoomFigures::admitted_total`]).
+    pub admitted_total: u64,
+    /// Admissions taken back so far (see [`RoomFigures::returned_total`]).
+    pub returned_total: u64,
+    /// User id → entries ahead of them.
+    pub places: std::collections::HashMap<u64, u64>,
+}
+
 /// A waiting room's figures, as a `tick` of `queue.lua` reads them.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RoomFigures {
@@ -121,6 +132,14 @@ impl TicketStore {
             op,
             now_ms,
             admission_ttl_ms,
+        })
+        .await
+    }
+
+    /// The whole line of `product`'s waiting room, in one read.
+    pub async fn queue_line(&self, product: ProductId) -> anyhow::Result<QueueLine> {
+        self.run(&scripts::Line {
+            keys: self.keys(product),
         })
         .await
     }

@@ -1,6 +1,7 @@
-//! The waiting room's script as a type: `queue.lua` (see [`crate::store::script`]).
+//! The waiting room's scripts as types: `queue.lua` and `line.lua` (see
+//! [`crate::store::script`]).
 
-use super::{QueueOp, QueueState};
+use super::{QueueLine, QueueOp, QueueState};
 use crate::domain::UserId;
 use crate::store::script::{self, RedisScript};
 use crate::store::ProductKeys;
@@ -55,6 +56,53 @@ impl RedisScript for Queue<'_> {
         let raw: Vec<String> = script::parse(value)?;
         parse_state(&raw)
     }
+}
+
+/// `line.lua`: the whole line, in order, with the admissions so far.
+pub struct Line {
+    pub keys: ProductKeys,
+}
+
+impl RedisScript for Line {
+    const NAME: &'static str = "line";
+    type Reply = QueueLine;
+
+    fn script() -> &'static Script {
+        static SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("line.lua")));
+        &SCRIPT
+    }
+
+    fn args(&self, call: &mut ScriptInvocation<'static>) {
+        call.key(self.keys.meta()).key(self.keys.queue());
+    }
+
+    fn reply(value: Value) -> anyhow::Result<QueueLine> {
+        let raw: Vec<String> = script::parse(value)?;
+        parse_line(&raw)
+    }
+}
+
+fn parse_line(raw: &[String]) -> anyhow::Result<QueueLine> {
+    let num = |i: usize| -> anyhow::Result<u64> {
+        raw.get(i)
+            .with_context(|| format!("no field {i} in the line's head"))?
+            .parse()
+            .with_context(|| format!("field {i} of the line is no count"))
+    };
+    let (admitted_total, returned_total) = (num(0)?, num(1)?);
+    let places = raw[2..]
+        .iter()
+        .enumerate()
+        .map(|(ahead, u)| {
+            let user = u.parse().with_context(|| format!("{u:?} is no user id"))?;
+            Ok((user, ahead as u64))
+        })
+        .collect::<anyhow::Result<_>>()?;
+    Ok(QueueLine {
+        admitted_total,
+        returned_total,
+        places,
+    })
 }
 
 fn parse_state(raw: &[String]) -> anyhow::Result<QueueState> {
@@ -136,6 +184,19 @@ mod tests {
 
     fn state(raw: &[&str]) -> anyhow::Result<QueueState> {
         parse_state(&raw.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn a_line_gives_each_user_the_places_ahead() {
+        let raw = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let line = parse_line(&raw(&["12", "1", "7", "3", "9"])).unwrap();
+        assert_eq!((line.admitted_total, line.returned_total), (12, 1));
+        assert_eq!(line.places.get(&7), Some(&0));
+        assert_eq!(line.places.get(&9), Some(&2));
+        assert_eq!(line.places.get(&8), None);
+        assert!(parse_line(&raw(&["12"])).is_err());
+        assert!(parse_line(&raw(&["12", "0", "x"])).is_err());
+        assert!(parse_line(&raw(&["12", "0"])).unwrap().places.is_empty());
     }
 
     #[test]

@@ -201,3 +201,65 @@ async fn at_the_sales_end_every_place_left_is_told_ended_and_its_stream_ends() {
         );
     }
 }
+
+/// A room of 40 streams: at the start the gateway reads the whole line at once (not each
+/// entry), and every place it tells is the place a poll answers. Two units and a cap of one
+/// admission per unit, nobody buys: once the two are admitted the line stands still, and the
+/// 38 others are told places 1 to 38, each what polling their entry says.
+#[tokio::test]
+async fn a_large_rooms_places_read_at_once_are_the_places_polls_answer() {
+    let env = TestEnv::new().await;
+    let gw = env.gateway().await;
+    let product = room(
+        &gw,
+        2,
+        now_ms() + 2000,
+        json!({"admit_per_sec": 10, "max_admitted_factor": 1.0}),
+    )
+    .await;
+    let users: Vec<u64> = (101..141).collect();
+    let mut streams = Vec::new();
+    for &u in &users {
+        let (status, entry) = join(&gw, product, u).await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{entry}");
+        let id = entry["queue_id"].as_str().unwrap().to_owned();
+        let path = format!("/v1/seckill/{product}/queue/{id}/events");
+        let events = Events::of(open(&gw.base, &path, u, None).await);
+        streams.push((u, id, events));
+    }
+    let admitted = std::sync::atomic::AtomicUsize::new(0);
+    let (gw, admitted) = (&gw, &admitted);
+    let ends =
+        futures::future::join_all(streams.into_iter().map(|(u, id, mut events)| async move {
+            let poll_path = format!("/v1/seckill/{product}/queue/{id}");
+            let mut last = Value::Null;
+            loop {
+                // The next event, or a quiet second.
+                match tokio::time::timeout(Duration::from_secs(1), events.next(WAIT)).await {
+                    Ok(Some((_, body))) if body["state"] == "admitted" => {
+                        admitted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        return (u, None);
+                    }
+                    Ok(Some((_, body))) if body["position"].is_u64() => last = body,
+                    Ok(Some(_)) | Err(_) => {}
+                    Ok(None) => panic!("the stream ended"),
+                }
+                // Once the two admissions hold both units, the line stands still.
+                if admitted.load(std::sync::atomic::Ordering::SeqCst) < 2 || last.is_null() {
+                    continue;
+                }
+                let (_, polled) = gw.get_as(&poll_path, Some(u)).await;
+                if polled["state"] == "waiting" && polled["position"] == last["position"] {
+                    return (u, last["position"].as_u64());
+                }
+            }
+        }))
+        .await;
+    let mut places: Vec<u64> = ends.iter().filter_map(|e| e.1).collect();
+    places.sort();
+    assert_eq!(
+        places,
+        (1..=38).collect::<Vec<_>>(),
+        "two admitted, 38 places: {ends:?}"
+    );
+}
