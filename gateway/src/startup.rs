@@ -215,6 +215,10 @@ impl Application {
         // answers 431 to a request head over 128 KiB or with more than 96 headers.
         .client_request_timeout(settings.gateway.http_client_request_timeout())
         .shutdown_timeout(10)
+        // Each write goes out at once: without it Nagle's algorithm holds a live stream's
+        // event until the client acknowledges the one before (up to its delayed-ACK timer,
+        // tens of ms).
+        .tcp_nodelay(true)
         .max_connections(settings.gateway.http_max_connections);
         if settings.gateway.http_workers > 0 {
             server = server.workers(settings.gateway.http_workers);

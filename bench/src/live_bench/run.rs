@@ -48,6 +48,10 @@ pub struct LiveSaleReport {
     pub requests: u64,
     /// Events read from streams (each one's data: comments aside).
     pub events: u64,
+    /// Ticket streams whose first event was already the settled ticket: the worker confirmed
+    /// it before the buyer opened the stream (after its `202`), so the delay is the buy's
+    /// answer, not the push.
+    pub settled_at_open: u64,
     /// The confirmed buyers' delays, ms, sorted.
     pub knew_after_ms: Vec<i64>,
     pub elapsed_ms: i64,
@@ -62,6 +66,8 @@ struct Ctx {
     ticket_poll: Duration,
     deadline_ms: i64,
     events: AtomicU64,
+    /// Streams whose first event was the ticket already settled.
+    settled_first: AtomicU64,
 }
 
 pub async fn run(args: LiveSaleArgs) -> anyhow::Result<bool> {
@@ -90,6 +96,7 @@ pub async fn run(args: LiveSaleArgs) -> anyhow::Result<bool> {
         ticket_poll: Duration::from_millis(args.ticket_poll_ms),
         deadline_ms: started + (args.timeout * 1000.0) as i64,
         events: AtomicU64::new(0),
+        settled_first: AtomicU64::new(0),
     });
     let joins = Arc::new(Semaphore::new(args.join_concurrency.max(1)));
     let mut tasks = Vec::with_capacity(args.buyers as usize);
@@ -132,6 +139,7 @@ pub async fn run(args: LiveSaleArgs) -> anyhow::Result<bool> {
         errors: 0,
         requests: 0,
         events: 0,
+        settled_at_open: 0,
         knew_after_ms: vec![],
         elapsed_ms: 0,
     };
@@ -150,6 +158,7 @@ pub async fn run(args: LiveSaleArgs) -> anyhow::Result<bool> {
     }
     report.knew_after_ms.sort_unstable();
     report.events = ctx.events.load(Ordering::Relaxed);
+    report.settled_at_open = ctx.settled_first.load(Ordering::Relaxed);
     report.elapsed_ms = now_ms() - started;
     std::fs::write(&args.out, serde_json::to_vec_pretty(&report)?)
         .with_context(|| format!("writing {}", args.out.display()))?;
@@ -158,7 +167,7 @@ pub async fn run(args: LiveSaleArgs) -> anyhow::Result<bool> {
         (!v.is_empty()).then(|| v[((v.len() - 1) as f64 * p).round() as usize])
     };
     println!(
-        "live-sale ({:?}{}): {} buyers, {} confirmed, {} sold out, {} admissions lapsed, {} failed, {} timed out, {} errors; {:.2} requests and {:.2} stream events per buyer; confirmation → buyer p50 {:?} ms, p99 {:?} ms; {:.1} s",
+        "live-sale ({:?}{}): {} buyers, {} confirmed, {} sold out, {} admissions lapsed, {} failed, {} timed out, {} errors; {:.2} requests and {:.2} stream events per buyer; confirmation → buyer p50 {:?} ms, p99 {:?} ms ({} settled before their stream opened); {:.1} s",
         report.mode,
         report
             .queue_poll_ms
@@ -175,6 +184,7 @@ pub async fn run(args: LiveSaleArgs) -> anyhow::Result<bool> {
         report.events as f64 / report.buyers as f64,
         pct(0.5),
         pct(0.99),
+        report.settled_at_open,
         report.elapsed_ms as f64 / 1000.0
     );
     // A valid run: every buyer came to an end, and some were confirmed.
@@ -242,7 +252,7 @@ async fn buyer(
         }
         Mode::Stream => {
             let path = format!("{entry_path}/events");
-            let last = follow(ctx, &path, token, requests, |e: &QueueBody| {
+            let (last, _) = follow(ctx, &path, token, requests, |e: &QueueBody| {
                 e.state != "waiting"
             })
             .await?;
@@ -286,14 +296,18 @@ async fn buyer(
             }
         },
         Mode::Stream => {
-            follow(
+            let (last, read) = follow(
                 ctx,
                 &format!("{order_path}/events"),
                 token,
                 requests,
                 settled,
             )
-            .await?
+            .await?;
+            if read == 1 {
+                ctx.settled_first.fetch_add(1, Ordering::Relaxed);
+            }
+            last
         }
     };
     let knew = now_ms();
@@ -313,8 +327,9 @@ async fn follow<T: serde::de::DeserializeOwned>(
     token: &str,
     requests: &mut u64,
     done: impl Fn(&T) -> bool,
-) -> anyhow::Result<T> {
+) -> anyhow::Result<(T, u64)> {
     let mut last_id: Option<String> = None;
+    let mut read = 0;
     loop {
         let mut res = send(
             || {
@@ -343,9 +358,10 @@ async fn follow<T: serde::de::DeserializeOwned>(
                 }
                 if let Some(d) = data {
                     ctx.events.fetch_add(1, Ordering::Relaxed);
+                    read += 1;
                     let value: T = serde_json::from_str(&d)?;
                     if done(&value) {
-                        return Ok(value);
+                        return Ok((value, read));
                     }
                 }
             }
