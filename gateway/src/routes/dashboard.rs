@@ -12,6 +12,7 @@
 use super::admin::product_page;
 use crate::auth::admin::Admin;
 use crate::error::{documented as e, ApiError};
+use crate::routes::page_asset;
 use crate::state::AppState;
 use actix_web::http::header;
 use actix_web::{web, HttpResponse};
@@ -24,23 +25,11 @@ const APP_JS: &str = include_str!("../dashboard/app.js");
 const STYLE_CSS: &str = include_str!("../dashboard/style.css");
 
 /// The page loads nothing but its own two assets, runs no inline script, and cannot be framed.
-const CSP: &str = "default-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
-
 /// Seconds of history the charts show.
 pub const SERIES_SECS: i64 = 300;
 
 /// Products the overview shows at most.
 const MAX_OVERVIEW_PRODUCTS: u32 = 50;
-
-fn asset(content_type: &'static str, body: &'static str) -> HttpResponse {
-    HttpResponse::Ok()
-        .content_type(content_type)
-        .insert_header((header::CONTENT_SECURITY_POLICY, CSP))
-        .insert_header((header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
-        .insert_header((header::REFERRER_POLICY, "no-referrer"))
-        .insert_header((header::CACHE_CONTROL, "no-cache"))
-        .body(body)
-}
 
 /// The dashboard page
 #[utoipa::path(
@@ -52,7 +41,7 @@ fn asset(content_type: &'static str, body: &'static str) -> HttpResponse {
     responses((status = 200, description = "The page.", content_type = "text/html", body = String)),
 )]
 pub async fn page() -> HttpResponse {
-    asset("text/html; charset=utf-8", INDEX_HTML)
+    page_asset("text/html; charset=utf-8", INDEX_HTML)
 }
 
 /// The dashboard's script
@@ -64,7 +53,7 @@ pub async fn page() -> HttpResponse {
     responses((status = 200, description = "The script.", content_type = "text/javascript", body = String)),
 )]
 pub async fn script() -> HttpResponse {
-    asset("text/javascript; charset=utf-8", APP_JS)
+    page_asset("text/javascript; charset=utf-8", APP_JS)
 }
 
 /// The dashboard's style sheet
@@ -76,7 +65,7 @@ pub async fn script() -> HttpResponse {
     responses((status = 200, description = "The style sheet.", content_type = "text/css", body = String)),
 )]
 pub async fn style() -> HttpResponse {
-    asset("text/css; charset=utf-8", STYLE_CSS)
+    page_asset("text/css; charset=utf-8", STYLE_CSS)
 }
 
 /// `GET /admin/overview`: what the dashboard shows, for the whole fleet.

@@ -4,8 +4,8 @@
 
 use crate::error::{documented as e, ApiError};
 use crate::routes::openapi::schema;
+use crate::routes::page_asset;
 use crate::state::AppState;
-use actix_web::http::header;
 use actix_web::{web, HttpResponse};
 use seckill_shared::api::SaleView;
 use seckill_shared::{db, now_ms, ProductId};
@@ -15,21 +15,9 @@ const SALE_JS: &str = include_str!("../sale_page/sale.js");
 const STYLE_CSS: &str = include_str!("../sale_page/style.css");
 
 /// Scripts, styles and calls from this origin only; no framing, no forms posted elsewhere.
-const CSP: &str = "default-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
-
 /// How long a gateway answers a product's view from memory: a herd loading the page reads
 /// MySQL once a second per gateway, not once per buyer.
 const VIEW_TTL_MS: i64 = 1000;
-
-fn asset(content_type: &'static str, body: &'static str) -> HttpResponse {
-    HttpResponse::Ok()
-        .content_type(content_type)
-        .insert_header((header::CONTENT_SECURITY_POLICY, CSP))
-        .insert_header((header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
-        .insert_header((header::REFERRER_POLICY, "no-referrer"))
-        .insert_header((header::CACHE_CONTROL, "no-cache"))
-        .body(body)
-}
 
 #[utoipa::path(
     get,
@@ -104,7 +92,7 @@ pub async fn view(
 )]
 pub async fn page(path: web::Path<String>) -> Result<HttpResponse, ApiError> {
     ProductId::parse(&path)?;
-    Ok(asset("text/html; charset=utf-8", INDEX_HTML))
+    Ok(page_asset("text/html; charset=utf-8", INDEX_HTML))
 }
 
 #[utoipa::path(
@@ -115,7 +103,7 @@ pub async fn page(path: web::Path<String>) -> Result<HttpResponse, ApiError> {
     responses((status = 200, description = "The page's script.", content_type = "text/javascript", body = String)),
 )]
 pub async fn script() -> HttpResponse {
-    asset("text/javascript; charset=utf-8", SALE_JS)
+    page_asset("text/javascript; charset=utf-8", SALE_JS)
 }
 
 #[utoipa::path(
@@ -126,5 +114,5 @@ pub async fn script() -> HttpResponse {
     responses((status = 200, description = "The page's style sheet.", content_type = "text/css", body = String)),
 )]
 pub async fn style() -> HttpResponse {
-    asset("text/css; charset=utf-8", STYLE_CSS)
+    page_asset("text/css; charset=utf-8", STYLE_CSS)
 }
