@@ -263,3 +263,59 @@ async fn a_large_rooms_places_read_at_once_are_the_places_polls_answer() {
         "two admitted, 38 places: {ends:?}"
     );
 }
+
+/// An admission taken back while its buyer follows it live: three admitted for two units
+/// (factor 1.5); once two of them buy, the cap is nought and the third goes back to the head
+/// of the line. Its stream says so (`waiting`, place 1, after `admitted`), and its old token
+/// buys nothing.
+#[tokio::test]
+async fn a_stream_is_told_when_its_admission_is_taken_back_to_the_head_of_the_line() {
+    let env = TestEnv::new().await;
+    let gw = env.gateway().await;
+    let product = room(
+        &gw,
+        2,
+        now_ms() + 1500,
+        json!({"admit_per_sec": 100, "max_admitted_factor": 1.5}),
+    )
+    .await;
+    let mut admitted = Vec::new();
+    for u in 71..74 {
+        let (status, entry) = join(&gw, product, u).await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{entry}");
+        let id = entry["queue_id"].as_str().unwrap().to_owned();
+        let path = format!("/v1/seckill/{product}/queue/{id}/events");
+        let mut events = Events::of(open(&gw.base, &path, u, None).await);
+        let token = loop {
+            let (_, body) = events.next(WAIT).await.expect("admitted in time");
+            if body["state"] == "admitted" {
+                break body["admission_token"].as_str().unwrap().to_owned();
+            }
+            assert_eq!(body["state"], "waiting", "{body}");
+        };
+        admitted.push((u, token, events));
+    }
+    let (last, last_token, mut events) = admitted.pop().unwrap();
+    for (u, token, _) in &admitted {
+        let (status, body) = buy_with(&gw, product, *u, Some(token)).await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    }
+    let back = loop {
+        let (_, body) = events.next(WAIT).await.expect("the stream goes on");
+        match body["state"].as_str().unwrap() {
+            "admitted" => continue,
+            _ => break body,
+        }
+    };
+    assert_eq!(
+        (back["state"].as_str(), back["position"].as_u64()),
+        (Some("waiting"), Some(1)),
+        "back at the head of the line: {back}"
+    );
+    let (status, body) = buy_with(&gw, product, last, Some(&last_token)).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (StatusCode::FORBIDDEN, Some("admission_invalid")),
+        "{body}"
+    );
+}
