@@ -102,12 +102,32 @@ async fn a_buyer_goes_through_a_whole_sale_on_the_page() {
     assert!(pay_by.starts_with("Pay by "), "{pay_by}");
     screenshot(&c, "3-confirmed").await;
 
+    // The first payment is declined: the page says so (no stream does: the ticket stays
+    // confirmed) and the next click is a new payment.
     click(&c, "pay").await;
-    let payment_id = eventually("the provider's charge", WAIT, || async {
-        let charges = sale.provider.charges.lock().unwrap();
-        charges.first().map(|c| c.payment_id.clone())
+    let charge = |n: usize| {
+        let sale = &sale;
+        eventually("the provider's charge", WAIT, move || async move {
+            let charges = sale.provider.charges.lock().unwrap();
+            charges.get(n).map(|c| c.payment_id.clone())
+        })
+    };
+    let declined = charge(0).await;
+    let (status, body) = sale.callback(&declined, "declined").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    eventually("the decline on the page", WAIT, || async {
+        let said = text(&c, "#message").await.unwrap_or_default();
+        (said.contains("declined") && attr(&c, "#pay", "disabled").await.is_none()).then_some(())
     })
     .await;
+    assert_eq!(
+        attr(&c, "#ticket", "data-state").await.as_deref(),
+        Some("confirmed")
+    );
+    screenshot(&c, "3b-declined").await;
+    click(&c, "pay").await;
+    let payment_id = charge(1).await;
+    assert_ne!(payment_id, declined, "a new payment, under a new key");
     let (status, body) = sale.callback(&payment_id, "succeeded").await;
     assert_eq!(status, StatusCode::OK, "{body}");
     until_attr(&c, "the payment", "#ticket", "data-state", "paid").await;

@@ -147,7 +147,7 @@ function tick() {
   el.dataset.state = state;
   const canBuy = state === 'on_sale' && !!token && !ticket && (!product.waiting_room || !!admission);
   $('buy').disabled = !canBuy;
-  $('buy').hidden = !!ticket;
+  $('buy').hidden = !!ticket || state === 'ended';
   if (product.waiting_room) {
     const opens = product.queue_opens_at_ms || 0;
     const joined = $('queue').dataset.state !== 'none';
@@ -167,7 +167,8 @@ function showQueue(entry) {
       text = 'You are in the queue. Places are drawn at random when the sale starts.';
     } else {
       text = 'Your place: ' + entry.position;
-      if (entry.estimated_wait_ms != null) text += ', about ' + Math.ceil(entry.estimated_wait_ms / 1000) + ' s';
+      // No estimate while a unit is unlikely to come (the admitted hold them), nor a "0 s".
+      if (entry.estimated_wait_ms >= 1000 && !entry.unlikely) text += ', about ' + Math.ceil(entry.estimated_wait_ms / 1000) + ' s';
       if (entry.unlikely) text += '. Units may run out before your turn.';
     }
   } else if (entry.state === 'admitted') {
@@ -178,7 +179,7 @@ function showQueue(entry) {
   } else if (entry.state === 'expired') {
     text = 'Your turn has passed.';
   } else if (entry.state === 'ended') {
-    text = 'The sale has ended.';
+    text = 'Your turn did not come before the end.';
   } else {
     text = 'Done.';
   }
@@ -243,15 +244,29 @@ async function buy() {
 }
 
 async function pay() {
-  const key = sessionStorage.getItem('seckill-pay-' + ticket.ticket) || crypto.randomUUID();
-  sessionStorage.setItem('seckill-pay-' + ticket.ticket, key);
+  const slot = 'seckill-pay-' + ticket.ticket;
+  const key = sessionStorage.getItem(slot) || crypto.randomUUID();
+  sessionStorage.setItem(slot, key);
+  const order = ticket.ticket;
+  const send = () => api('POST', '/v1/orders/' + order + '/pay', { headers: { 'Idempotency-Key': key } });
   $('pay').disabled = true;
-  const r = await api('POST', '/v1/orders/' + ticket.ticket + '/pay', { headers: { 'Idempotency-Key': key } });
-  $('pay').disabled = false;
-  if (r.status === 202) {
+  let r = await send();
+  // A pay again with the same key answers the same payment, charging nothing more: the page
+  // asks until the provider has answered. A decline moves no ticket, so no stream tells it.
+  while (r.status === 202 && r.data.status === 'processing') {
     say('');
     $('pay-by').textContent = 'Payment sent; waiting for the provider…';
-  } else {
+    await sleep(1000);
+    if (!ticket || ticket.ticket !== order || ticket.status !== 'confirmed') return; // the stream told the end
+    r = await send();
+  }
+  $('pay').disabled = false;
+  if (r.status === 202 && r.data.status === 'declined') {
+    // The next try is a new payment, under a new key.
+    sessionStorage.removeItem(slot);
+    showTicket(ticket);
+    say('Your payment was declined. You can try again before the deadline.');
+  } else if (r.status !== 202) {
     refused(r);
   }
 }
@@ -275,6 +290,7 @@ async function start() {
   const r = await api('GET', '/v1/seckill/' + productId);
   if (r.status !== 200) {
     $('name').textContent = 'Unknown sale';
+    $('buy').hidden = true;
     return refused(r);
   }
   product = r.data;
