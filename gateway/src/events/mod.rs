@@ -12,6 +12,7 @@
 pub mod listener;
 pub mod room;
 
+use actix_web::web::Bytes;
 use seckill_shared::store::TicketRecord;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -81,9 +82,23 @@ pub struct Subscription {
     buyer: u64,
     id: u64,
     pub changes: watch::Receiver<Change>,
-    /// Cancelled when a newer stream of the same buyer takes this one's place.
+    /// Cancelled when a newer stream of the same buyer takes this one's place, or the
+    /// gateway stops.
     pub ended: CancellationToken,
 }
+
+impl Subscription {
+    /// What a stream sends as it ends for `ended`: when a newer stream of the buyer took its
+    /// place, a reconnection time of 30 s, so that a buyer with more tabs than the limit does
+    /// not have them take each other's place every second; when the gateway stops, nothing
+    /// (the client reconnects elsewhere at once).
+    pub fn last_words(&self) -> Option<Bytes> {
+        (!self.streams.shutdown.is_cancelled()).then(|| Bytes::from_static(EVICTED))
+    }
+}
+
+/// The end of a stream whose place a newer one of the same buyer took.
+const EVICTED: &[u8] = b": a newer stream of this buyer took this one's place\nretry: 30000\n\n";
 
 impl Streams {
     pub fn new(max_streams: usize, max_per_buyer: usize, shutdown: CancellationToken) -> Self {

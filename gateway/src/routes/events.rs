@@ -94,7 +94,7 @@ fn event(rank: u8, body: &TicketBody) -> Bytes {
     operation_id = "streamOrder",
     tag = "buy",
     summary = "Follow a ticket live (server-sent events)",
-    description = "The owner only. A `text/event-stream` of the ticket's states as they happen, each event's `data` the body of `GET /v1/orders/{ticket}` and its `id` the state's rank (1 `pending`, 2 `confirmed` with a payment deadline, 3 final: `paid`, `cancelled`, `failed`, or `confirmed` without a payment window). It starts with the current state and ends after a final one. A client that reconnects (to any gateway) sends `Last-Event-ID`: a state is sent only if it ranks above it, so nothing is sent twice and the final state is never missed; after the final state (3), the answer is `204`, which stops an `EventSource`. A comment line every `SECKILL_SSE_HEARTBEAT_SECS` keeps proxies from closing a quiet stream. A buyer's stream past `SECKILL_SSE_MAX_PER_BUYER` on one gateway ends their oldest; past `SECKILL_SSE_MAX_STREAMS` streams on the gateway, `503`. A gateway told to stop ends its streams at once. Polling `GET /v1/orders/{ticket}` keeps working.",
+    description = "The owner only. A `text/event-stream` of the ticket's states as they happen, each event's `data` the body of `GET /v1/orders/{ticket}` and its `id` the state's rank (1 `pending`, 2 `confirmed` with a payment deadline, 3 final: `paid`, `cancelled`, `failed`, or `confirmed` without a payment window). It starts with the current state and ends after a final one. A client that reconnects (to any gateway) sends `Last-Event-ID`: a state is sent only if it ranks above it, so nothing is sent twice and the final state is never missed; after the final state (3), the answer is `204`, which stops an `EventSource`. A comment line every `SECKILL_SSE_HEARTBEAT_SECS` keeps proxies from closing a quiet stream. A buyer's stream past `SECKILL_SSE_MAX_PER_BUYER` on one gateway ends their oldest, which is told `retry: 30000`; past `SECKILL_SSE_MAX_STREAMS` streams on the gateway, `503`. A gateway told to stop ends its streams at once. Polling `GET /v1/orders/{ticket}` keeps working.",
     params(
         ("ticket" = inline(schema::TicketText), Path, description = "As a buy answered it."),
         ("Last-Event-ID" = Option<String>, Header, nullable = false, pattern = "^[0-3]$", description = "The `id` of the last event received, when reconnecting (0: none; 3, the final state: `204`)."),
@@ -122,10 +122,17 @@ pub async fn ticket_events(
         Some(v) => v
             .to_str()
             .ok()
-            .and_then(|v| v.trim().parse::<u8>().ok())
-            .filter(|&r| r <= FINAL)
+            .and_then(|v| match v.trim() {
+                "0" => Some(0),
+                "1" => Some(1),
+                "2" => Some(2),
+                "3" => Some(FINAL),
+                _ => None,
+            })
             .ok_or_else(|| {
-                ApiError::BadRequest("Last-Event-ID is the id of an event: 1, 2 or 3".into())
+                ApiError::BadRequest(
+                    "Last-Event-ID is the id of an event: 1, 2 or 3 (or 0: none)".into(),
+                )
             })?,
     };
     let first = read_ranked(&state, &ticket, buyer.0).await?;
@@ -184,7 +191,10 @@ impl Follow {
         }
         loop {
             let heartbeat = tokio::select! {
-                _ = self.subscription.ended.cancelled() => return None,
+                _ = self.subscription.ended.cancelled() => {
+                    self.done = true;
+                    return self.subscription.last_words();
+                }
                 changed = self.subscription.changes.changed() => {
                     if changed.is_err() {
                         return None;
@@ -345,7 +355,10 @@ impl Place {
             return Some(Bytes::from(out));
         }
         tokio::select! {
-            _ = self.slot.ended.cancelled() => None,
+            _ = self.slot.ended.cancelled() => {
+                self.done = true;
+                self.slot.last_words()
+            }
             changed = self.following.changes.changed() => {
                 changed.ok()?;
                 let body = self.following.changes.borrow_and_update().clone();
