@@ -228,11 +228,9 @@ pub async fn cancel(
             })
         }
     }
-    let body = db::settled_ticket(&state.db, &ticket)
-        .await
-        .map_err(|e| ApiError::unavailable("MySQL", e))?
-        .ok_or(ApiError::UnknownTicket)?;
-    Ok(HttpResponse::Ok().json(TicketBody::from_settled(&ticket, body)))
+    // The ticket as `GET /v1/orders/{ticket}` (and its stream) answers it.
+    let body = crate::routes::orders::read_ticket(&state, &ticket, buyer.0).await?;
+    Ok(HttpResponse::Ok().json(body))
 }
 
 #[utoipa::path(

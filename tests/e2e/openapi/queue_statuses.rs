@@ -149,17 +149,26 @@ pub(crate) async fn queue_statuses(
     let events = format!("{poll_path}/events");
     let (s, body) = r.send(gw, M::GET, &events, q1, None, None).await;
     assert_eq!(s, 200, "{body}");
-    let (s, body) = r
-        .send_with(
-            gw,
-            M::GET,
-            &events,
-            q1,
-            &[("Last-Event-ID", "bought".into())],
-            None,
-            None,
-        )
-        .await;
+    // The buyer's queue requests are limited (one a second here): a 429 is tried again,
+    // for at most 10 s.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let (s, body) = loop {
+        let (s, body) = r
+            .send_with(
+                gw,
+                M::GET,
+                &events,
+                q1,
+                &[("Last-Event-ID", "bought".into())],
+                None,
+                None,
+            )
+            .await;
+        if s != 429 || std::time::Instant::now() > deadline {
+            break (s, body);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    };
     assert_eq!(s, 204, "the final event was seen: {body}");
     r.send(
         gw,

@@ -65,6 +65,11 @@ async fn a_buyer_cancels_and_the_unit_goes_back_at_once() {
         (StatusCode::OK, Some("cancelled"), Some("buyer_cancelled")),
         "{body}"
     );
+    let (_, polled) = sale
+        .gw
+        .get_as(&format!("/v1/orders/{ticket}"), Some(13))
+        .await;
+    assert_eq!(body, polled, "the cancel answers the ticket as a poll does");
     assert_eq!(
         sale.env.redis_stock(product).await,
         1,
