@@ -82,6 +82,20 @@ async fn a_buyer_goes_through_a_whole_sale_on_the_page() {
     click(&c, "join").await;
     until_attr(&c, "in the queue", "#queue", "data-state", "waiting").await;
     screenshot(&c, "1-queue").await;
+    // A reload finds the place again, without joining anew.
+    c.refresh().await.unwrap();
+    until_attr(
+        &c,
+        "the place after a reload",
+        "#queue",
+        "data-state",
+        "waiting",
+    )
+    .await;
+    assert!(
+        attr(&c, "#join", "hidden").await.is_some(),
+        "no second join"
+    );
 
     // Nobody polls: the page's stream, through the gateway, admits the buyer at the start.
     until_attr(&c, "the admission", "#queue", "data-state", "admitted").await;

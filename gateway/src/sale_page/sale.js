@@ -191,8 +191,14 @@ async function join() {
   const r = await api('POST', '/v1/seckill/' + productId + '/queue');
   if (r.status !== 202) return refused(r);
   say('');
-  showQueue(r.data);
-  const base = '/v1/seckill/' + productId + '/queue/' + r.data.queue_id;
+  followQueue(r.data);
+}
+
+// Follows the entry `entry` live; a reload of this tab finds it again (resume).
+function followQueue(entry) {
+  sessionStorage.setItem('seckill-queue-' + productId, entry.queue_id);
+  showQueue(entry);
+  const base = '/v1/seckill/' + productId + '/queue/' + entry.queue_id;
   // Not over at `admitted`: an admission can be taken back to the head of the line until the
   // buy (and `bought` ends it).
   follow(base + '/events', base, showQueue, (e) => ['expired', 'bought', 'ended'].includes(e.state) || !!ticket);
@@ -281,7 +287,13 @@ async function cancel() {
 async function resume() {
   if (!token) return;
   const r = await api('GET', '/v1/seckill/' + productId + '/order');
-  if (r.status === 200 && ['pending', 'confirmed', 'paid'].includes(r.data.status)) followTicket(r.data);
+  if (r.status === 200 && ['pending', 'confirmed', 'paid'].includes(r.data.status)) return followTicket(r.data);
+  // A place this tab joined, before a reload.
+  const queueId = product.waiting_room && sessionStorage.getItem('seckill-queue-' + productId);
+  if (!queueId) return;
+  const q = await api('GET', '/v1/seckill/' + productId + '/queue/' + queueId);
+  if (q.status === 200) followQueue(q.data);
+  else sessionStorage.removeItem('seckill-queue-' + productId);
 }
 
 async function start() {
