@@ -6,7 +6,9 @@
 //! - the Kafka message: `OrderMessage::encode` (once per buy) and `decode` (once per order in
 //!   the worker);
 //! - Redis key building: `ProductKeys` and the five keys of the reservation script (once per
-//!   buy).
+//!   buy);
+//! - a waiting room's proof of work: `pow::verify` of a solved challenge (once per join, when
+//!   the product asks for one; issue 36's goal: under 2 µs).
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use seckill_shared::store::ProductKeys;
@@ -60,5 +62,23 @@ fn keys(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, tickets, messages, keys);
+fn proof_of_work(c: &mut Criterion) {
+    use seckill_shared::waiting_room::pow::{self, Challenge};
+    let (product, user) = (ProductId::new(42).unwrap(), UserId::new(7).unwrap());
+    let key = b"a gateway's proof-of-work key, 32 bytes or more....";
+    let token = Challenge {
+        product,
+        user,
+        expires_at_ms: i64::MAX,
+        bits: 12,
+        nonce: [3; 16],
+    }
+    .token(key);
+    let solved = pow::solve(&token, 12);
+    c.bench_function("pow/verify", |b| {
+        b.iter(|| pow::verify(black_box(&solved), key, product, user, 0).unwrap())
+    });
+}
+
+criterion_group!(benches, tickets, messages, keys, proof_of_work);
 criterion_main!(benches);

@@ -1,6 +1,7 @@
 //! The waiting room: joins, polls and admissions, decided in Redis on each call
 //! (`queue.lua`), so every gateway serves any entry.
 
+pub mod pow;
 pub mod scripts;
 
 use crate::domain::{ProductId, UserId};
