@@ -186,3 +186,48 @@ async fn the_page_needs_the_shops_token_or_a_typed_one_in_development() {
     until_attr(&c, "the ticket", "#ticket", "data-state", "pending").await;
     c.close().await.unwrap();
 }
+
+/// A buyer who cancels on the page holds nothing: the Buy button comes back, and buys again
+/// (a product without a waiting room).
+#[tokio::test]
+async fn after_a_cancel_the_page_lets_the_buyer_buy_again() {
+    let sale = Sale::new().await;
+    let gw = &sale.gw;
+    let (status, body) = gw
+        .admin_post(
+            "/admin/products",
+            json!({"name": "Lamp", "stock": 2, "price": 1500, "currency": "EUR",
+                   "payment_window_secs": 600, "starts_at": rfc3339(now_ms() - 1000)}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let product = ProductId::new(body["id"].as_u64().unwrap()).unwrap();
+    let (status, body) = gw
+        .admin_post(&format!("/admin/products/{product}/preload"), Value::Null)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+
+    let driver = Driver::start().await;
+    let c = driver.browser().await;
+    c.goto(&format!("{}/sale/{product}#token={}", gw.base, token(63)))
+        .await
+        .unwrap();
+    until_attr(&c, "on sale", "#countdown", "data-state", "on_sale").await;
+    click(&c, "buy").await;
+    until_attr(&c, "the confirmation", "#ticket", "data-state", "confirmed").await;
+    assert!(
+        attr(&c, "#buy", "hidden").await.is_some(),
+        "no Buy while held"
+    );
+    click(&c, "cancel").await;
+    until_attr(&c, "the cancel", "#ticket", "data-state", "cancelled").await;
+    eventually("the Buy button again", WAIT, || async {
+        let shown = attr(&c, "#buy", "hidden").await.is_none();
+        let enabled = attr(&c, "#buy", "disabled").await.is_none();
+        (shown && enabled).then_some(())
+    })
+    .await;
+    click(&c, "buy").await;
+    until_attr(&c, "the second order", "#ticket", "data-state", "confirmed").await;
+    c.close().await.unwrap();
+}

@@ -145,9 +145,12 @@ function tick() {
     el.textContent = 'On sale now';
   }
   el.dataset.state = state;
-  const canBuy = state === 'on_sale' && !!token && !ticket && (!product.waiting_room || !!admission);
+  // A cancelled or failed order holds nothing: its buyer may buy again, unless the product
+  // has a waiting room (the admission was used, and a buyer has one place).
+  const holds = !!ticket && ['pending', 'confirmed', 'paid'].includes(ticket.status);
+  const canBuy = state === 'on_sale' && !!token && !holds && (!product.waiting_room || !!admission);
   $('buy').disabled = !canBuy;
-  $('buy').hidden = !!ticket || state === 'ended';
+  $('buy').hidden = holds || state === 'ended' || (product.waiting_room && !!ticket);
   if (product.waiting_room) {
     const opens = product.queue_opens_at_ms || 0;
     const joined = $('queue').dataset.state !== 'none';
