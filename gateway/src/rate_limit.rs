@@ -108,13 +108,41 @@ impl RateLimiter {
         })
     }
 
+    /// The limit of waiting-room joins per client address
+    /// (`SECKILL_QUEUE_JOINS_PER_ADDRESS_PER_MIN`, a minute's worth as its burst); `None` when
+    /// off.
+    pub fn for_address_joins(conn: RedisConn, namespace: &str, per_min: u32) -> Option<Self> {
+        (per_min > 0).then(|| Self {
+            conn,
+            namespace: namespace.to_owned(),
+            kind: "rlqa",
+            rate: f64::from(per_min) / 60.0,
+            burst: u64::from(per_min),
+        })
+    }
+
+    /// Takes one token from `address`'s bucket (an IPv6 address by its /64), if there is one.
+    pub async fn check_address(&self, address: std::net::IpAddr) -> anyhow::Result<Decision> {
+        let key = Self::key_of(
+            &self.namespace,
+            self.kind,
+            crate::auth::address::limit_key(address),
+        );
+        let take = TakeToken {
+            key: &key,
+            rate: self.rate,
+            burst: self.burst,
+        };
+        script::run(&self.conn, &take).await
+    }
+
     /// The Redis key of a user's bucket.
     pub fn key(namespace: &str, user: UserId) -> String {
         Self::key_of(namespace, "rl", user)
     }
 
-    fn key_of(namespace: &str, kind: &str, user: UserId) -> String {
-        format!("sk:{{{namespace}:{kind}:{user}}}:b")
+    fn key_of(namespace: &str, kind: &str, id: impl std::fmt::Display) -> String {
+        format!("sk:{{{namespace}:{kind}:{id}}}:b")
     }
 
     /// The user's bucket, rate and burst, for the reservation script to take the token in

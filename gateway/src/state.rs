@@ -90,6 +90,8 @@ pub struct ThreadRedis {
     pub rate_limiter: Option<RateLimiter>,
     /// Waiting-room joins and polls per buyer; `None` when off.
     pub queue_limiter: Option<RateLimiter>,
+    /// Waiting-room joins per client address, for the whole fleet; `None` when off.
+    pub join_address_limiter: Option<RateLimiter>,
 }
 
 impl ThreadRedis {
@@ -118,6 +120,11 @@ impl ThreadRedis {
                 &settings.common.namespace,
                 settings.waiting_room.rate_limit_per_user_per_sec,
                 settings.gateway.rate_limit_burst,
+            ),
+            join_address_limiter: RateLimiter::for_address_joins(
+                store.connection(),
+                &settings.common.namespace,
+                settings.waiting_room.queue_joins_per_address_per_min,
             ),
             store,
         }

@@ -493,3 +493,41 @@ async fn an_admission_survives_a_buy_that_kafka_refused() {
     assert_eq!(again["ticket"], body["ticket"]);
     assert_eq!(env.redis_stock(product).await, 4);
 }
+
+/// Joins per client address are counted for the whole fleet: with two a minute, three
+/// buyers behind one address joining through two gateways get two places, and the third is
+/// told to wait (`429` with `Retry-After`), whichever gateway it asks.
+#[tokio::test]
+async fn joins_per_address_are_limited_across_gateways() {
+    let env = TestEnv::new().await;
+    let limited = |s: &mut seckill_shared::Settings| {
+        s.waiting_room.queue_joins_per_address_per_min = 2;
+    };
+    let (a, b) = (
+        env.gateway_with(limited).await,
+        env.gateway_with(limited).await,
+    );
+    let product = room(&a, 5, now_ms() + 60_000, json!({"admit_per_sec": 1})).await;
+    let (status, body) = join(&a, product, 81).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let (status, body) = join(&b, product, 82).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    for gw in [&a, &b] {
+        let res = gw
+            .http
+            .post(format!("{}/v1/seckill/{product}/queue", gw.base))
+            .bearer_auth(token(83))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
+        let wait: u64 = res.headers()["retry-after"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!((1..=60).contains(&wait), "{wait}");
+        let body: Value = res.json().await.unwrap();
+        assert_eq!(body["error"], "rate_limited", "{body}");
+    }
+}

@@ -72,7 +72,7 @@ pub(crate) async fn run(
     operation_id = "joinQueue",
     tag = "buy",
     summary = "Join a product's waiting room",
-    description = "One entry per buyer: joining again answers the same entry. Everyone who joins before the sale's `starts_at` gets a uniformly random place; later joiners queue behind them in arrival order. Poll the entry (`refresh_after_ms`) until it is `admitted`, then buy with its `admission_token`. No body.",
+    description = "One entry per buyer: joining again answers the same entry. Everyone who joins before the sale's `starts_at` gets a uniformly random place; later joiners queue behind them in arrival order. Poll the entry (`refresh_after_ms`) until it is `admitted`, then buy with its `admission_token`. No body. Joins per client address are limited for the whole fleet when `SECKILL_QUEUE_JOINS_PER_ADDRESS_PER_MIN` is set (`429`).",
     params(("product_id" = inline(schema::Id), Path, description = "The product.")),
     security(("buyer" = [])),
     responses(
@@ -94,6 +94,22 @@ pub async fn join(
 ) -> Result<HttpResponse, ApiError> {
     let product = ProductId::parse(&path)?;
     let user = buyer.resolve(None)?;
+    // Joins per client address, for the whole fleet: many accounts behind one address do
+    // not get many places by spreading their joins over gateways.
+    if let (Some(limiter), Some(address)) = (
+        &redis.join_address_limiter,
+        state.auth.addresses.client(&req),
+    ) {
+        let decision = limiter
+            .check_address(address)
+            .await
+            .map_err(|e| ApiError::unavailable("Redis", e))?;
+        if let Decision::Limited { retry_after } = decision {
+            return Err(ApiError::AddressRateLimited {
+                retry_after_secs: Decision::retry_after_secs(retry_after),
+            });
+        }
+    }
     let mut id = [0u8; 16];
     rand::rng().fill_bytes(&mut id);
     let queue_id = hex::encode(id);

@@ -107,6 +107,11 @@ pub struct WaitingRoomSettings {
     #[serde(rename = "queue_rate_limit_per_user_per_sec")]
     #[garde(custom(rules::finite), range(min = 0.0, max = 1_000_000.0))]
     pub rate_limit_per_user_per_sec: f64,
+    /// Gateway: waiting-room joins each client address may make per minute, counted in Redis
+    /// for the whole fleet (a bot cannot spread its accounts' joins over gateways); 0 turns it
+    /// off. Behind a proxy, set `trusted_proxies`.
+    #[garde(range(max = 1_000_000))]
+    pub queue_joins_per_address_per_min: u32,
 }
 
 impl Default for WaitingRoomSettings {
@@ -115,6 +120,7 @@ impl Default for WaitingRoomSettings {
             admission_secret: SecretString::default(),
             admission_ttl_secs: 60,
             rate_limit_per_user_per_sec: 5.0,
+            queue_joins_per_address_per_min: 0,
         }
     }
 }
