@@ -1,12 +1,13 @@
 //! Hands orders to Kafka and waits for the broker's acknowledgement.
 
 mod deliveries;
+mod polled;
 
 use anyhow::{anyhow, Context};
 use deliveries::{Deliveries, Inbox, Pending};
 use rdkafka::error::KafkaError;
 use rdkafka::message::{Header, OwnedHeaders};
-use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::util::Timeout;
 use rdkafka::ClientConfig;
@@ -18,9 +19,9 @@ use std::sync::RwLock;
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
-/// The producer: librdkafka with its polling thread, whose delivery reports go back to the
+/// The producer: librdkafka with its polling thread ([`polled`]), whose delivery reports go back to the
 /// sending threads in batches ([`deliveries`]).
-type KafkaProducer = ThreadedProducer<Deliveries>;
+type KafkaProducer = polled::PolledProducer<Deliveries>;
 
 /// How long a buy waits before it tries again when librdkafka's queue is full.
 const QUEUE_FULL_RETRY: Duration = Duration::from_millis(100);
@@ -44,9 +45,7 @@ pub struct OrderPublisher {
 impl OrderPublisher {
     pub fn new(kafka: &KafkaSettings) -> anyhow::Result<Self> {
         let config = producer_config(kafka);
-        let producer = config
-            .create_with_context(Deliveries)
-            .context("creating the Kafka producer")?;
+        let producer = create(&config).context("creating the Kafka producer")?;
         Ok(Self {
             producer: RwLock::new((0, producer)),
             replacing: AtomicBool::new(false),
@@ -99,8 +98,7 @@ impl OrderPublisher {
             return; // another request is replacing it
         }
         let config = self.config.clone();
-        let created =
-            tokio::task::spawn_blocking(move || config.create_with_context(Deliveries)).await;
+        let created = tokio::task::spawn_blocking(move || create(&config)).await;
         match created {
             Ok(Ok(fresh)) => {
                 let unused = {
@@ -231,4 +229,10 @@ impl Drop for CountDown<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::Relaxed);
     }
+}
+
+/// A producer of `config` with its polling thread.
+fn create(config: &rdkafka::ClientConfig) -> anyhow::Result<KafkaProducer> {
+    let base: BaseProducer<Deliveries> = config.create_with_context(Deliveries)?;
+    Ok(polled::PolledProducer::new(base)?)
 }

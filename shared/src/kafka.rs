@@ -194,7 +194,9 @@ fn partitions(consumer: &BaseConsumer, topic: &str) -> anyhow::Result<Vec<i32>> 
 /// has passed all of them. Reconcile uses it after Redis lost a product, so that every order
 /// reserved before the loss has been adopted, and is counted, before the stock is rebuilt.
 pub struct Fence {
-    producer: FutureProducer,
+    /// The fence's producer is made for each drain: a producer keeps a polling thread busy
+    /// even when idle, and a drain is rare (after Redis lost a product).
+    producer: ClientConfig,
     offsets: GroupOffsets,
     topic: String,
     /// A publish started before the loss lands within the delivery timeout: the fence is
@@ -205,11 +207,13 @@ pub struct Fence {
 impl Fence {
     /// A fence on `k`'s topic, drained by the consumer group `group`.
     pub fn new(k: &KafkaSettings, group: &str) -> anyhow::Result<Self> {
+        let mut producer = producer_config(k);
+        producer.set("client.id", "seckill-fence");
+        // Refused settings show now, not at the first drain.
+        let check: FutureProducer = producer.create().context("creating the fence producer")?;
+        drop(check);
         Ok(Self {
-            producer: producer_config(k)
-                .set("client.id", "seckill-fence")
-                .create()
-                .context("creating the fence producer")?,
+            producer,
             offsets: GroupOffsets::new(k, group)?,
             topic: k.topic.clone(),
             in_flight: k.delivery_timeout() + Duration::from_millis(500),
@@ -222,6 +226,10 @@ impl Fence {
         // Every publish that was in flight when Redis was lost has landed after this.
         tokio::time::sleep(self.in_flight).await;
         let mut fence: HashMap<i32, i64> = HashMap::new();
+        let producer: FutureProducer = self
+            .producer
+            .create()
+            .context("creating the fence producer")?;
         for p in self.offsets.partitions().await? {
             let record = FutureRecord::<str, [u8]>::to(&self.topic)
                 .partition(p)
@@ -231,14 +239,15 @@ impl Fence {
                     key: FENCE_HEADER,
                     value: Some("1"),
                 }));
-            let delivery = self
-                .producer
+            let delivery = producer
                 .send(record, Timeout::After(Duration::from_secs(5)))
                 .await
                 .map_err(|(e, _)| e)
                 .context("writing a fence message")?;
             fence.insert(delivery.partition, delivery.offset);
         }
+        // Dropping a producer joins its polling thread and flushes: not on this thread.
+        tokio::task::spawn_blocking(move || drop(producer));
         loop {
             let committed = self.offsets.committed().await?;
             let behind: Vec<i32> = fence
