@@ -189,6 +189,9 @@ fn partitions(consumer: &BaseConsumer, topic: &str) -> anyhow::Result<Vec<i32>> 
     Ok(parts)
 }
 
+/// The least delivery timeout of a fence message (ms).
+const FENCE_DELIVERY_TIMEOUT_MS: u64 = 10_000;
+
 /// Waits until the worker group has read every order published before it was called: it
 /// writes one fence message into each partition and waits until the group's committed offset
 /// has passed all of them. Reconcile uses it after Redis lost a product, so that every order
@@ -209,6 +212,11 @@ impl Fence {
     pub fn new(k: &KafkaSettings, group: &str) -> anyhow::Result<Self> {
         let mut producer = producer_config(k);
         producer.set("client.id", "seckill-fence");
+        // A fence message is no order waiting on a buyer: a fresh producer first connects and
+        // gets its idempotent producer id, which took longer than a short delivery timeout
+        // (500 ms) against tansu, so every drain failed with `MessageTimedOut`.
+        let timeout = k.delivery_timeout_ms.max(FENCE_DELIVERY_TIMEOUT_MS);
+        producer.set("message.timeout.ms", timeout.to_string());
         // Refused settings show now, not at the first drain.
         let check: FutureProducer = producer.create().context("creating the fence producer")?;
         drop(check);
