@@ -63,6 +63,10 @@ pub enum Command {
     /// to their confirmation, following their place and ticket one way or the other; the
     /// requests per buyer and the time from a confirmation to its buyer knowing it.
     LiveSale(crate::live_bench::LiveSaleArgs),
+    /// Measure the waiting room's proof of work: the time to solve a challenge at each
+    /// difficulty on this machine, and a simulated bot's share of the admissions with and
+    /// without a challenge.
+    Pow(crate::pow_bench::PowArgs),
     /// Draw SVG charts of a load run (from its `load --json` summary) or of a chaos run (from
     /// its folder) over time.
     Plot(crate::plot::PlotArgs),

@@ -17,6 +17,8 @@
 //!   `pay_by_ms` to its unit back on sale in Redis (p50, p99), and expired orders per second.
 //! - [`plot`]: `seckill-bench plot` (and `load --plot`), SVG charts of load and chaos runs
 //!   over time.
+//! - [`pow_bench`]: `seckill-bench pow`, the proof of work's solve times and a simulated bot's
+//!   share of the admissions with and without it.
 //! - [`queue_bench`]: `seckill-bench queue-sale`, a waiting-room sale: polls per second, Redis
 //!   CPU per poll, and the time to sell out next to the same sale without a waiting room.
 
@@ -30,6 +32,7 @@ pub mod history;
 pub mod live_bench;
 pub mod load;
 pub mod plot;
+pub mod pow_bench;
 pub mod provider;
 pub mod queue_bench;
 pub mod report;
@@ -52,6 +55,7 @@ pub async fn run(cli: cli::Cli) -> anyhow::Result<bool> {
         cli::Command::Expiry(args) => expiry::run(args).await,
         cli::Command::QueueSale(args) => queue_bench::run(args).await,
         cli::Command::LiveSale(args) => live_bench::run(args).await,
+        cli::Command::Pow(args) => pow_bench::run(args).await,
         cli::Command::Plot(args) => plot::run(args),
     }
 }

@@ -9,8 +9,8 @@
 
 use crate::error::ApiError;
 use hmac::{KeyInit, Mac};
-use seckill_shared::api::QueueBody;
-use seckill_shared::waiting_room::QueueState;
+use seckill_shared::api::{PowChallenge, QueueBody};
+use seckill_shared::waiting_room::{pow, QueueState};
 use seckill_shared::{ProductId, UserId};
 use secrecy::{ExposeSecret, SecretString};
 use subtle::ConstantTimeEq;
@@ -49,6 +49,22 @@ pub fn shape(
         QueueState::NotOpen => return Err(ApiError::QueueNotOpen),
         QueueState::NotJoined => return Err(ApiError::UnknownQueueEntry),
         QueueState::SaleEnded => return Err(ApiError::SaleEnded),
+        QueueState::Challenge { joins_per_sec, pow } => {
+            let bits = seckill_shared::waiting_room::pow::difficulty(
+                joins_per_sec,
+                pow.min_bits,
+                pow.max_bits,
+                pow.target_joins_per_sec,
+            );
+            return Err(ApiError::ChallengeRequired(Box::new(
+                admissions.challenge(product, user, bits, now),
+            )));
+        }
+        QueueState::ChallengeUsed => {
+            return Err(ApiError::ChallengeInvalid(
+                "this challenge was used before: join without Seckill-Pow for your entry, or for a new challenge".into(),
+            ))
+        }
         QueueState::Room(_) => {
             return Err(ApiError::Unexpected(anyhow::anyhow!(
                 "a tick's answer where a place was asked for"
@@ -114,9 +130,11 @@ pub fn shape(
     })
 }
 
-/// Signs and verifies admission tokens.
+/// Signs and verifies admission tokens, and the proof-of-work challenges of a join.
 pub struct Admissions {
     secret: SecretString,
+    /// Signs the challenges (derived from the secret: [`pow::key_from`]).
+    pow_key: [u8; 32],
     pub ttl_ms: u64,
 }
 
@@ -141,7 +159,50 @@ impl Admissions {
             !secret.expose_secret().is_empty(),
             "SECKILL_ADMISSION_SECRET is not set: the gateway signs waiting-room admissions with it"
         );
-        Ok(Self { secret, ttl_ms })
+        let pow_key = pow::key_from(secret.expose_secret().as_bytes());
+        Ok(Self {
+            secret,
+            pow_key,
+            ttl_ms,
+        })
+    }
+
+    /// A new challenge for `user` to join `product`'s waiting room, of `bits`.
+    pub fn challenge(
+        &self,
+        product: ProductId,
+        user: UserId,
+        bits: u8,
+        now_ms: i64,
+    ) -> PowChallenge {
+        let mut nonce = [0u8; 16];
+        rand::RngCore::fill_bytes(&mut rand::rng(), &mut nonce);
+        let c = pow::Challenge {
+            product,
+            user,
+            expires_at_ms: now_ms + pow::CHALLENGE_TTL_MS,
+            bits,
+            nonce,
+        };
+        PowChallenge {
+            token: c.token(&self.pow_key),
+            algorithm: pow::ALGORITHM.into(),
+            bits,
+            expires_at_ms: c.expires_at_ms,
+        }
+    }
+
+    /// Checks a join's `Seckill-Pow` value: the challenge it solves, or why it is refused.
+    pub fn check_pow(
+        &self,
+        value: &str,
+        product: ProductId,
+        user: UserId,
+        now_ms: i64,
+    ) -> Result<pow::Challenge, ApiError> {
+        pow::verify(value, &self.pow_key, product, user, now_ms).map_err(|e| {
+            ApiError::ChallengeInvalid(format!("{e}: join without Seckill-Pow for a new challenge"))
+        })
     }
 
     fn mac(&self, text: &str) -> Vec<u8> {

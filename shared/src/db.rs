@@ -117,14 +117,34 @@ pub struct WaitingRoom {
     pub max_admitted_factor: f64,
     /// Joining before this (ms since the epoch) gets `403 queue_not_open`.
     pub opens_at_ms: i64,
+    /// A proof of work before joining, if asked for (`None`: joins are free).
+    pub pow: Option<Pow>,
+}
+
+/// A waiting room's proof of work: the difficulty follows the joins per second (see
+/// [`crate::waiting_room::pow::difficulty`]).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Pow {
+    /// Leading zero bits asked while the joins stay at or below the target.
+    pub min_bits: u8,
+    /// The most ever asked.
+    pub max_bits: u8,
+    /// Joins per second that `min_bits` is meant for; one bit more per doubling past it.
+    pub target_joins_per_sec: f64,
+}
+
+impl Pow {
+    pub const DEFAULT_MIN_BITS: u8 = 0;
+    pub const DEFAULT_MAX_BITS: u8 = 20;
+    pub const DEFAULT_TARGET: f64 = 50.0;
 }
 
 const PRODUCT_BY_ID: &str =
-    "SELECT id, name, stock, initial_stock, starts_at_ms, ends_at_ms, loaded_at_ms, closed_at_ms, price, currency, payment_window_secs, wr_admit_per_sec, wr_max_admitted_factor, wr_opens_at_ms, buckets FROM products WHERE id = ?";
+    "SELECT id, name, stock, initial_stock, starts_at_ms, ends_at_ms, loaded_at_ms, closed_at_ms, price, currency, payment_window_secs, wr_admit_per_sec, wr_max_admitted_factor, wr_opens_at_ms, wr_pow_min_bits, wr_pow_max_bits, wr_pow_target_jps, buckets FROM products WHERE id = ?";
 const PRODUCTS_PAGE: &str =
-    "SELECT id, name, stock, initial_stock, starts_at_ms, ends_at_ms, loaded_at_ms, closed_at_ms, price, currency, payment_window_secs, wr_admit_per_sec, wr_max_admitted_factor, wr_opens_at_ms, buckets FROM products WHERE id < ? ORDER BY id DESC LIMIT ?";
+    "SELECT id, name, stock, initial_stock, starts_at_ms, ends_at_ms, loaded_at_ms, closed_at_ms, price, currency, payment_window_secs, wr_admit_per_sec, wr_max_admitted_factor, wr_opens_at_ms, wr_pow_min_bits, wr_pow_max_bits, wr_pow_target_jps, buckets FROM products WHERE id < ? ORDER BY id DESC LIMIT ?";
 const PRODUCT_BY_ID_FOR_UPDATE: &str =
-    "SELECT id, name, stock, initial_stock, starts_at_ms, ends_at_ms, loaded_at_ms, closed_at_ms, price, currency, payment_window_secs, wr_admit_per_sec, wr_max_admitted_factor, wr_opens_at_ms, buckets FROM products WHERE id = ? FOR UPDATE";
+    "SELECT id, name, stock, initial_stock, starts_at_ms, ends_at_ms, loaded_at_ms, closed_at_ms, price, currency, payment_window_secs, wr_admit_per_sec, wr_max_admitted_factor, wr_opens_at_ms, wr_pow_min_bits, wr_pow_max_bits, wr_pow_target_jps, buckets FROM products WHERE id = ? FOR UPDATE";
 
 /// A row of `products`, as [`PRODUCT_BY_ID`] and its kin select it.
 #[derive(sqlx::FromRow)]
@@ -143,6 +163,9 @@ struct ProductRow {
     wr_admit_per_sec: Option<f64>,
     wr_max_admitted_factor: Option<f64>,
     wr_opens_at_ms: Option<i64>,
+    wr_pow_min_bits: Option<u8>,
+    wr_pow_max_bits: Option<u8>,
+    wr_pow_target_jps: Option<f64>,
     buckets: u16,
 }
 
@@ -164,6 +187,11 @@ impl From<ProductRow> for Product {
                 admit_per_sec,
                 max_admitted_factor: r.wr_max_admitted_factor.unwrap_or(1.5),
                 opens_at_ms: r.wr_opens_at_ms.unwrap_or(0),
+                pow: r.wr_pow_max_bits.map(|max_bits| Pow {
+                    min_bits: r.wr_pow_min_bits.unwrap_or(0),
+                    max_bits,
+                    target_joins_per_sec: r.wr_pow_target_jps.unwrap_or(Pow::DEFAULT_TARGET),
+                }),
             }),
             buckets: r.buckets.max(1),
         }
@@ -199,9 +227,11 @@ pub struct NewProduct {
 }
 
 pub async fn create_product(pool: &MySqlPool, p: &NewProduct) -> anyhow::Result<ProductId> {
+    let pow = p.waiting_room.and_then(|w| w.pow);
     let res = sqlx::query(
         "INSERT INTO products (name, stock, initial_stock, starts_at_ms, ends_at_ms, price, currency, payment_window_secs, \
-         wr_admit_per_sec, wr_max_admitted_factor, wr_opens_at_ms, buckets) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+         wr_admit_per_sec, wr_max_admitted_factor, wr_opens_at_ms, wr_pow_min_bits, wr_pow_max_bits, wr_pow_target_jps, buckets) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     )
     .bind(&p.name)
     .bind(p.stock)
@@ -214,6 +244,9 @@ pub async fn create_product(pool: &MySqlPool, p: &NewProduct) -> anyhow::Result<
     .bind(p.waiting_room.map(|w| w.admit_per_sec))
     .bind(p.waiting_room.map(|w| w.max_admitted_factor))
     .bind(p.waiting_room.map(|w| w.opens_at_ms))
+    .bind(pow.map(|w| w.min_bits))
+    .bind(pow.map(|w| w.max_bits))
+    .bind(pow.map(|w| w.target_joins_per_sec))
     .bind(p.buckets.max(1))
     .execute(pool)
     .await

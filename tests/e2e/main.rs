@@ -24,6 +24,7 @@ mod openapi;
 mod payments;
 mod pipeline;
 mod process;
+mod proof_of_work;
 mod recovery;
 mod redis_faults;
 mod rollback;

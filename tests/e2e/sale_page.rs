@@ -231,3 +231,49 @@ async fn after_a_cancel_the_page_lets_the_buyer_buy_again() {
     until_attr(&c, "the second order", "#ticket", "data-state", "confirmed").await;
     c.close().await.unwrap();
 }
+
+/// A waiting room with a proof of work: the page solves the challenge in a Web Worker and
+/// joins with the solution, which the gateway takes (the buyer gets a place).
+#[tokio::test]
+async fn the_page_does_the_proof_of_work_and_joins() {
+    let env = TestEnv::new().await;
+    let gw = env.gateway().await;
+    let product = crate::waiting_room::room(
+        &gw,
+        1,
+        now_ms() + 60_000,
+        json!({"admit_per_sec": 10, "pow": {"min_bits": 16, "max_bits": 16}}),
+    )
+    .await;
+    let driver = Driver::start().await;
+    let c = driver.browser().await;
+    c.goto(&format!("{}/sale/{product}#token={}", gw.base, token(64)))
+        .await
+        .unwrap();
+    until_attr(&c, "the countdown", "#countdown", "data-state", "waiting").await;
+    click(&c, "join").await;
+    until_attr(&c, "in the queue", "#queue", "data-state", "waiting").await;
+    assert_eq!(
+        attr(&c, "#queue", "data-pow-bits").await.as_deref(),
+        Some("16")
+    );
+    let ms: f64 = attr(&c, "#queue", "data-pow-ms")
+        .await
+        .unwrap()
+        .parse()
+        .unwrap();
+    let hashes: f64 = attr(&c, "#queue", "data-pow-hashes")
+        .await
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(hashes >= 1.0, "{hashes}");
+    eprintln!(
+        "the page solved a 16-bit challenge: {hashes} hashes in {ms} ms ({:.0} hashes/s, the \
+         worker's start included)",
+        hashes * 1000.0 / ms.max(1.0)
+    );
+    let (status, view) = gw.admin_get(&format!("/admin/products/{product}")).await;
+    assert_eq!(status, StatusCode::OK, "{view}");
+    assert_eq!(view["waiting_room"]["waiting"], 1, "{view}");
+}

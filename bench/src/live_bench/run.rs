@@ -229,7 +229,21 @@ async fn buyer(
     let entry: QueueBody = {
         let _slot = joins.acquire().await?;
         let url = format!("{base}/v1/seckill/{p}/queue");
-        let res = send(|| ctx.http.post(&url).bearer_auth(token), requests).await?;
+        let mut res = send(|| ctx.http.post(&url).bearer_auth(token), requests).await?;
+        if res.status() == 428 {
+            // A room with a proof of work: solve its challenge, and join with the solution.
+            let body = res.bytes().await?;
+            let solved = crate::pow_bench::answer_challenge(&body)
+                .await
+                .context("a 428 without a challenge")?;
+            let post = || {
+                ctx.http
+                    .post(&url)
+                    .bearer_auth(token)
+                    .header(seckill_shared::waiting_room::pow::HEADER, &solved)
+            };
+            res = send(post, requests).await?;
+        }
         anyhow::ensure!(res.status() == 202, "join: {}", res.status());
         res.json().await?
     };

@@ -543,6 +543,7 @@ fn product_json(s: &Sale, cfg: &Config, id: u64) -> String {
             admit_per_sec: 100.0,
             max_admitted_factor: ROOM_FACTOR,
             opens_at: None,
+            pow: None,
             admitted: s.admitted.len() as u64,
             waiting: s.queue.len() as u64,
         }),

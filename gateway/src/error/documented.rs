@@ -96,13 +96,20 @@ documented! {
         ApiError::AdmissionInvalid(String::new()),
     ];
     /// The waiting room does not open before `opens_at`, the sale is past its `ends_at` (a
-    /// buyer who had joined gets their entry, `ended`), or the body's `user_id` is not the
-    /// token's user.
+    /// buyer who had joined gets their entry, `ended`), the body's `user_id` is not the
+    /// token's user, or the `Seckill-Pow` solution is refused: malformed, not signed by a
+    /// gateway, another buyer's or product's, expired, not meeting its bits, or used before
+    /// (`challenge_invalid`; join again without it for a new challenge, or for your entry if
+    /// you are in).
     QueueRefused => [
         ApiError::QueueNotOpen,
         ApiError::SaleEnded,
         ApiError::UserMismatch,
+        ApiError::ChallengeInvalid(String::new()),
     ];
+    /// The waiting room asks for a proof of work before a join: `challenge` says what to
+    /// solve. Join again with `Seckill-Pow: <token>:<n>`. Nothing was added.
+    ChallengeRequired => [ApiError::ChallengeRequired(Box::new(example_challenge()))];
     /// The product has no waiting room (or is not known).
     NoWaitingRoom => [ApiError::NoWaitingRoom, ApiError::UnknownProduct];
     /// No such queue entry (or another buyer's), or the product has no waiting room (or
@@ -139,6 +146,16 @@ documented! {
     NotFound => [ApiError::NotFound];
     /// The path exists, but not with this method; `Allow` lists the methods it has.
     MethodNotAllowed => [ApiError::MethodNotAllowed { allow: "GET".into() }];
+}
+
+/// A challenge, for the answers made to be documented.
+pub(crate) fn example_challenge() -> seckill_shared::api::PowChallenge {
+    seckill_shared::api::PowChallenge {
+        token: String::new(),
+        algorithm: seckill_shared::waiting_room::pow::ALGORITHM.into(),
+        bits: 0,
+        expires_at_ms: 0,
+    }
 }
 
 fn describe(doc: &str) -> String {
@@ -268,7 +285,16 @@ pub fn body_schema(description: &str, errors: &[ApiError]) -> Schema {
             ApiError::NotPayable { .. } | ApiError::NotCancellable { .. }
         )
     });
+    let with_challenge = errors
+        .iter()
+        .any(|e| matches!(e, ApiError::ChallengeRequired(_)));
     let mut object = ObjectBuilder::new();
+    if with_challenge {
+        object = object.property("challenge", Ref::from_schema_name("PowChallenge"));
+        if errors.len() == 1 {
+            object = object.required("challenge");
+        }
+    }
     if with_state {
         object = object.property(
             "state",

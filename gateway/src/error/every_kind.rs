@@ -37,6 +37,8 @@ pub(crate) fn every_kind() -> Vec<ApiError> {
         ApiError::QueueNotOpen,
         ApiError::AdmissionRequired,
         ApiError::AdmissionInvalid(String::new()),
+        ApiError::ChallengeRequired(Box::new(super::documented::example_challenge())),
+        ApiError::ChallengeInvalid(String::new()),
         ApiError::NoWaitingRoom,
         ApiError::UnknownQueueEntry,
         ApiError::RateLimited {
@@ -78,6 +80,8 @@ pub(crate) fn every_kind() -> Vec<ApiError> {
             | ApiError::QueueNotOpen
             | ApiError::AdmissionRequired
             | ApiError::AdmissionInvalid(_)
+            | ApiError::ChallengeRequired(_)
+            | ApiError::ChallengeInvalid(_)
             | ApiError::NoWaitingRoom
             | ApiError::UnknownQueueEntry
             | ApiError::RateLimited { .. }

@@ -70,6 +70,14 @@ pub enum ApiError {
     /// no longer holds.
     #[error("{0}")]
     AdmissionInvalid(String),
+    /// A join of a waiting room that asks for a proof of work, without one: the body carries
+    /// the challenge.
+    #[error("this waiting room asks for a proof of work: solve the challenge and join again with the solution in the Seckill-Pow header")]
+    ChallengeRequired(Box<seckill_shared::api::PowChallenge>),
+    /// The join's proof of work is malformed, forged, another buyer's or product's, expired,
+    /// unsolved, or was used before.
+    #[error("{0}")]
+    ChallengeInvalid(String),
     /// The product has no waiting room.
     #[error("this product has no waiting room")]
     NoWaitingRoom,
@@ -136,6 +144,8 @@ impl ApiError {
             ApiError::QueueNotOpen => "queue_not_open",
             ApiError::AdmissionRequired => "admission_required",
             ApiError::AdmissionInvalid(_) => "admission_invalid",
+            ApiError::ChallengeRequired(_) => "challenge_required",
+            ApiError::ChallengeInvalid(_) => "challenge_invalid",
             ApiError::NoWaitingRoom => "no_waiting_room",
             ApiError::UnknownQueueEntry => "unknown_queue_entry",
             ApiError::AddressRateLimited { .. } => "rate_limited",
@@ -172,7 +182,9 @@ impl ResponseError for ApiError {
             | ApiError::UserMismatch
             | ApiError::QueueNotOpen
             | ApiError::AdmissionRequired
-            | ApiError::AdmissionInvalid(_) => StatusCode::FORBIDDEN,
+            | ApiError::AdmissionInvalid(_)
+            | ApiError::ChallengeInvalid(_) => StatusCode::FORBIDDEN,
+            ApiError::ChallengeRequired(_) => StatusCode::PRECONDITION_REQUIRED,
             ApiError::Unauthorized
             | ApiError::Unauthenticated(_)
             | ApiError::InvalidSignature(_) => StatusCode::UNAUTHORIZED,
@@ -190,7 +202,12 @@ impl ResponseError for ApiError {
             ApiError::BadRequest(m)
             | ApiError::Unavailable(m)
             | ApiError::InvalidSignature(m)
-            | ApiError::AdmissionInvalid(m) => ErrorBody::new(self.code(), m.as_str()),
+            | ApiError::AdmissionInvalid(m)
+            | ApiError::ChallengeInvalid(m) => ErrorBody::new(self.code(), m.as_str()),
+            ApiError::ChallengeRequired(c) => ErrorBody {
+                challenge: Some((**c).clone()),
+                ..ErrorBody::new(self.code(), self.to_string())
+            },
             ApiError::NotPayable { state } | ApiError::NotCancellable { state } => ErrorBody {
                 state: Some(*state),
                 ..ErrorBody::new(self.code(), self.to_string())

@@ -10,10 +10,11 @@ use actix_web::{web, HttpResponse};
 use chrono::{DateTime, Utc};
 use futures::{StreamExt, TryStreamExt};
 use seckill_shared::api::{
-    BucketView, Created, NewProduct, OrdersByState, PageQuery, Preloaded, ProductPage, ProductView,
-    Reconciled, SaleState, WaitingRoomView,
+    BucketView, Created, NewPow, NewProduct, OrdersByState, PageQuery, PowView, Preloaded,
+    ProductPage, ProductView, Reconciled, SaleState, WaitingRoomView,
 };
 use seckill_shared::domain::{MAX_NAME_CHARS, MAX_PRICE, MAX_STOCK};
+use seckill_shared::waiting_room::pow;
 use seckill_shared::{db, OrderStatus, ProductId};
 use std::collections::BTreeMap;
 use utoipa::openapi::link::LinkBuilder;
@@ -112,6 +113,7 @@ pub async fn create_product(
                 admit_per_sec,
                 max_admitted_factor: factor,
                 opens_at_ms,
+                pow: w.pow.map(pow_settings).transpose()?,
             })
         }
     };
@@ -152,6 +154,41 @@ pub async fn create_product(
     Ok(HttpResponse::Created()
         .insert_header((header::LOCATION, format!("/admin/products/{id}")))
         .json(Created { id: id.get() }))
+}
+
+/// A waiting room's proof of work, checked: bits within 0 to [`pow::MAX_BITS`], the least not
+/// above the most, and a target joins per second within 0.001 to 1,000,000.
+fn pow_settings(p: NewPow) -> Result<db::Pow, ApiError> {
+    let max = i64::from(pow::MAX_BITS);
+    let bits = |v: Option<i64>, default: u8, name: &str| match v {
+        None => Ok(default),
+        Some(b) if (0..=max).contains(&b) => Ok(b as u8),
+        Some(_) => Err(ApiError::BadRequest(format!(
+            "waiting_room.pow.{name} must be between 0 and {max}"
+        ))),
+    };
+    let min_bits = bits(p.min_bits, db::Pow::DEFAULT_MIN_BITS, "min_bits")?;
+    let max_bits = bits(
+        p.max_bits,
+        db::Pow::DEFAULT_MAX_BITS.max(min_bits),
+        "max_bits",
+    )?;
+    if min_bits > max_bits {
+        return Err(ApiError::BadRequest(
+            "waiting_room.pow.min_bits must not be above max_bits".into(),
+        ));
+    }
+    let target_joins_per_sec = p.target_joins_per_sec.unwrap_or(db::Pow::DEFAULT_TARGET);
+    if !(0.001..=1_000_000.0).contains(&target_joins_per_sec) {
+        return Err(ApiError::BadRequest(
+            "waiting_room.pow.target_joins_per_sec must be between 0.001 and 1000000".into(),
+        ));
+    }
+    Ok(db::Pow {
+        min_bits,
+        max_bits,
+        target_joins_per_sec,
+    })
 }
 
 async fn mysql_product(state: &AppState, id: ProductId) -> Result<db::Product, ApiError> {
@@ -377,10 +414,33 @@ pub(crate) async fn product_view(
         None => None,
         Some(w) => {
             let (admitted, waiting) = state.store.room_counts(id).await.map_err(redis)?;
+            let pow = match w.pow {
+                None => None,
+                Some(p) => {
+                    let jps = state
+                        .store
+                        .joins_per_sec(id, seckill_shared::now_ms())
+                        .await
+                        .map_err(redis)?;
+                    Some(PowView {
+                        min_bits: p.min_bits,
+                        max_bits: p.max_bits,
+                        target_joins_per_sec: p.target_joins_per_sec,
+                        joins_per_sec: jps,
+                        bits_now: pow::difficulty(
+                            jps,
+                            p.min_bits,
+                            p.max_bits,
+                            p.target_joins_per_sec,
+                        ),
+                    })
+                }
+            };
             Some(WaitingRoomView {
                 admit_per_sec: w.admit_per_sec,
                 max_admitted_factor: w.max_admitted_factor,
                 opens_at: DateTime::<Utc>::from_timestamp_millis(w.opens_at_ms),
+                pow,
                 admitted,
                 waiting,
             })

@@ -64,6 +64,7 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
     ("sale_page", "GET", "/sale/{product_id}"),
     ("sale_js", "GET", "/sale/assets/sale.js"),
     ("sale_css", "GET", "/sale/assets/style.css"),
+    ("sale_pow", "GET", "/sale/assets/pow.js"),
     ("admin_create_product", "POST", "/admin/products"),
     ("admin_products", "GET", "/admin/products"),
     ("admin_overview", "GET", "/admin/overview"),
@@ -97,6 +98,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     .service(resource("payment_callback").route(web::post().to(payments::callback)))
     .service(resource("sale_js").route(web::get().to(sale::script)))
     .service(resource("sale_css").route(web::get().to(sale::style)))
+    .service(resource("sale_pow").route(web::get().to(sale::pow_worker)))
     .service(resource("sale_page").route(web::get().to(sale::page)))
     // One resource per path: actix matches the path first, then the method.
     .service(

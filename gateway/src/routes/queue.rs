@@ -13,7 +13,7 @@ use crate::waiting_room::shape;
 use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
 use rand::RngCore;
 use seckill_shared::api::QueueBody;
-use seckill_shared::waiting_room::{QueueOp, QueueState};
+use seckill_shared::waiting_room::{pow, PowSpent, QueueOp, QueueState};
 use seckill_shared::{now_ms, ProductId, UserId};
 
 /// Joins or polls, then shapes the answer (and gives what `queue.lua` said). `expected`: the
@@ -72,8 +72,11 @@ pub(crate) async fn run(
     operation_id = "joinQueue",
     tag = "buy",
     summary = "Join a product's waiting room",
-    description = "One entry per buyer: joining again answers the same entry. Everyone who joins before the sale's `starts_at` gets a uniformly random place; later joiners queue behind them in arrival order. Poll the entry (`refresh_after_ms`) until it is `admitted`, then buy with its `admission_token`. No body. Joins per client address are limited for the whole fleet when `SECKILL_QUEUE_JOINS_PER_ADDRESS_PER_MIN` is set (`429`).",
-    params(("product_id" = inline(schema::Id), Path, description = "The product.")),
+    description = "One entry per buyer: joining again answers the same entry. Everyone who joins before the sale's `starts_at` gets a uniformly random place; later joiners queue behind them in arrival order. Poll the entry (`refresh_after_ms`) until it is `admitted`, then buy with its `admission_token`. No body. Joins per client address are limited for the whole fleet when `SECKILL_QUEUE_JOINS_PER_ADDRESS_PER_MIN` is set (`429`). A room with a proof of work (`waiting_room.pow`) answers a buyer who is not in it `428 challenge_required` with a challenge; join again with its solution in `Seckill-Pow`. Each challenge is taken once.",
+    params(
+        ("product_id" = inline(schema::Id), Path, description = "The product."),
+        ("Seckill-Pow" = Option<String>, Header, nullable = false, pattern = r"^v1\.[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+\.[0-9a-f]{32}\.[0-9a-f]{64}:[0-9]{1,20}$", description = "A solved challenge of a `428 challenge_required`: `<token>:<n>`, where `n` is a whole number (at most 20 digits) such that SHA-256 of this ASCII text starts with the challenge's `bits` zero bits."),
+    ),
     security(("buyer" = [])),
     responses(
         (status = 202, description = "In the waiting room.", body = QueueBody),
@@ -81,6 +84,7 @@ pub(crate) async fn run(
         e::Unauthenticated,
         e::QueueRefused,
         e::NoWaitingRoom,
+        e::ChallengeRequired,
         e::RateLimited,
         e::Unavailable,
     ),
@@ -110,6 +114,25 @@ pub async fn join(
             });
         }
     }
+    // A proof of work, checked here (one HMAC and one hash), before Redis; `queue.lua` marks
+    // its challenge used, and asks for one when the room wants it and none came.
+    let solved = match req.headers().get(pow::HEADER) {
+        None => None,
+        Some(v) => {
+            let v = v
+                .to_str()
+                .map_err(|_| ApiError::ChallengeInvalid("Seckill-Pow is not ASCII text".into()))?;
+            Some(state.admissions.check_pow(v, product, user, now_ms())?)
+        }
+    };
+    let nonce = solved.as_ref().map(|c| hex::encode(c.nonce));
+    let spent = solved
+        .as_ref()
+        .zip(nonce.as_deref())
+        .map(|(c, nonce)| PowSpent {
+            nonce,
+            expires_at_ms: c.expires_at_ms,
+        });
     let mut id = [0u8; 16];
     rand::rng().fill_bytes(&mut id);
     let queue_id = hex::encode(id);
@@ -124,6 +147,7 @@ pub async fn join(
         QueueOp::Join {
             queue_id: &queue_id,
             place,
+            pow: spent,
         },
         None,
     )

@@ -12,6 +12,7 @@ use seckill_shared::{db, now_ms, ProductId};
 
 const INDEX_HTML: &str = include_str!("../sale_page/index.html");
 const SALE_JS: &str = include_str!("../sale_page/sale.js");
+const POW_JS: &str = include_str!("../sale_page/pow.js");
 const STYLE_CSS: &str = include_str!("../sale_page/style.css");
 
 /// Scripts, styles and calls from this origin only; no framing, no forms posted elsewhere.
@@ -115,4 +116,15 @@ pub async fn script() -> HttpResponse {
 )]
 pub async fn style() -> HttpResponse {
     page_asset("text/css; charset=utf-8", STYLE_CSS)
+}
+
+#[utoipa::path(
+    get,
+    path = "/sale/assets/pow.js",
+    operation_id = "salePowWorker",
+    tag = "buy",
+    responses((status = 200, description = "The page's proof-of-work solver (a Web Worker).", content_type = "text/javascript", body = String)),
+)]
+pub async fn pow_worker() -> HttpResponse {
+    page_asset("text/javascript; charset=utf-8", POW_JS)
 }

@@ -191,10 +191,46 @@ function showQueue(entry) {
 }
 
 async function join() {
-  const r = await api('POST', '/v1/seckill/' + productId + '/queue');
+  const path = '/v1/seckill/' + productId + '/queue';
+  let r = await api('POST', path);
+  // A room with a proof of work: solve its challenge off the page's thread, and join with
+  // the solution. A solution refused (its challenge expired meanwhile) is tried once more.
+  for (let tries = 0; r.status === 428 && r.data && r.data.challenge && tries < 2; tries++) {
+    $('join').disabled = true;
+    say('Joining: your browser is doing a small proof of work (fair to everyone, costly to bots)…');
+    let solution;
+    try {
+      solution = await solvePow(r.data.challenge);
+    } catch (_) {
+      say('This browser could not do the proof of work the queue asks for (Web Workers are needed).');
+      return;
+    }
+    r = await api('POST', path, { headers: { 'Seckill-Pow': solution } });
+    if (r.status === 403 && r.data && r.data.error === 'challenge_invalid') r = await api('POST', path);
+  }
   if (r.status !== 202) return refused(r);
   say('');
   followQueue(r.data);
+}
+
+// Solves a join's challenge in a Web Worker (pow.js): its Seckill-Pow value.
+function solvePow(challenge) {
+  return new Promise((resolve, reject) => {
+    const worker = new Worker('/sale/assets/pow.js');
+    worker.onmessage = (e) => {
+      worker.terminate();
+      // How long the work took here, for whoever looks (the page's test logs it).
+      $('queue').dataset.powMs = Math.round(e.data.ms);
+      $('queue').dataset.powBits = challenge.bits;
+      $('queue').dataset.powHashes = e.data.hashes;
+      resolve(e.data.solution);
+    };
+    worker.onerror = (e) => {
+      worker.terminate();
+      reject(e);
+    };
+    worker.postMessage({ token: challenge.token, bits: challenge.bits });
+  });
 }
 
 // Follows the entry `entry` live; a reload of this tab finds it again (resume).

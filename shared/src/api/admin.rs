@@ -62,6 +62,28 @@ pub struct NewWaitingRoom {
     /// Joining before this gets `403 queue_not_open`. Default: the product's creation.
     #[schema(examples("2026-12-01T09:50:00Z"))]
     pub opens_at: Option<DateTime<Utc>>,
+    /// Ask a proof of work before each join (`428 challenge_required`), its difficulty
+    /// following the joins per second. Absent: joins are free.
+    pub pow: Option<NewPow>,
+}
+
+/// A waiting room's proof of work. Every field has a default.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewPow {
+    /// Leading zero bits of SHA-256 asked while the joins per second stay at or below the
+    /// target: each bit doubles the work (20 bits: about a million hashes). 0 to 32; default 0.
+    #[serde(default, deserialize_with = "whole::optional_i64")]
+    #[schema(nullable = false, minimum = 0, maximum = 32, examples(0))]
+    pub min_bits: Option<i64>,
+    /// The most bits ever asked, at least `min_bits`. 0 to 32; default 20.
+    #[serde(default, deserialize_with = "whole::optional_i64")]
+    #[schema(nullable = false, minimum = 0, maximum = 32, examples(20))]
+    pub max_bits: Option<i64>,
+    /// Joins per second that `min_bits` is meant for: one bit more for each doubling of the
+    /// joins per second past it. Default 50.
+    #[schema(minimum = 0.001, maximum = 1000000, examples(50))]
+    pub target_joins_per_sec: Option<f64>,
 }
 
 /// The body of `201` to `POST /admin/products`.
@@ -196,10 +218,26 @@ pub struct WaitingRoomView {
     pub admit_per_sec: f64,
     pub max_admitted_factor: f64,
     pub opens_at: Option<DateTime<Utc>>,
+    /// The proof of work asked before a join, if any.
+    pub pow: Option<PowView>,
     /// Admitted buyers who have not bought yet; at most `ceil(factor × stock_redis)`.
     pub admitted: u64,
     /// Buyers in the queue, not yet admitted (Redis).
     pub waiting: u64,
+}
+
+/// A waiting room's proof of work in the admin view: its settings, and the difficulty a
+/// join's challenge gets now.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PowView {
+    pub min_bits: u8,
+    pub max_bits: u8,
+    pub target_joins_per_sec: f64,
+    /// Joins asked for over the last second, as the difficulty reads them (Redis).
+    pub joins_per_sec: f64,
+    /// The bits a challenge handed out now asks for.
+    pub bits_now: u8,
 }
 
 /// Where a product's sale stands.

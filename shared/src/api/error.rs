@@ -4,7 +4,7 @@ use crate::TicketStatus;
 use serde::{Deserialize, Serialize};
 
 /// `{"error": code, "message": text}`, and for `not_payable` and `not_cancellable` the
-/// ticket's `state`. Its schema in the document is written out by the gateway's
+/// ticket's `state`, for `challenge_required` the `challenge`. Its schema in the document is written out by the gateway's
 /// `error::documented`, one per answer, with the codes each can carry.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -16,6 +16,9 @@ pub struct ErrorBody {
     /// The ticket's state, for `not_payable` and `not_cancellable`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<TicketStatus>,
+    /// The proof of work to do, for `challenge_required`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub challenge: Option<crate::api::waiting_room::PowChallenge>,
 }
 
 impl ErrorBody {
@@ -24,6 +27,7 @@ impl ErrorBody {
             error: error.to_owned(),
             message: message.into(),
             state: None,
+            challenge: None,
         }
     }
 

@@ -16,15 +16,15 @@ pub mod waiting_room;
 pub mod whole;
 
 pub use admin::{
-    BucketView, Created, NewProduct, NewWaitingRoom, OrdersByState, PageQuery, Preloaded,
-    ProductPage, ProductView, Reconciled, SaleState, WaitingRoomView,
+    BucketView, Created, NewPow, NewProduct, NewWaitingRoom, OrdersByState, PageQuery, PowView,
+    Preloaded, ProductPage, ProductView, Reconciled, SaleState, WaitingRoomView,
 };
 pub use dashboard::{Overview, OverviewQuery, ProcessView, Series};
 pub use error::ErrorBody;
 pub use health::{Dependencies, DependencyCheck, Health, HealthStatus, Live, LiveStatus};
 pub use order::{BuyRequest, CallbackBody, MyOrderQuery, PaymentBody, TicketBody};
 pub use sale::SaleView;
-pub use waiting_room::QueueBody;
+pub use waiting_room::{PowChallenge, QueueBody};
 
 #[cfg(test)]
 mod tests {

@@ -43,3 +43,22 @@ pub struct QueueBody {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub admitted_until_ms: Option<i64>,
 }
+
+/// A proof-of-work challenge, in the body of `428 challenge_required` to a join: find a whole
+/// number `n` such that SHA-256 of the ASCII text `<token>:<n>` starts with `bits` zero bits,
+/// and join again with that text in the `Seckill-Pow` header.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PowChallenge {
+    /// Signed by the gateway, bound to the buyer, the product, `bits` and `expires_at_ms`.
+    #[schema(pattern = r"^v1\.[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+\.[0-9a-f]{32}\.[0-9a-f]{64}$")]
+    pub token: String,
+    /// `sha256-leading-zero-bits`.
+    #[schema(examples("sha256-leading-zero-bits"))]
+    pub algorithm: String,
+    /// Leading zero bits the hash must have: about 2^bits hashes of work.
+    #[schema(minimum = 0, maximum = 32)]
+    pub bits: u8,
+    /// The solution is refused from this time on (ms since the epoch); ask again after it.
+    pub expires_at_ms: i64,
+}

@@ -93,8 +93,8 @@ impl TicketStore {
         Ok(total)
     }
 
-    /// A closed sale's keys (stock, meta, buyers, pending, located, and a bucket's loans)
-    /// expire after `grace`. Ticket records keep their own TTL.
+    /// A closed sale's keys (stock, meta, buyers, pending, located, a bucket's loans, and the
+    /// waiting room's) expire after `grace`. Ticket records keep their own TTL.
     pub async fn expire_sale(&self, product: ProductId, grace: Duration) -> anyhow::Result<()> {
         let secs = grace.as_secs().max(1) as i64;
         for bucket in 0..self.buckets(product).await? {
@@ -109,6 +109,11 @@ impl TicketStore {
                 k.located(),
                 k.loans(),
                 k.borrowing(),
+                k.queue(),
+                k.admitted(),
+                k.queue_done(),
+                k.queue_ids(),
+                k.pow_used(),
             ] {
                 pipe.expire(key, secs).ignore();
             }

@@ -79,6 +79,11 @@ impl ProductKeys {
     pub fn queue_ids(&self) -> String {
         format!("{}qid", self.prefix)
     }
+    /// Waiting room: the proof-of-work challenges used (nonce → the challenge's expiry, ms),
+    /// each kept until it expires.
+    pub fn pow_used(&self) -> String {
+        format!("{}powused", self.prefix)
+    }
 }
 
 /// Redis Cluster's slots.

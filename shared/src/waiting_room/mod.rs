@@ -55,6 +55,16 @@ pub enum QueueState {
     },
     /// A join after the sale's end, by a buyer who never joined: nothing was added.
     SaleEnded,
+    /// A join without a proof of work, by a buyer who never joined, of a room that asks for
+    /// one: nothing was added. The join was counted in `joins_per_sec`, which the challenge's
+    /// difficulty follows.
+    Challenge {
+        /// Joins asked for over the last second, this one included.
+        joins_per_sec: f64,
+        pow: crate::db::Pow,
+    },
+    /// A join whose proof of work was used before: nothing was done.
+    ChallengeUsed,
 }
 
 /// A waiting room's whole line, as `line.lua` reads it.
@@ -102,18 +112,56 @@ impl RoomFigures {
     }
 }
 
+/// The meta fields of a room's proof of work.
+const POW_FIELDS: [&str; 3] = ["wr_pow_min", "wr_pow_max", "wr_pow_target"];
+
+/// Joins over the last second from `queue.lua`'s two one-second windows (`wr_jw`: the
+/// current window, in whole seconds; `wr_jc` joins in it; `wr_jp` joins in the one before):
+/// the window before weighted by how much of it the last second still covers, plus the
+/// current one. The same sum as `queue.lua`'s.
+pub fn join_rate(
+    now_ms: i64,
+    window: Option<i64>,
+    current: Option<f64>,
+    previous: Option<f64>,
+) -> f64 {
+    let (Some(w), Some(cur)) = (window, current) else {
+        return 0.0;
+    };
+    let now_w = now_ms.div_euclid(1000);
+    let into = now_ms.rem_euclid(1000) as f64 / 1000.0;
+    if now_w == w {
+        previous.unwrap_or(0.0) * (1.0 - into) + cur
+    } else if now_w == w + 1 {
+        cur * (1.0 - into)
+    } else {
+        0.0
+    }
+}
+
 /// What a join or poll does in [`TicketStore::queue`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum QueueOp<'a> {
-    /// Join with this new queue id and random place (below 2^50), unless already in.
+    /// Join with this new queue id and random place (below 2^50), unless already in. A room
+    /// that asks for a proof of work takes the join only with `pow`, once per challenge.
     Join {
         queue_id: &'a str,
         place: u64,
+        pow: Option<PowSpent<'a>>,
     },
     Poll,
     /// Only admits whoever's turn has come, and answers the room's figures
     /// ([`QueueState::Room`]); the user is ignored.
     Tick,
+}
+
+/// A proof of work a join brings (already checked by the gateway): its challenge is marked used
+/// until it expires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PowSpent<'a> {
+    /// The challenge's nonce, in hex.
+    pub nonce: &'a str,
+    pub expires_at_ms: i64,
 }
 
 impl TicketStore {
@@ -155,26 +203,53 @@ impl TicketStore {
         let mut c = self.conn.clone();
         match room {
             Some(w) => {
-                let _: () = c
-                    .hset_multiple(
+                let mut pipe = redis::pipe();
+                pipe.atomic().hset_multiple(
+                    k.meta(),
+                    &[
+                        ("wr_rate", w.admit_per_sec.to_string()),
+                        ("wr_factor", w.max_admitted_factor.to_string()),
+                        ("wr_opens", w.opens_at_ms.to_string()),
+                    ],
+                );
+                match w.pow {
+                    Some(p) => pipe.hset_multiple(
                         k.meta(),
                         &[
-                            ("wr_rate", w.admit_per_sec.to_string()),
-                            ("wr_factor", w.max_admitted_factor.to_string()),
-                            ("wr_opens", w.opens_at_ms.to_string()),
+                            ("wr_pow_min", p.min_bits.to_string()),
+                            ("wr_pow_max", p.max_bits.to_string()),
+                            ("wr_pow_target", p.target_joins_per_sec.to_string()),
                         ],
-                    )
+                    ),
+                    None => pipe.hdel(k.meta(), &POW_FIELDS),
+                };
+                let _: () = pipe
+                    .query_async(&mut c)
                     .await
                     .context("writing the waiting room")?;
             }
             None => {
+                let mut fields = vec!["wr_rate", "wr_factor", "wr_opens"];
+                fields.extend(POW_FIELDS);
                 let _: () = c
-                    .hdel(k.meta(), &["wr_rate", "wr_factor", "wr_opens"])
+                    .hdel(k.meta(), &fields)
                     .await
                     .context("removing the waiting room")?;
             }
         }
         Ok(())
+    }
+
+    /// A waiting room's joins asked for over the last second, as `queue.lua` counts them for
+    /// the proof of work's difficulty (0 when none was counted).
+    pub async fn joins_per_sec(&self, product: ProductId, now_ms: i64) -> anyhow::Result<f64> {
+        let k = self.keys(product);
+        let mut c = self.conn.clone();
+        let (w, cur, prev): (Option<i64>, Option<f64>, Option<f64>) = c
+            .hmget(k.meta(), &["wr_jw", "wr_jc", "wr_jp"])
+            .await
+            .context("reading the waiting room's joins")?;
+        Ok(join_rate(now_ms, w, cur, prev))
     }
 
     /// Waiting room: (admitted buyers who have not bought, units left), read together.
@@ -201,5 +276,25 @@ impl TicketStore {
             .query_async(&mut c)
             .await
             .context("reading the waiting room")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::join_rate;
+
+    #[test]
+    fn the_join_rate_reads_the_last_second_over_two_windows() {
+        assert_eq!(join_rate(5_000, None, None, None), 0.0, "none counted");
+        // In the window: all of it, and what the last second still covers of the one before.
+        assert_eq!(join_rate(5_250, Some(5), Some(10.0), Some(40.0)), 40.0);
+        assert_eq!(join_rate(5_000, Some(5), Some(10.0), None), 10.0);
+        // A second later the window is the one before, and fades out.
+        assert_eq!(join_rate(6_500, Some(5), Some(10.0), Some(40.0)), 5.0);
+        assert_eq!(
+            join_rate(7_000, Some(5), Some(10.0), Some(40.0)),
+            0.0,
+            "quiet"
+        );
     }
 }

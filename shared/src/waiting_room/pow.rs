@@ -1,8 +1,9 @@
 //! A proof of work before joining a waiting room (issue 36): the challenge a gateway hands a
 //! buyer, the work the buyer does, and the check, in one SHA-256.
 //!
-//! Not wired to the join yet: this is the format, its check and the difficulty law, with
-//! their tests; the gateway, the product's settings and the single use come next.
+//! The gateway asks for it on a join (`428 challenge_required`) when the product's
+//! `waiting_room.pow` is set; `queue.lua` counts the joins asked for, which the difficulty
+//! follows ([`difficulty`]), and marks each challenge used.
 //!
 //! Wire format:
 //! - The challenge is a token, `v1.<product>.<user>.<expires ms>.<bits>.<nonce: 32 hex>.<hex
@@ -25,6 +26,18 @@ type HmacSha256 = hmac::Hmac<sha2::Sha256>;
 pub const ALGORITHM: &str = "sha256-leading-zero-bits";
 /// The most zero bits a challenge may ask for (beyond it no buyer could solve it in time).
 pub const MAX_BITS: u8 = 32;
+/// The join's header that carries a solution.
+pub const HEADER: &str = "Seckill-Pow";
+/// How long a challenge may be solved for.
+pub const CHALLENGE_TTL_MS: i64 = 60_000;
+
+/// The key challenges are signed with, derived from `secret` (`SECKILL_ADMISSION_SECRET`) so
+/// that it is never the admission tokens' own key.
+pub fn key_from(secret: &[u8]) -> [u8; 32] {
+    let mut mac = HmacSha256::new_from_slice(secret).expect("HMAC takes a key of any length");
+    mac.update(b"seckill proof-of-work challenges v1");
+    mac.finalize().into_bytes().into()
+}
 
 /// A challenge: what a token carries.
 #[derive(Debug, Clone, PartialEq, Eq)]

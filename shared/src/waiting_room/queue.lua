@@ -12,12 +12,18 @@
 --
 -- KEYS: 1 stock, 2 meta, 3 pending, 4 queue (zset user -> score), 5 admitted (zset user ->
 --       admission expiry ms), 6 done (hash user -> 'expired' | 'bought'), 7 ids (hash user ->
---       queue id)
+--       queue id), 8 proof-of-work challenges used (zset nonce -> challenge expiry ms)
+-- A proof of work (meta `wr_pow_max` set): a join of a buyer not in the room needs a solved
+-- challenge, which the gateway checks before this script and this script marks used (ARGV[7],
+-- its nonce; ARGV[8], its expiry). A join without one is counted, per one-second window
+-- (`wr_jw`, `wr_jc`, and `wr_jp` for the window before), and answered with the joins over
+-- the last second, from which the gateway sets the challenge's difficulty.
 -- The admission rate actually measured: admissions per second over windows of at least 2 s
 -- (`wr_obs`), from the start on, for an honest estimated wait.
 --
 -- ARGV: 1 now (ms), 2 user id, 3 'join', 'poll' or 'tick', 4 a new queue id (join), 5 a random
---       score below 2^50 (join), 6 admission ttl (ms)
+--       score below 2^50 (join), 6 admission ttl (ms), 7 the proof of work's nonce (join; ''
+--       without one), 8 its challenge's expiry (ms)
 -- Returns {kind, ...}:
 --   {'unknown_product'} | {'no_waiting_room'} | {'not_open'} | {'none'} (never joined)
 --   {'waiting', queue id, rank (0-based; -1 before the start), sold out (0/1), admit per sec,
@@ -33,12 +39,16 @@
 --   {'ended', queue id}: the sale is past its end (meta `ends_at`) and this entry was neither
 --    bought nor expired: final (nobody is admitted after the end)
 --   {'sale_ended'}: a join of a buyer who never joined, after the end (nothing is added)
+--   {'challenge', joins over the last second, min bits, max bits, target joins per sec}: a
+--    join without a proof of work, of a buyer who never joined (nothing is added)
+--   {'challenge_used'}: a join whose challenge was used before (nothing is done)
 local now = tonumber(ARGV[1])
 local stock = redis.call('GET', KEYS[1])
 if not stock then return {'unknown_product'} end
 stock = tonumber(stock)
 local m = redis.call('HMGET', KEYS[2], 'wr_rate', 'wr_factor', 'wr_opens', 'starts_at', 'wr_credit', 'wr_last',
-  'wr_obs_t', 'wr_obs_a', 'wr_obs', 'wr_admitted', 'wr_returned', 'ends_at')
+  'wr_obs_t', 'wr_obs_a', 'wr_obs', 'wr_admitted', 'wr_returned', 'ends_at',
+  'wr_pow_min', 'wr_pow_max', 'wr_pow_target', 'wr_jw', 'wr_jc', 'wr_jp')
 if not m[1] then return {'no_waiting_room'} end
 local rate, factor, opens = tonumber(m[1]), tonumber(m[2]), tonumber(m[3] or '0')
 local starts = tonumber(m[4] or m[3] or '0')
@@ -47,8 +57,25 @@ local ended = m[12] ~= false and now >= tonumber(m[12])
 
 if ARGV[3] == 'join' then
   if now < opens then return {'not_open'} end
-  if ended and not redis.call('HGET', KEYS[7], user) then return {'sale_ended'} end
-  if not redis.call('HGET', KEYS[7], user) then
+  local joined = redis.call('HGET', KEYS[7], user)
+  if ended and not joined then return {'sale_ended'} end
+  if m[14] and ARGV[7] ~= '' then
+    -- Each challenge once: kept until it expires (the gateway refuses it after that anyway).
+    redis.call('ZREMRANGEBYSCORE', KEYS[8], '-inf', now)
+    if redis.call('ZADD', KEYS[8], 'NX', ARGV[8], ARGV[7]) == 0 then return {'challenge_used'} end
+  elseif m[14] and not joined then
+    local w = math.floor(now / 1000)
+    local jw, jc, jp = tonumber(m[16] or '-1'), tonumber(m[17] or '0'), tonumber(m[18] or '0')
+    if w ~= jw then
+      if w == jw + 1 then jp = jc else jp = 0 end
+      jc = 0
+    end
+    jc = jc + 1
+    redis.call('HSET', KEYS[2], 'wr_jw', w, 'wr_jc', jc, 'wr_jp', jp)
+    local rate = jp * (1 - (now % 1000) / 1000) + jc
+    return {'challenge', tostring(rate), m[13] or '0', m[14], m[15] or '50'}
+  end
+  if not joined then
     redis.call('HSET', KEYS[7], user, ARGV[4])
     local score
     if now < starts then

@@ -31,11 +31,16 @@ impl RedisScript for Queue<'_> {
 
     fn args(&self, call: &mut ScriptInvocation<'static>) {
         let k = &self.keys;
-        let (kind, id, place) = match self.op {
-            QueueOp::Join { queue_id, place } => ("join", queue_id, place.min((1 << 50) - 1)),
-            QueueOp::Poll => ("poll", "", 0),
-            QueueOp::Tick => ("tick", "", 0),
+        let (kind, id, place, pow) = match self.op {
+            QueueOp::Join {
+                queue_id,
+                place,
+                pow,
+            } => ("join", queue_id, place.min((1 << 50) - 1), pow),
+            QueueOp::Poll => ("poll", "", 0, None),
+            QueueOp::Tick => ("tick", "", 0, None),
         };
+        let (nonce, pow_expires) = pow.map_or(("", 0), |p| (p.nonce, p.expires_at_ms));
         call.key(k.stock())
             .key(k.meta())
             .key(k.pending())
@@ -43,12 +48,15 @@ impl RedisScript for Queue<'_> {
             .key(k.admitted())
             .key(k.queue_done())
             .key(k.queue_ids())
+            .key(k.pow_used())
             .arg(self.now_ms)
             .arg(self.user.get())
             .arg(kind)
             .arg(id)
             .arg(place)
-            .arg(self.admission_ttl_ms);
+            .arg(self.admission_ttl_ms)
+            .arg(nonce)
+            .arg(pow_expires);
     }
 
     /// `{kind, ...}`: see `queue.lua` for each kind's fields.
@@ -174,6 +182,15 @@ fn parse_state(raw: &[String]) -> anyhow::Result<QueueState> {
             queue_id: field(1)?,
         },
         "sale_ended" => QueueState::SaleEnded,
+        "challenge" => QueueState::Challenge {
+            joins_per_sec: num(1)?,
+            pow: crate::db::Pow {
+                min_bits: num(2)? as u8,
+                max_bits: num(3)? as u8,
+                target_joins_per_sec: num(4)?,
+            },
+        },
+        "challenge_used" => QueueState::ChallengeUsed,
         other => anyhow::bail!("queue script returned {other:?}"),
     })
 }
@@ -268,6 +285,22 @@ mod tests {
             }
         );
         assert_eq!(state(&["sale_ended"]).unwrap(), QueueState::SaleEnded);
+        assert_eq!(
+            state(&["challenge", "12.5", "4", "20", "50"]).unwrap(),
+            QueueState::Challenge {
+                joins_per_sec: 12.5,
+                pow: crate::db::Pow {
+                    min_bits: 4,
+                    max_bits: 20,
+                    target_joins_per_sec: 50.0
+                }
+            }
+        );
+        assert!(state(&["challenge", "12.5", "4", "20"]).is_err());
+        assert_eq!(
+            state(&["challenge_used"]).unwrap(),
+            QueueState::ChallengeUsed
+        );
         assert!(state(&["waiting", "q1", "-1", "0", "2.5", "1.764e+12", "", "0"]).is_err());
         assert_eq!(
             state(&["admitted", "q1", "900"]).unwrap(),

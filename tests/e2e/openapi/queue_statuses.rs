@@ -17,8 +17,8 @@ pub(crate) async fn queue_statuses(
     p: u64,
 ) {
     use Method as M;
-    let qtokens = [21, 22, 23, 24].map(buyer);
-    let [q1, q2, q3, q4] = qtokens.each_ref().map(|t| Some(t.as_str()));
+    let qtokens = [21, 22, 23, 24, 25, 26].map(buyer);
+    let [q1, q2, q3, q4, q5, q6] = qtokens.each_ref().map(|t| Some(t.as_str()));
     let past = chrono::Utc::now() - chrono::Duration::seconds(1);
     let future = chrono::Utc::now() + chrono::Duration::hours(1);
     let (_, roomed) = r
@@ -67,6 +67,67 @@ pub(crate) async fn queue_statuses(
         .0,
         200
     );
+    // A room that asks for a proof of work: 428 with the challenge, 202 with its solution,
+    // 403 with a forged one.
+    let (_, guarded) = r
+        .json(
+            gw,
+            M::POST,
+            "/admin/products",
+            t,
+            json!({"name": "guarded", "stock": 2, "starts_at": past.to_rfc3339(),
+                   "waiting_room": {"admit_per_sec": 100, "pow": {"min_bits": 2, "max_bits": 6}}}),
+        )
+        .await;
+    let gp = guarded["id"].as_u64().unwrap();
+    let preload = format!("/admin/products/{gp}/preload");
+    assert_eq!(r.send(gw, M::POST, &preload, t, None, None).await.0, 200);
+    let guarded_join = format!("/v1/seckill/{gp}/queue");
+    let (s, body) = r.send(gw, M::POST, &guarded_join, q5, None, None).await;
+    assert_eq!(
+        (s, body["error"].as_str()),
+        (428, Some("challenge_required")),
+        "{body}"
+    );
+    let challenge = &body["challenge"];
+    let token = challenge["token"].as_str().unwrap();
+    let bits = challenge["bits"].as_u64().unwrap() as u8;
+    let solved = seckill_shared::waiting_room::pow::solve(token, bits);
+    let (s, body) = r
+        .send_with(
+            gw,
+            M::POST,
+            &guarded_join,
+            q5,
+            &[("Seckill-Pow", solved)],
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(s, 202, "{body}");
+    let forged = format!(
+        "v1.{gp}.26.{}.2.{}.{}:0",
+        i64::MAX,
+        "0".repeat(32),
+        "0".repeat(64)
+    );
+    let (s, body) = r
+        .send_with(
+            gw,
+            M::POST,
+            &guarded_join,
+            q6,
+            &[("Seckill-Pow", forged)],
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(
+        (s, body["error"].as_str()),
+        (403, Some("challenge_invalid")),
+        "{body}"
+    );
+
     let join_path = format!("/v1/seckill/{qp}/queue");
     let (s, entry) = r.send(gw, M::POST, &join_path, q1, None, None).await;
     assert_eq!(s, 202, "{entry}");

@@ -64,6 +64,7 @@ pub(crate) async fn stream_statuses(
         format!("/sale/{p}"),
         "/sale/assets/sale.js".into(),
         "/sale/assets/style.css".into(),
+        "/sale/assets/pow.js".into(),
     ] {
         assert_eq!(
             r.send(gw, M::GET, &path, None, None, None).await.0,

@@ -150,6 +150,8 @@ impl Room {
         gw: &mut usize,
         auth: &Option<HeaderValue>,
     ) -> Option<QueueBody> {
+        // The solution to the room's last challenge (a room with a proof of work).
+        let mut solved: Option<String> = None;
         loop {
             if self.past_deadline() {
                 return None;
@@ -157,7 +159,11 @@ impl Room {
             self.join_attempts.fetch_add(1, Ordering::Relaxed);
             let sent_at_ms = now_ms();
             let url = format!("{}/v1/seckill/{}/queue", self.gateways[*gw], self.product);
-            let a = self.send(self.client.post(url), auth).await;
+            let mut req = self.client.post(url);
+            if let Some(s) = solved.take() {
+                req = req.header(seckill_shared::waiting_room::pow::HEADER, s);
+            }
+            let a = self.send(req, auth).await;
             let body = (a.status == Some(202))
                 .then(|| serde_json::from_slice::<QueueBody>(&a.body).ok())
                 .flatten();
@@ -173,6 +179,15 @@ impl Room {
             }));
             if let Some(b) = body {
                 return Some(b);
+            }
+            if a.status == Some(428) {
+                solved = crate::pow_bench::answer_challenge(&a.body).await;
+                continue;
+            }
+            if a.status == Some(403)
+                && ErrorBody::code_of(&a.body).as_deref() == Some("challenge_invalid")
+            {
+                continue; // expired meanwhile, or taken by a join whose answer was lost: ask anew
             }
             if a.retry_elsewhere() {
                 self.retries.fetch_add(1, Ordering::Relaxed);

@@ -23,6 +23,7 @@ use utoipa::{IntoResponses, Modify, OpenApi};
         sale::page,
         sale::script,
         sale::style,
+        sale::pow_worker,
         orders::get_order,
         events::ticket_events,
         orders::my_order,
@@ -47,7 +48,11 @@ use utoipa::{IntoResponses, Modify, OpenApi};
         health::metrics,
         document,
     ),
-    components(schemas(seckill_shared::api::TicketBody, seckill_shared::api::Created)),
+    components(schemas(
+        seckill_shared::api::TicketBody,
+        seckill_shared::api::Created,
+        seckill_shared::api::PowChallenge
+    )),
     modifiers(&Errors, &BearerAuth),
     tags(
         (name = "buy", description = "Buy a unit and poll its ticket. Behind `Authorization: Bearer <JWT>` (the buyer's token)."),
@@ -344,6 +349,8 @@ mod tests {
             );
             if with_state {
                 assert_eq!(keys, ["error", "message", "state"]);
+            } else if matches!(e, crate::error::ApiError::ChallengeRequired(_)) {
+                assert_eq!(keys, ["challenge", "error", "message"]);
             } else {
                 assert_eq!(keys, ["error", "message"]);
             }

@@ -1,0 +1,366 @@
+//! `seckill-bench pow`: what the waiting room's proof of work costs a buyer, and what it
+//! takes from a bot.
+//!
+//! 1. **Solve times on this machine**: the median and p90 time to solve a challenge at each
+//!    difficulty, with the solver the load tool uses (`waiting_room::pow::solve`, one thread),
+//!    and the hashes per second it reached.
+//! 2. **A bot against humans**, simulated (event by event, not with real clocks): a bot holding
+//!    `--bot-accounts` accounts and `--bot-cores` cores against `--humans` buyers, for
+//!    `--units` units, with and without a challenge of the difficulty that costs a human about
+//!    1 s at `--human-hashes-per-sec`. The bot hashes at the rate measured in (1) per core.
+//!    Two rooms: one that opens at the start (first come, first served: speed wins), and one
+//!    that opens `--window-secs` before it (a random draw among the early joiners: the number
+//!    of accounts wins). The share of the admissions (the first `--units` places) the bot
+//!    holds, averaged over `--rounds` seeds.
+
+use anyhow::Context;
+use clap::Args;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use seckill_shared::waiting_room::pow;
+use std::time::Instant;
+
+#[derive(Debug, Args)]
+pub struct PowArgs {
+    /// The least difficulty timed (leading zero bits).
+    #[arg(long, default_value_t = 8)]
+    pub bits_from: u8,
+    /// The greatest difficulty timed.
+    #[arg(long, default_value_t = 22)]
+    pub bits_to: u8,
+    /// The hashes per second of a buyer's device, for the difficulty that costs a human about
+    /// 1 s (the buyer's page reports its rate: `the_page_does_the_proof_of_work_and_joins`).
+    #[arg(long, default_value_t = 2_000_000.0)]
+    pub human_hashes_per_sec: f64,
+    #[arg(long, default_value_t = 5_000)]
+    pub humans: usize,
+    #[arg(long, default_value_t = 500)]
+    pub bot_accounts: usize,
+    /// The bot's cores, one simulation each (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "1,4,16")]
+    pub bot_cores: Vec<usize>,
+    #[arg(long, default_value_t = 500)]
+    pub units: usize,
+    /// How long before the start the second room opens.
+    #[arg(long, default_value_t = 60.0)]
+    pub window_secs: f64,
+    /// Humans click within this many seconds of the room opening at the start (uniformly).
+    #[arg(long, default_value_t = 3.0)]
+    pub rush_secs: f64,
+    /// Simulations per case, each with its own seed.
+    #[arg(long, default_value_t = 20)]
+    pub rounds: u64,
+    /// Write the figures as JSON here too.
+    #[arg(long)]
+    pub json: Option<std::path::PathBuf>,
+}
+
+/// The solve times at one difficulty.
+#[derive(Debug, serde::Serialize)]
+pub struct SolveTimes {
+    pub bits: u8,
+    pub samples: usize,
+    pub median_ms: f64,
+    pub p90_ms: f64,
+}
+
+/// One simulated case: the bot's share of the admissions with and without a challenge.
+#[derive(Debug, serde::Serialize)]
+pub struct BotCase {
+    pub room: &'static str,
+    pub bot_cores: usize,
+    pub share_without: f64,
+    pub share_with: f64,
+    /// Of the bot's accounts, how many held a place before the last unit was admitted, with
+    /// a challenge (mean).
+    pub bot_joins_in_time_with: f64,
+}
+
+#[derive(Debug, serde::Serialize)]
+pub struct Figures {
+    pub solve: Vec<SolveTimes>,
+    pub native_hashes_per_sec: f64,
+    pub human_hashes_per_sec: f64,
+    /// The difficulty that costs a human about 1 s.
+    pub human_bits: u8,
+    pub human_median_ms: f64,
+    pub cases: Vec<BotCase>,
+}
+
+pub async fn run(args: PowArgs) -> anyhow::Result<bool> {
+    anyhow::ensure!(
+        args.bits_from <= args.bits_to && args.bits_to <= pow::MAX_BITS,
+        "--bits-from must not be above --bits-to, nor that above {}",
+        pow::MAX_BITS
+    );
+    anyhow::ensure!(
+        args.human_hashes_per_sec > 0.0 && args.units > 0 && args.rounds > 0,
+        "--human-hashes-per-sec, --units and --rounds must be above 0"
+    );
+    let (solve, native) = tokio::task::spawn_blocking({
+        let (from, to) = (args.bits_from, args.bits_to);
+        move || time_solves(from, to)
+    })
+    .await?;
+    println!("solve times, one thread of this machine ({native:.0} hashes/s):");
+    for s in &solve {
+        println!(
+            "  {:>2} bits: median {:>9.2} ms, p90 {:>9.2} ms ({} challenges)",
+            s.bits, s.median_ms, s.p90_ms, s.samples
+        );
+    }
+    // The bits whose expected work is closest to one second of the human's device.
+    let human_bits = (0..=pow::MAX_BITS)
+        .min_by_key(|b| {
+            let secs = 2f64.powi(i32::from(*b)) / args.human_hashes_per_sec;
+            (secs.ln().abs() * 1e6) as u64
+        })
+        .unwrap_or(0);
+    // The median of a geometric number of tries: ln 2 / p.
+    let human_median_ms = std::f64::consts::LN_2 * 2f64.powi(i32::from(human_bits))
+        / args.human_hashes_per_sec
+        * 1000.0;
+    println!(
+        "a human's device at {:.0} hashes/s: {human_bits} bits, median {human_median_ms:.0} ms",
+        args.human_hashes_per_sec
+    );
+    let mut cases = Vec::new();
+    for room in [Room::OpensAtStart, Room::OpensBefore] {
+        for &cores in &args.bot_cores {
+            let case = simulate(&args, room, cores.max(1), human_bits, native);
+            println!(
+                "  {:<28} bot with {:>2} cores: {:>5.1} % of the admissions without a challenge, {:>5.1} % with ({:.0} of its {} accounts in time); {}",
+                room.name(),
+                case.bot_cores,
+                case.share_without * 100.0,
+                case.share_with * 100.0,
+                case.bot_joins_in_time_with,
+                args.bot_accounts,
+                fall(case.share_without, case.share_with),
+            );
+            cases.push(case);
+        }
+    }
+    let figures = Figures {
+        solve,
+        native_hashes_per_sec: native,
+        human_hashes_per_sec: args.human_hashes_per_sec,
+        human_bits,
+        human_median_ms,
+        cases,
+    };
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_vec_pretty(&figures)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(true)
+}
+
+fn fall(without: f64, with: f64) -> String {
+    if with > 0.0 {
+        format!("{:.1} x less", without / with)
+    } else {
+        "none won".into()
+    }
+}
+
+/// Times the load tool's solver at each difficulty: (times, hashes per second overall).
+fn time_solves(from: u8, to: u8) -> (Vec<SolveTimes>, f64) {
+    let key = b"bench";
+    let (mut hashes, mut secs) = (0u64, 0f64);
+    let mut out = Vec::new();
+    for bits in from..=to {
+        // About 2^24 hashes per difficulty, at least 8 challenges and at most 200.
+        let samples = (1usize << 24 >> bits).clamp(8, 200);
+        let mut times: Vec<f64> = (0..samples)
+            .map(|i| {
+                let token = pow::Challenge {
+                    product: seckill_shared::ProductId::new(1).expect("1 is an id"),
+                    user: seckill_shared::UserId::new(i as u64 + 1).expect("an id"),
+                    expires_at_ms: i64::MAX,
+                    bits,
+                    nonce: rand::random(),
+                }
+                .token(key);
+                let started = Instant::now();
+                let solved = pow::solve(&token, bits);
+                let took = started.elapsed().as_secs_f64();
+                let n: u64 = solved
+                    .rsplit_once(':')
+                    .and_then(|(_, n)| n.parse().ok())
+                    .unwrap_or(0);
+                hashes += n + 1;
+                secs += took;
+                took * 1000.0
+            })
+            .collect();
+        times.sort_by(f64::total_cmp);
+        out.push(SolveTimes {
+            bits,
+            samples,
+            median_ms: times[samples / 2],
+            p90_ms: times[samples * 9 / 10],
+        });
+    }
+    (out, hashes as f64 / secs.max(1e-9))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Room {
+    /// Opens at the start: places in arrival order.
+    OpensAtStart,
+    /// Opens `--window-secs` before the start: those who join before it get random places.
+    OpensBefore,
+}
+
+impl Room {
+    fn name(self) -> &'static str {
+        match self {
+            Room::OpensAtStart => "room opens at the start:",
+            Room::OpensBefore => "room opens before the start:",
+        }
+    }
+}
+
+/// The tries a challenge of `bits` takes: geometric, with success 2^-bits per try.
+fn tries(rng: &mut StdRng, bits: u8) -> f64 {
+    let p = 2f64.powi(-i32::from(bits));
+    if p >= 1.0 {
+        return 1.0;
+    }
+    let u: f64 = rng.random_range(f64::MIN_POSITIVE..1.0);
+    (u.ln() / (1.0 - p).ln()).ceil().max(1.0)
+}
+
+/// The bot's share of the admissions, with and without a challenge of `bits`.
+fn simulate(args: &PowArgs, room: Room, cores: usize, bits: u8, bot_rate: f64) -> BotCase {
+    let (mut without, mut with, mut in_time) = (0.0, 0.0, 0.0);
+    for round in 0..args.rounds {
+        let mut rng = StdRng::seed_from_u64(round * 1_000 + cores as u64);
+        let (share, _) = sale(args, room, &mut rng, cores, None, bot_rate);
+        without += share;
+        let (share, bot_in) = sale(args, room, &mut rng, cores, Some(bits), bot_rate);
+        with += share;
+        in_time += bot_in as f64;
+    }
+    let n = args.rounds as f64;
+    BotCase {
+        room: room.name(),
+        bot_cores: cores,
+        share_without: without / n,
+        share_with: with / n,
+        bot_joins_in_time_with: in_time / n,
+    }
+}
+
+/// One sale: (the bot's share of the first `units` places, the bot's places among them).
+/// Times are seconds from the start.
+fn sale(
+    args: &PowArgs,
+    room: Room,
+    rng: &mut StdRng,
+    cores: usize,
+    bits: Option<u8>,
+    bot_rate: f64,
+) -> (f64, usize) {
+    let opens = match room {
+        Room::OpensAtStart => 0.0,
+        Room::OpensBefore => -args.window_secs,
+    };
+    // (sort key, is the bot): before the start a uniformly random place, after it arrival
+    // order behind every early joiner.
+    let place = |rng: &mut StdRng, joined_at: f64| {
+        if joined_at < 0.0 {
+            rng.random::<f64>()
+        } else {
+            2.0 + joined_at
+        }
+    };
+    let mut line: Vec<(f64, bool)> = Vec::with_capacity(args.humans + args.bot_accounts);
+    for _ in 0..args.humans {
+        let clicks = match room {
+            Room::OpensAtStart => rng.random_range(0.0..args.rush_secs),
+            Room::OpensBefore => rng.random_range(opens..0.0),
+        };
+        let work = bits.map_or(0.0, |b| tries(rng, b) / args.human_hashes_per_sec);
+        let at = clicks + work;
+        let p = place(rng, at);
+        line.push((p, false));
+    }
+    // The bot's cores solve one challenge after another from the opening; without a
+    // challenge every account joins at the opening (plus 10 ms to send them all).
+    let mut free_at = vec![opens; cores];
+    for _ in 0..args.bot_accounts {
+        let at = match bits {
+            None => opens + 0.01,
+            Some(b) => {
+                let core = (0..cores)
+                    .min_by(|a, b| free_at[*a].total_cmp(&free_at[*b]))
+                    .unwrap_or(0);
+                free_at[core] += tries(rng, b) / bot_rate;
+                free_at[core]
+            }
+        };
+        let p = place(rng, at);
+        line.push((p, true));
+    }
+    line.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let admitted = &line[..args.units.min(line.len())];
+    let bot = admitted.iter().filter(|(_, b)| *b).count();
+    (bot as f64 / admitted.len().max(1) as f64, bot)
+}
+
+/// The `Seckill-Pow` value that answers a `428 challenge_required` body, solved off the async
+/// threads; `None` when the body holds no challenge.
+pub async fn answer_challenge(body: &[u8]) -> Option<String> {
+    let c = serde_json::from_slice::<seckill_shared::api::ErrorBody>(body)
+        .ok()?
+        .challenge?;
+    tokio::task::spawn_blocking(move || pow::solve(&c.token, c.bits))
+        .await
+        .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args() -> PowArgs {
+        PowArgs {
+            bits_from: 8,
+            bits_to: 8,
+            human_hashes_per_sec: 1_000_000.0,
+            humans: 1_000,
+            bot_accounts: 100,
+            bot_cores: vec![1],
+            units: 100,
+            window_secs: 60.0,
+            rush_secs: 3.0,
+            rounds: 4,
+            json: None,
+        }
+    }
+
+    #[test]
+    fn without_a_challenge_the_fast_bot_wins_a_rush_and_its_share_of_a_draw() {
+        let a = args();
+        let rush = simulate(&a, Room::OpensAtStart, 1, 20, 4_000_000.0);
+        assert!(rush.share_without > 0.9, "{rush:?}");
+        // A challenge of about 1 s for a human: one core gets a handful of accounts in.
+        assert!(rush.share_with < rush.share_without / 10.0, "{rush:?}");
+        let draw = simulate(&a, Room::OpensBefore, 1, 20, 4_000_000.0);
+        // 100 of 1,100 places drawn at random.
+        assert!(
+            (draw.share_without - 100.0 / 1_100.0).abs() < 0.04,
+            "{draw:?}"
+        );
+    }
+
+    #[test]
+    fn tries_follow_the_difficulty() {
+        let mut rng = StdRng::seed_from_u64(1);
+        let mean = (0..20_000).map(|_| tries(&mut rng, 10)).sum::<f64>() / 20_000.0;
+        assert!((mean / 1024.0 - 1.0).abs() < 0.05, "{mean}");
+        assert_eq!(tries(&mut rng, 0), 1.0);
+    }
+}
