@@ -12,6 +12,11 @@
 //!    that opens `--window-secs` before it (a random draw among the early joiners: the number
 //!    of accounts wins). The share of the admissions (the first `--units` places) the bot
 //!    holds, averaged over `--rounds` seeds.
+//! 3. **The gateway's CPU per verified join** (with `--gateway`): `--joins` joins of a room
+//!    without a proof of work, then as many asked for in a room with one (each answered `428`
+//!    with a challenge) and as many with the solutions (0 bits, so the client does no work),
+//!    in three alternated rounds; CPU time per request of the gateway (and of Redis, with
+//!    `--redis-pid`) from `/proc/PID/stat`.
 
 use anyhow::Context;
 use clap::Args;
@@ -53,6 +58,35 @@ pub struct PowArgs {
     /// Write the figures as JSON here too.
     #[arg(long)]
     pub json: Option<std::path::PathBuf>,
+    /// A running gateway: measure its CPU per verified join (needs `--gateway-pid`,
+    /// `--admin-token` and `--jwt-secret`).
+    #[arg(long, value_name = "URL", requires_all = ["gateway_pid", "admin_token", "jwt_secret"])]
+    pub gateway: Option<String>,
+    #[arg(long, value_name = "PID")]
+    pub gateway_pid: Option<u32>,
+    #[arg(long, value_name = "PID")]
+    pub redis_pid: Option<u32>,
+    #[arg(long, env = "SECKILL_ADMIN_TOKEN", hide_env_values = true, value_parser = crate::args::secret)]
+    pub admin_token: Option<secrecy::SecretString>,
+    #[arg(long, env = "SECKILL_AUTH_HS256_SECRET", hide_env_values = true, value_parser = crate::args::secret)]
+    pub jwt_secret: Option<secrecy::SecretString>,
+    /// Joins per kind and round.
+    #[arg(long, default_value_t = 20_000)]
+    pub joins: u64,
+    /// Clock ticks per second of `/proc/PID/stat` (`getconf CLK_TCK`).
+    #[arg(long, default_value_t = 100)]
+    pub clk_tck: u64,
+}
+
+/// CPU time per request (µs) of one kind of join, summed over the rounds.
+#[derive(Debug, Default, serde::Serialize)]
+pub struct JoinCost {
+    pub kind: &'static str,
+    pub requests: u64,
+    pub gateway_us: f64,
+    pub redis_us: Option<f64>,
+    /// The gateway's µs per request in each round, to see the noise.
+    pub gateway_us_by_round: Vec<f64>,
 }
 
 /// The solve times at one difficulty.
@@ -85,6 +119,9 @@ pub struct Figures {
     pub human_bits: u8,
     pub human_median_ms: f64,
     pub cases: Vec<BotCase>,
+    /// With `--gateway`: a join without a proof of work, the one that asks for a challenge,
+    /// and the one that brings the solution.
+    pub join_costs: Vec<JoinCost>,
 }
 
 pub async fn run(args: PowArgs) -> anyhow::Result<bool> {
@@ -141,7 +178,12 @@ pub async fn run(args: PowArgs) -> anyhow::Result<bool> {
             cases.push(case);
         }
     }
+    let join_costs = match &args.gateway {
+        Some(gw) => gateway_costs(&args, gw).await?,
+        None => Vec::new(),
+    };
     let figures = Figures {
+        join_costs,
         solve,
         native_hashes_per_sec: native,
         human_hashes_per_sec: args.human_hashes_per_sec,
@@ -154,6 +196,190 @@ pub async fn run(args: PowArgs) -> anyhow::Result<bool> {
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(true)
+}
+
+/// Utime + stime of `pid`, in clock ticks.
+fn ticks(pid: u32) -> anyhow::Result<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .with_context(|| format!("reading /proc/{pid}/stat"))?;
+    crate::queue_bench::report::cpu_ticks_of_stat(&stat).context("no CPU times in /proc/PID/stat")
+}
+
+/// Part 3: the gateway's CPU per join of each kind.
+async fn gateway_costs(args: &PowArgs, gw: &str) -> anyhow::Result<Vec<JoinCost>> {
+    use crate::load::buyer_token::{SigningKey, TokenIssuer};
+    use futures::StreamExt;
+    let base = gw.trim_end_matches('/');
+    let (Some(gw_pid), Some(admin), Some(secret)) =
+        (args.gateway_pid, &args.admin_token, &args.jwt_secret)
+    else {
+        anyhow::bail!("--gateway needs --gateway-pid, --admin-token and --jwt-secret");
+    };
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(usize::MAX)
+        .build()?;
+    let admin = crate::admin::Admin {
+        http: &http,
+        base,
+        token: admin,
+    };
+    let later = chrono::Utc::now() + chrono::Duration::hours(1);
+    let room = |pow: Option<serde_json::Value>| {
+        let mut w = serde_json::json!({"admit_per_sec": 1});
+        if let Some(p) = pow {
+            w["pow"] = p;
+        }
+        serde_json::json!({"name": "pow bench", "stock": 1, "starts_at": later.to_rfc3339(), "waiting_room": w})
+    };
+    let issuer = TokenIssuer::new(
+        SigningKey::Hs256(secret),
+        None,
+        None,
+        std::time::Duration::from_secs(3600),
+    )?;
+    let mut costs = vec![
+        JoinCost {
+            kind: "join, no proof of work",
+            ..Default::default()
+        },
+        JoinCost {
+            kind: "join asking for a challenge (428)",
+            ..Default::default()
+        },
+        JoinCost {
+            kind: "join with its solution (202)",
+            ..Default::default()
+        },
+    ];
+    let mut redis_ticks = [0u64; 3];
+    let mut next_user = 1_000_000u64;
+    let hz = args.clk_tck.max(1) as f64;
+    for _round in 0..3 {
+        let free = admin.product(room(None)).await?;
+        let guarded = admin
+            .product(room(Some(
+                serde_json::json!({"min_bits": 0, "max_bits": 0}),
+            )))
+            .await?;
+        // (user, token) of this round's buyers: one set for the free room, one for the other.
+        let mut buyers = |n: u64| -> anyhow::Result<Vec<(u64, String)>> {
+            let users: Vec<u64> = (next_user..next_user + n).collect();
+            next_user += n;
+            users
+                .into_iter()
+                .map(|u| Ok((u, issuer.sign(u)?)))
+                .collect()
+        };
+        let free_buyers = buyers(args.joins)?;
+        let guarded_buyers = buyers(args.joins)?;
+        // Sends one join per buyer, 64 at a time; the answers' (status, body).
+        let joins = |product: u64, reqs: Vec<(String, Option<String>)>| {
+            let http = http.clone();
+            let url = format!("{base}/v1/seckill/{product}/queue");
+            async move {
+                futures::stream::iter(reqs)
+                    .map(|(token, solution)| {
+                        let mut req = http.post(&url).bearer_auth(token);
+                        if let Some(s) = solution {
+                            req = req.header(pow::HEADER, s);
+                        }
+                        async move {
+                            let res = req.send().await?;
+                            let status = res.status().as_u16();
+                            Ok::<_, anyhow::Error>((status, res.bytes().await?))
+                        }
+                    })
+                    .buffered(64)
+                    .collect::<Vec<_>>()
+                    .await
+                    .into_iter()
+                    .collect::<anyhow::Result<Vec<_>>>()
+            }
+        };
+        let measure = |i: usize,
+                       before: (u64, Option<u64>),
+                       costs: &mut Vec<JoinCost>,
+                       redis_ticks: &mut [u64; 3]|
+         -> anyhow::Result<()> {
+            let g = ticks(gw_pid)? - before.0;
+            let us = g as f64 / hz * 1e6 / args.joins as f64;
+            costs[i].requests += args.joins;
+            costs[i].gateway_us += g as f64;
+            costs[i].gateway_us_by_round.push(us);
+            if let (Some(pid), Some(r)) = (args.redis_pid, before.1) {
+                redis_ticks[i] += ticks(pid)? - r;
+            }
+            Ok(())
+        };
+        let snap = || -> anyhow::Result<(u64, Option<u64>)> {
+            Ok((ticks(gw_pid)?, args.redis_pid.map(ticks).transpose()?))
+        };
+
+        let before = snap()?;
+        let answers = joins(
+            free,
+            free_buyers.iter().map(|(_, t)| (t.clone(), None)).collect(),
+        )
+        .await?;
+        measure(0, before, &mut costs, &mut redis_ticks)?;
+        anyhow::ensure!(
+            answers.iter().all(|(s, _)| *s == 202),
+            "a free join was not 202"
+        );
+
+        let before = snap()?;
+        let answers = joins(
+            guarded,
+            guarded_buyers
+                .iter()
+                .map(|(_, t)| (t.clone(), None))
+                .collect(),
+        )
+        .await?;
+        measure(1, before, &mut costs, &mut redis_ticks)?;
+        let mut solved = Vec::with_capacity(answers.len());
+        for ((_, token), (status, body)) in guarded_buyers.iter().zip(&answers) {
+            anyhow::ensure!(*status == 428, "asking for a challenge: {status}");
+            let c = serde_json::from_slice::<seckill_shared::api::ErrorBody>(body)?
+                .challenge
+                .context("a 428 without a challenge")?;
+            solved.push((token.clone(), Some(pow::solve(&c.token, c.bits))));
+        }
+        let before = snap()?;
+        let answers = joins(guarded, solved).await?;
+        measure(2, before, &mut costs, &mut redis_ticks)?;
+        anyhow::ensure!(
+            answers.iter().all(|(s, _)| *s == 202),
+            "a solved join was not 202"
+        );
+    }
+    println!(
+        "the gateway's CPU per request ({} joins of each kind, in 3 alternated rounds):",
+        costs[0].requests
+    );
+    for (c, r) in costs.iter_mut().zip(redis_ticks) {
+        c.gateway_us = c.gateway_us / hz * 1e6 / c.requests as f64;
+        c.redis_us = args
+            .redis_pid
+            .map(|_| r as f64 / hz * 1e6 / c.requests as f64);
+        println!(
+            "  {:<36} gateway {:>6.1} µs (rounds {:?}){}",
+            c.kind,
+            c.gateway_us,
+            c.gateway_us_by_round
+                .iter()
+                .map(|u| (u * 10.0).round() / 10.0)
+                .collect::<Vec<_>>(),
+            c.redis_us
+                .map_or(String::new(), |r| format!(", Redis {r:.1} µs"))
+        );
+    }
+    println!(
+        "  a solved join ÷ a join without proof of work: gateway {:.2} x, {:+.1} µs",
+        costs[2].gateway_us / costs[0].gateway_us,
+        costs[2].gateway_us - costs[0].gateway_us
+    );
+    Ok(costs)
 }
 
 fn fall(without: f64, with: f64) -> String {
@@ -338,6 +564,13 @@ mod tests {
             rush_secs: 3.0,
             rounds: 4,
             json: None,
+            gateway: None,
+            gateway_pid: None,
+            redis_pid: None,
+            admin_token: None,
+            jwt_secret: None,
+            joins: 1,
+            clk_tck: 100,
         }
     }
 

@@ -29,6 +29,26 @@ async fn join_with(
     (status, res.json().await.unwrap_or(Value::Null))
 }
 
+/// A join with two `Seckill-Pow` headers, the second `solution`.
+async fn gw_post_twice(
+    gw: &TestGateway,
+    product: ProductId,
+    user: u64,
+    solution: &str,
+) -> (StatusCode, Value) {
+    let res = gw
+        .http
+        .post(format!("{}/v1/seckill/{product}/queue", gw.base))
+        .bearer_auth(token(user))
+        .header(pow::HEADER, "junk")
+        .header(pow::HEADER, solution)
+        .send()
+        .await
+        .unwrap();
+    let status = res.status();
+    (status, res.json().await.unwrap_or(Value::Null))
+}
+
 /// The challenge a join without a solution answers: (token, bits).
 async fn challenge(gw: &TestGateway, product: ProductId, user: u64) -> (String, u8) {
     let (status, body) = join(gw, product, user).await;
@@ -139,6 +159,17 @@ async fn a_join_needs_its_own_solved_challenge_once() {
         let (status, body) = join_with(&a, product, 3, bad).await;
         refused(status, &body, bad);
     }
+    // Sent twice: refused, whatever the two say.
+    let twice = gw_post_twice(&a, product, 3, &pow::solve(&stale.token(&key), 0)).await;
+    refused(twice.0, &twice.1, "two headers");
+    // A solution matters only where a challenge would be asked for: a buyer already in gets
+    // their entry, and a room without a proof of work takes the join.
+    let (status, body) = join_with(&a, product, 1, "junk").await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(body["queue_id"], entry["queue_id"]);
+    let free = room(&a, 5, later, json!({"admit_per_sec": 1})).await;
+    let (status, body) = join_with(&a, free, 3, "junk").await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     // The same challenge signed right, in time: taken.
     let (status, body) = join_with(&a, product, 3, &pow::solve(&stale.token(&key), 0)).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
@@ -187,7 +218,10 @@ async fn the_difficulty_rises_under_a_burst_and_falls_after() {
     loop {
         let view = room_view(&gw, product).await;
         if view["pow"]["joins_per_sec"] == 0.0 {
-            assert!(quiet(view["pow"]["bits_now"].as_u64().unwrap() as u8), "{view}");
+            assert!(
+                quiet(view["pow"]["bits_now"].as_u64().unwrap() as u8),
+                "{view}"
+            );
             break;
         }
         assert!(

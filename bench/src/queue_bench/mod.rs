@@ -29,7 +29,7 @@
 
 mod args;
 mod buyers;
-mod report;
+pub mod report;
 mod run;
 
 pub use args::QueueSaleArgs;

@@ -96,15 +96,14 @@ documented! {
         ApiError::AdmissionInvalid(String::new()),
     ];
     /// The waiting room does not open before `opens_at`, the sale is past its `ends_at` (a
-    /// buyer who had joined gets their entry, `ended`), the body's `user_id` is not the
-    /// token's user, or the `Seckill-Pow` solution is refused: malformed, not signed by a
-    /// gateway, another buyer's or product's, expired, not meeting its bits, or used before
-    /// (`challenge_invalid`; join again without it for a new challenge, or for your entry if
-    /// you are in).
+    /// buyer who had joined gets their entry, `ended`), or, in a room with a proof of work,
+    /// the `Seckill-Pow` solution of a buyer not in it is refused: malformed, sent twice, not
+    /// signed by a gateway, another buyer's or product's, expired, not meeting its bits, or
+    /// used before (`challenge_invalid`; join again without it for a new challenge, or for
+    /// your entry if you are in).
     QueueRefused => [
         ApiError::QueueNotOpen,
         ApiError::SaleEnded,
-        ApiError::UserMismatch,
         ApiError::ChallengeInvalid(String::new()),
     ];
     /// The waiting room asks for a proof of work before a join: `challenge` says what to
@@ -122,7 +121,8 @@ documented! {
     /// No unit left.
     SoldOut => [ApiError::SoldOut];
     /// The user is over the per-user rate limit (`SECKILL_RATE_LIMIT_PER_USER_PER_SEC`,
-    /// `SECKILL_RATE_LIMIT_BURST`), shared by every gateway, or the client address is over
+    /// `SECKILL_RATE_LIMIT_BURST`; for the waiting room
+    /// `SECKILL_QUEUE_RATE_LIMIT_PER_USER_PER_SEC`), shared by every gateway, or the client address is over
     /// `SECKILL_RATE_LIMIT_PER_ADDRESS_PER_SEC`. Retry after `Retry-After`.
     RateLimited => [
         ApiError::RateLimited { retry_after_secs: 1 },

@@ -115,15 +115,12 @@ pub async fn join(
         }
     }
     // A proof of work, checked here (one HMAC and one hash), before Redis; `queue.lua` marks
-    // its challenge used, and asks for one when the room wants it and none came.
-    let solved = match req.headers().get(pow::HEADER) {
-        None => None,
-        Some(v) => {
-            let v = v
-                .to_str()
-                .map_err(|_| ApiError::ChallengeInvalid("Seckill-Pow is not ASCII text".into()))?;
-            Some(state.admissions.check_pow(v, product, user, now_ms())?)
-        }
+    // its challenge used, and asks for one when the room wants it and none came. A solution
+    // refused here matters only where a challenge would be asked for: a room without a proof
+    // of work, or a buyer already in, answers as if it had not been sent.
+    let (solved, refused) = match check_solution(&req, &state, product, user) {
+        Ok(solved) => (solved, None),
+        Err(e) => (None, Some(e)),
     };
     let nonce = solved.as_ref().map(|c| hex::encode(c.nonce));
     let spent = solved
@@ -139,7 +136,7 @@ pub async fn join(
     // The place of an early joiner: uniform below 2^50, from `rand`'s thread-local CSPRNG
     // (ChaCha12, seeded from the operating system).
     let place = rand::rng().next_u64() >> 14;
-    let body = run(
+    let joined = run(
         &state,
         &redis,
         product,
@@ -151,10 +148,38 @@ pub async fn join(
         },
         None,
     )
-    .await?
-    .0;
+    .await;
+    let body = match (joined, refused) {
+        (Err(ApiError::ChallengeRequired(_)), Some(refused)) => return Err(refused),
+        (joined, _) => joined?.0,
+    };
     label_admitted(&req, &body);
     Ok(HttpResponse::Accepted().json(body))
+}
+
+/// The challenge a join's `Seckill-Pow` solves, if it has one.
+fn check_solution(
+    req: &HttpRequest,
+    state: &AppState,
+    product: ProductId,
+    user: UserId,
+) -> Result<Option<pow::Challenge>, ApiError> {
+    let mut values = req.headers().get_all(pow::HEADER);
+    let Some(v) = values.next() else {
+        return Ok(None);
+    };
+    if values.next().is_some() {
+        return Err(ApiError::ChallengeInvalid(
+            "send one Seckill-Pow header, not several".into(),
+        ));
+    }
+    let v = v
+        .to_str()
+        .map_err(|_| ApiError::ChallengeInvalid("Seckill-Pow is not ASCII text".into()))?;
+    state
+        .admissions
+        .check_pow(v, product, user, now_ms())
+        .map(Some)
 }
 
 #[utoipa::path(

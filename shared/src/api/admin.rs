@@ -76,12 +76,13 @@ pub struct NewPow {
     #[serde(default, deserialize_with = "whole::optional_i64")]
     #[schema(nullable = false, minimum = 0, maximum = 32, examples(0))]
     pub min_bits: Option<i64>,
-    /// The most bits ever asked, at least `min_bits`. 0 to 32; default 20.
+    /// The most bits ever asked, at least `min_bits`. 0 to 32; default 20 (or `min_bits`, if
+    /// that is more).
     #[serde(default, deserialize_with = "whole::optional_i64")]
     #[schema(nullable = false, minimum = 0, maximum = 32, examples(20))]
     pub max_bits: Option<i64>,
-    /// Joins per second that `min_bits` is meant for: one bit more for each doubling of the
-    /// joins per second past it. Default 50.
+    /// Joins per second that `min_bits` is meant for: one bit more for each whole doubling
+    /// of the joins asked for per second past it (twice: +1, four times: +2). Default 50.
     #[schema(minimum = 0.001, maximum = 1000000, examples(50))]
     pub target_joins_per_sec: Option<f64>,
 }

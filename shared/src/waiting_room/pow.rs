@@ -85,6 +85,11 @@ impl Challenge {
     /// The challenge a token carries, if `key` signed it.
     pub fn parse(token: &str, key: &[u8]) -> Result<Self, PowError> {
         let (body, mac) = token.rsplit_once('.').ok_or(PowError::Malformed)?;
+        // Lowercase hex only: a token has one spelling (an upper-case signature decodes to the
+        // same bytes, so it would be a second token for one challenge).
+        if !is_lower_hex(mac) {
+            return Err(PowError::Malformed);
+        }
         let mac = hex::decode(mac).map_err(|_| PowError::Malformed)?;
         if !bool::from(sign(key, body).as_slice().ct_eq(&mac)) {
             return Err(PowError::Forged);
@@ -99,7 +104,11 @@ impl Challenge {
         let user = UserId::new(user).map_err(|_| PowError::Malformed)?;
         let expires_at_ms = next()?.parse().map_err(|_| PowError::Malformed)?;
         let bits: u8 = next()?.parse().map_err(|_| PowError::Malformed)?;
-        let nonce: [u8; 16] = hex::decode(next()?)
+        let nonce = next()?;
+        if !is_lower_hex(nonce) {
+            return Err(PowError::Malformed);
+        }
+        let nonce: [u8; 16] = hex::decode(nonce)
             .ok()
             .and_then(|n| n.try_into().ok())
             .ok_or(PowError::Malformed)?;
@@ -114,6 +123,10 @@ impl Challenge {
             nonce,
         })
     }
+}
+
+fn is_lower_hex(s: &str) -> bool {
+    s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 fn sign(key: &[u8], body: &str) -> Vec<u8> {
@@ -176,12 +189,17 @@ pub fn solve(token: &str, bits: u8) -> String {
         .expect("some number solves it")
 }
 
-/// The difficulty for `joins_per_sec` measured: `min_bits` up to `target_joins_per_sec`, then
-/// one bit more (twice the work) for each doubling of the demand beyond it, up to `max_bits`.
-/// The work a join costs grows as the demand does, so that solved joins stay near the target.
+/// The difficulty for `joins_per_sec` measured: `min_bits` below twice
+/// `target_joins_per_sec`, then one bit more (twice the work) for each whole doubling of the
+/// demand past the target (2×: +1, 4×: +2, …), up to `max_bits`. The work a join costs grows
+/// as the demand does.
 pub fn difficulty(joins_per_sec: f64, min_bits: u8, max_bits: u8, target_joins_per_sec: f64) -> u8 {
     let over = joins_per_sec / target_joins_per_sec.max(f64::MIN_POSITIVE);
-    let extra = if over > 1.0 { over.log2().ceil() } else { 0.0 };
+    let extra = if over >= 2.0 {
+        over.log2().floor()
+    } else {
+        0.0
+    };
     let bits = f64::from(min_bits) + extra.min(f64::from(MAX_BITS));
     (bits.min(f64::from(max_bits.min(MAX_BITS))) as u8).max(min_bits.min(MAX_BITS))
 }
@@ -214,6 +232,10 @@ mod tests {
         // Any byte changed breaks the signature.
         let tampered = token.replacen(".12.", ".2.", 1);
         assert_eq!(Challenge::parse(&tampered, KEY), Err(PowError::Forged));
+        // The same signature in upper case decodes to the same bytes: refused all the same.
+        let (body, mac) = token.rsplit_once('.').unwrap();
+        let upper = format!("{body}.{}", mac.to_ascii_uppercase());
+        assert_eq!(Challenge::parse(&upper, KEY), Err(PowError::Malformed));
         for bad in ["", "v1", "v1.7.42.10000.12.zz.00", "x.y"] {
             assert!(Challenge::parse(bad, KEY).is_err(), "{bad}");
         }
@@ -282,8 +304,10 @@ mod tests {
         let d = |jps| difficulty(jps, 4, 20, 100.0);
         assert_eq!(d(0.0), 4, "few joins: the floor");
         assert_eq!(d(100.0), 4, "at the target");
-        assert_eq!(d(150.0), 5);
+        assert_eq!(d(150.0), 4, "not yet a whole doubling");
+        assert_eq!(d(199.9), 4);
         assert_eq!(d(200.0), 5, "twice the target: twice the work");
+        assert_eq!(d(399.0), 5);
         assert_eq!(d(400.0), 6);
         assert_eq!(d(1e12), 20, "the ceiling");
         assert_eq!(

@@ -23,7 +23,8 @@
 --
 -- ARGV: 1 now (ms), 2 user id, 3 'join', 'poll' or 'tick', 4 a new queue id (join), 5 a random
 --       score below 2^50 (join), 6 admission ttl (ms), 7 the proof of work's nonce (join; ''
---       without one), 8 its challenge's expiry (ms)
+--       without one), 8 its challenge's expiry (ms), 9 how long a used challenge is kept
+--       past its expiry (ms)
 -- Returns {kind, ...}:
 --   {'unknown_product'} | {'no_waiting_room'} | {'not_open'} | {'none'} (never joined)
 --   {'waiting', queue id, rank (0-based; -1 before the start), sold out (0/1), admit per sec,
@@ -60,8 +61,9 @@ if ARGV[3] == 'join' then
   local joined = redis.call('HGET', KEYS[7], user)
   if ended and not joined then return {'sale_ended'} end
   if m[14] and ARGV[7] ~= '' then
-    -- Each challenge once: kept until it expires (the gateway refuses it after that anyway).
-    redis.call('ZREMRANGEBYSCORE', KEYS[8], '-inf', now)
+    -- Each challenge once: kept until a minute after it expires (ARGV[9]), so that a gateway
+    -- whose clock runs ahead does not forget one that another still takes.
+    redis.call('ZREMRANGEBYSCORE', KEYS[8], '-inf', now - tonumber(ARGV[9]))
     if redis.call('ZADD', KEYS[8], 'NX', ARGV[8], ARGV[7]) == 0 then return {'challenge_used'} end
   elseif m[14] and not joined then
     local w = math.floor(now / 1000)

@@ -56,7 +56,8 @@ impl RedisScript for Queue<'_> {
             .arg(place)
             .arg(self.admission_ttl_ms)
             .arg(nonce)
-            .arg(pow_expires);
+            .arg(pow_expires)
+            .arg(super::pow::CHALLENGE_TTL_MS);
     }
 
     /// `{kind, ...}`: see `queue.lua` for each kind's fields.
