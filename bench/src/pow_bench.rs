@@ -15,7 +15,7 @@
 //! 3. **The gateway's CPU per verified join** (with `--gateway`): `--joins` joins of a room
 //!    without a proof of work, then as many asked for in a room with one (each answered `428`
 //!    with a challenge) and as many with the solutions (0 bits, so the client does no work),
-//!    in three alternated rounds; CPU time per request of the gateway (and of Redis, with
+//!    in `--cost-rounds` alternated rounds; CPU time per request of the gateway (and of Redis, with
 //!    `--redis-pid`) from `/proc/PID/stat`.
 
 use anyhow::Context;
@@ -34,8 +34,9 @@ pub struct PowArgs {
     #[arg(long, default_value_t = 22)]
     pub bits_to: u8,
     /// The hashes per second of a buyer's device, for the difficulty that costs a human about
-    /// 1 s (the buyer's page reports its rate: `the_page_does_the_proof_of_work_and_joins`).
-    #[arg(long, default_value_t = 2_000_000.0)]
+    /// 1 s. The default is the buyer's page's solver in headless Chromium on the 2-core
+    /// development machine (0.59 to 0.76 million, 22-bit challenges, 2026-12-07).
+    #[arg(long, default_value_t = 700_000.0)]
     pub human_hashes_per_sec: f64,
     #[arg(long, default_value_t = 5_000)]
     pub humans: usize,
@@ -52,6 +53,12 @@ pub struct PowArgs {
     /// Humans click within this many seconds of the room opening at the start (uniformly).
     #[arg(long, default_value_t = 3.0)]
     pub rush_secs: f64,
+    /// The simulated rooms that adapt the difficulty to demand: `max_bits` is the human's
+    /// bits plus this, and `target_joins_per_sec` the next option.
+    #[arg(long, default_value_t = 4)]
+    pub adaptive_extra_bits: u8,
+    #[arg(long, default_value_t = 200.0)]
+    pub adaptive_target: f64,
     /// Simulations per case, each with its own seed.
     #[arg(long, default_value_t = 20)]
     pub rounds: u64,
@@ -73,6 +80,9 @@ pub struct PowArgs {
     /// Joins per kind and round.
     #[arg(long, default_value_t = 20_000)]
     pub joins: u64,
+    /// Rounds of the three kinds, alternated.
+    #[arg(long, default_value_t = 3)]
+    pub cost_rounds: u32,
     /// Clock ticks per second of `/proc/PID/stat` (`getconf CLK_TCK`).
     #[arg(long, default_value_t = 100)]
     pub clk_tck: u64,
@@ -105,9 +115,11 @@ pub struct BotCase {
     pub bot_cores: usize,
     pub share_without: f64,
     pub share_with: f64,
-    /// Of the bot's accounts, how many held a place before the last unit was admitted, with
-    /// a challenge (mean).
-    pub bot_joins_in_time_with: f64,
+    /// Whether the difficulty followed the joins asked for per second (else fixed at the
+    /// human's bits).
+    pub adaptive: bool,
+    /// The bot's places among the admitted, with a challenge (mean).
+    pub bot_admitted_with: f64,
 }
 
 #[derive(Debug, serde::Serialize)]
@@ -162,17 +174,38 @@ pub async fn run(args: PowArgs) -> anyhow::Result<bool> {
         args.human_hashes_per_sec
     );
     let mut cases = Vec::new();
-    for room in [Room::OpensAtStart, Room::OpensBefore] {
+    let fixed = Work {
+        min: human_bits,
+        max: human_bits,
+        target: f64::INFINITY,
+    };
+    let adaptive = Work {
+        min: human_bits,
+        max: human_bits
+            .saturating_add(args.adaptive_extra_bits)
+            .min(pow::MAX_BITS),
+        target: args.adaptive_target,
+    };
+    println!(
+        "{} humans, a bot with {} accounts, {} units; adaptive: {} to {} bits, one more per doubling past {} joins/s:",
+        args.humans, args.bot_accounts, args.units, adaptive.min, adaptive.max, adaptive.target
+    );
+    for (room, work) in [
+        (Room::OpensAtStart, fixed),
+        (Room::OpensAtStart, adaptive),
+        (Room::OpensBefore, fixed),
+        (Room::OpensBefore, adaptive),
+    ] {
         for &cores in &args.bot_cores {
-            let case = simulate(&args, room, cores.max(1), human_bits, native);
+            let case = simulate(&args, room, cores.max(1), work, native);
             println!(
-                "  {:<28} bot with {:>2} cores: {:>5.1} % of the admissions without a challenge, {:>5.1} % with ({:.0} of its {} accounts in time); {}",
+                "  {:<28} {:<8} bot with {:>2} cores: {:>5.1} % of the admissions without a challenge, {:>5.1} % with ({:.0} places); {}",
                 room.name(),
+                if case.adaptive { "adaptive" } else { "fixed" },
                 case.bot_cores,
                 case.share_without * 100.0,
                 case.share_with * 100.0,
-                case.bot_joins_in_time_with,
-                args.bot_accounts,
+                case.bot_admitted_with,
                 fall(case.share_without, case.share_with),
             );
             cases.push(case);
@@ -254,7 +287,7 @@ async fn gateway_costs(args: &PowArgs, gw: &str) -> anyhow::Result<Vec<JoinCost>
     let mut redis_ticks = [0u64; 3];
     let mut next_user = 1_000_000u64;
     let hz = args.clk_tck.max(1) as f64;
-    for _round in 0..3 {
+    for _round in 0..args.cost_rounds.max(1) {
         let free = admin.product(room(None)).await?;
         let guarded = admin
             .product(room(Some(
@@ -354,8 +387,8 @@ async fn gateway_costs(args: &PowArgs, gw: &str) -> anyhow::Result<Vec<JoinCost>
         );
     }
     println!(
-        "the gateway's CPU per request ({} joins of each kind, in 3 alternated rounds):",
-        costs[0].requests
+        "the gateway's CPU per request ({} joins of each kind, in {} alternated rounds):",
+        costs[0].requests, args.cost_rounds
     );
     for (c, r) in costs.iter_mut().zip(redis_ticks) {
         c.gateway_us = c.gateway_us / hz * 1e6 / c.requests as f64;
@@ -396,8 +429,8 @@ fn time_solves(from: u8, to: u8) -> (Vec<SolveTimes>, f64) {
     let (mut hashes, mut secs) = (0u64, 0f64);
     let mut out = Vec::new();
     for bits in from..=to {
-        // About 2^24 hashes per difficulty, at least 8 challenges and at most 200.
-        let samples = (1usize << 24 >> bits).clamp(8, 200);
+        // About 2^24 hashes per difficulty, at least 32 challenges and at most 200.
+        let samples = (1usize << 24 >> bits).clamp(32, 200);
         let mut times: Vec<f64> = (0..samples)
             .map(|i| {
                 let token = pow::Challenge {
@@ -458,14 +491,22 @@ fn tries(rng: &mut StdRng, bits: u8) -> f64 {
     (u.ln() / (1.0 - p).ln()).ceil().max(1.0)
 }
 
-/// The bot's share of the admissions, with and without a challenge of `bits`.
-fn simulate(args: &PowArgs, room: Room, cores: usize, bits: u8, bot_rate: f64) -> BotCase {
+/// A room's proof of work: its bits follow the joins asked for over the last second.
+#[derive(Debug, Clone, Copy)]
+struct Work {
+    min: u8,
+    max: u8,
+    target: f64,
+}
+
+/// The bot's share of the admissions, with and without a challenge.
+fn simulate(args: &PowArgs, room: Room, cores: usize, work: Work, bot_rate: f64) -> BotCase {
     let (mut without, mut with, mut in_time) = (0.0, 0.0, 0.0);
     for round in 0..args.rounds {
         let mut rng = StdRng::seed_from_u64(round * 1_000 + cores as u64);
         let (share, _) = sale(args, room, &mut rng, cores, None, bot_rate);
         without += share;
-        let (share, bot_in) = sale(args, room, &mut rng, cores, Some(bits), bot_rate);
+        let (share, bot_in) = sale(args, room, &mut rng, cores, Some(work), bot_rate);
         with += share;
         in_time += bot_in as f64;
     }
@@ -475,7 +516,8 @@ fn simulate(args: &PowArgs, room: Room, cores: usize, bits: u8, bot_rate: f64) -
         bot_cores: cores,
         share_without: without / n,
         share_with: with / n,
-        bot_joins_in_time_with: in_time / n,
+        adaptive: work.min != work.max,
+        bot_admitted_with: in_time / n,
     }
 }
 
@@ -486,7 +528,7 @@ fn sale(
     room: Room,
     rng: &mut StdRng,
     cores: usize,
-    bits: Option<u8>,
+    work: Option<Work>,
     bot_rate: f64,
 ) -> (f64, usize) {
     let opens = match room {
@@ -503,13 +545,27 @@ fn sale(
         }
     };
     let mut line: Vec<(f64, bool)> = Vec::with_capacity(args.humans + args.bot_accounts);
-    for _ in 0..args.humans {
-        let clicks = match room {
+    let mut clicks: Vec<f64> = (0..args.humans)
+        .map(|_| match room {
             Room::OpensAtStart => rng.random_range(0.0..args.rush_secs),
             Room::OpensBefore => rng.random_range(opens..0.0),
+        })
+        .collect();
+    clicks.sort_by(f64::total_cmp);
+    // Every challenge asked for: the humans' clicks, and the bot's asks as they come.
+    let mut bot_asks: Vec<f64> = Vec::new();
+    // The bits of a challenge asked for at `t`: from the asks over the last second.
+    let bits_at = |t: f64, bot_asks: &[f64], w: Work| {
+        let humans =
+            clicks.partition_point(|&c| c <= t) - clicks.partition_point(|&c| c <= t - 1.0);
+        let bots = bot_asks.iter().filter(|&&a| a > t - 1.0 && a <= t).count();
+        pow::difficulty((humans + bots) as f64, w.min, w.max, w.target)
+    };
+    for &click in &clicks {
+        let at = match work {
+            None => click,
+            Some(w) => click + tries(rng, bits_at(click, &bot_asks, w)) / args.human_hashes_per_sec,
         };
-        let work = bits.map_or(0.0, |b| tries(rng, b) / args.human_hashes_per_sec);
-        let at = clicks + work;
         let p = place(rng, at);
         line.push((p, false));
     }
@@ -517,13 +573,16 @@ fn sale(
     // challenge every account joins at the opening (plus 10 ms to send them all).
     let mut free_at = vec![opens; cores];
     for _ in 0..args.bot_accounts {
-        let at = match bits {
+        let at = match work {
             None => opens + 0.01,
-            Some(b) => {
+            Some(w) => {
                 let core = (0..cores)
                     .min_by(|a, b| free_at[*a].total_cmp(&free_at[*b]))
                     .unwrap_or(0);
-                free_at[core] += tries(rng, b) / bot_rate;
+                let asked = free_at[core];
+                let bits = bits_at(asked, &bot_asks, w);
+                bot_asks.push(asked);
+                free_at[core] += tries(rng, bits) / bot_rate;
                 free_at[core]
             }
         };
@@ -563,6 +622,8 @@ mod tests {
             window_secs: 60.0,
             rush_secs: 3.0,
             rounds: 4,
+            adaptive_extra_bits: 4,
+            adaptive_target: 200.0,
             json: None,
             gateway: None,
             gateway_pid: None,
@@ -570,6 +631,7 @@ mod tests {
             admin_token: None,
             jwt_secret: None,
             joins: 1,
+            cost_rounds: 1,
             clk_tck: 100,
         }
     }
@@ -577,11 +639,16 @@ mod tests {
     #[test]
     fn without_a_challenge_the_fast_bot_wins_a_rush_and_its_share_of_a_draw() {
         let a = args();
-        let rush = simulate(&a, Room::OpensAtStart, 1, 20, 4_000_000.0);
+        let w = Work {
+            min: 20,
+            max: 20,
+            target: f64::INFINITY,
+        };
+        let rush = simulate(&a, Room::OpensAtStart, 1, w, 4_000_000.0);
         assert!(rush.share_without > 0.9, "{rush:?}");
         // A challenge of about 1 s for a human: one core gets a handful of accounts in.
         assert!(rush.share_with < rush.share_without / 10.0, "{rush:?}");
-        let draw = simulate(&a, Room::OpensBefore, 1, 20, 4_000_000.0);
+        let draw = simulate(&a, Room::OpensBefore, 1, w, 4_000_000.0);
         // 100 of 1,100 places drawn at random.
         assert!(
             (draw.share_without - 100.0 / 1_100.0).abs() < 0.04,

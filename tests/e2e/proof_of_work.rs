@@ -17,34 +17,24 @@ async fn join_with(
     user: u64,
     solution: &str,
 ) -> (StatusCode, Value) {
-    let res = gw
-        .http
-        .post(format!("{}/v1/seckill/{product}/queue", gw.base))
-        .bearer_auth(token(user))
-        .header(pow::HEADER, solution)
-        .send()
-        .await
-        .unwrap();
-    let status = res.status();
-    (status, res.json().await.unwrap_or(Value::Null))
+    join_with_all(gw, product, user, &[solution]).await
 }
 
-/// A join with two `Seckill-Pow` headers, the second `solution`.
-async fn gw_post_twice(
+/// A join with one `Seckill-Pow` header for each of `solutions`.
+async fn join_with_all(
     gw: &TestGateway,
     product: ProductId,
     user: u64,
-    solution: &str,
+    solutions: &[&str],
 ) -> (StatusCode, Value) {
-    let res = gw
+    let mut req = gw
         .http
         .post(format!("{}/v1/seckill/{product}/queue", gw.base))
-        .bearer_auth(token(user))
-        .header(pow::HEADER, "junk")
-        .header(pow::HEADER, solution)
-        .send()
-        .await
-        .unwrap();
+        .bearer_auth(token(user));
+    for s in solutions {
+        req = req.header(pow::HEADER, *s);
+    }
+    let res = req.send().await.unwrap();
     let status = res.status();
     (status, res.json().await.unwrap_or(Value::Null))
 }
@@ -160,7 +150,8 @@ async fn a_join_needs_its_own_solved_challenge_once() {
         refused(status, &body, bad);
     }
     // Sent twice: refused, whatever the two say.
-    let twice = gw_post_twice(&a, product, 3, &pow::solve(&stale.token(&key), 0)).await;
+    let solved_too = pow::solve(&stale.token(&key), 0);
+    let twice = join_with_all(&a, product, 3, &["junk", &solved_too]).await;
     refused(twice.0, &twice.1, "two headers");
     // A solution matters only where a challenge would be asked for: a buyer already in gets
     // their entry, and a room without a proof of work takes the join.
