@@ -90,6 +90,7 @@ run_schemathesis() {
         SECKILL_ADMIN_TOKEN="$token" SECKILL_AUTH_HS256_SECRET="$secret" SECKILL_LOG_FORMAT=pretty
         SECKILL_ADMISSION_SECRET="$admission"
         SECKILL_RATE_LIMIT_PER_ADDRESS_PER_SEC=0 SECKILL_ADMIN_AUTH_FAILURES_PER_MIN=0
+        SECKILL_QUEUE_RATE_LIMIT_PER_USER_PER_SEC=0
     )
     buyer=$(env "${env[@]}" target/debug/gateway token --user 1 --ttl 3600)
     log "schemathesis: namespace $ns, logs and reports in $dir"
@@ -101,9 +102,18 @@ run_schemathesis() {
     pids+=($!)
     if wait_for -t 90 -m "the worker" curl -fsS "http://127.0.0.1:$ST_WK_PORT/livez" &&
         wait_for -t 30 -m "the gateway" curl -fsS "http://127.0.0.1:$ST_GW_PORT/livez"; then
+        # The joins go to a waiting room with a proof of work: its 428 and 403 are the answers
+        # schemathesis would not reach from the products it makes (their ids are not linked to
+        # the join with a room and a started sale often enough).
+        local pow_product
+        pow_product=$(curl -fsS -H "Authorization: Bearer $token" -H 'Content-Type: application/json' \
+            -d '{"name": "schemathesis room", "stock": 5, "waiting_room": {"pow": {"min_bits": 4}}}' \
+            "http://127.0.0.1:$ST_GW_PORT/admin/products" | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+        curl -fsS -X POST -H "Authorization: Bearer $token" \
+            "http://127.0.0.1:$ST_GW_PORT/admin/products/$pow_product/preload" >/dev/null
         # In the run's folder: hypothesis keeps its database and schemathesis its reports there.
         (cd "$dir" && SCHEMATHESIS_HOOKS="$ROOT/scripts/schemathesis/hooks.py" \
-            ST_ADMIN_TOKEN="$token" ST_BUYER_TOKEN="$buyer" \
+            ST_ADMIN_TOKEN="$token" ST_BUYER_TOKEN="$buyer" ST_POW_PRODUCT="$pow_product" \
             "$ST_VENV/bin/st" --config-file "$ROOT/scripts/schemathesis/schemathesis.toml" \
             run "http://127.0.0.1:$ST_GW_PORT/openapi.json" \
             --phases examples,coverage,fuzzing,stateful \

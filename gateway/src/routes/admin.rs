@@ -222,6 +222,7 @@ async fn announce_for_sale(state: &AppState, id: ProductId) -> bool {
     responses(
         (status = 200, description = "Loaded.", body = Preloaded, links(
             ("Buy" = (operation_id = "buy", parameters(("product_id" = "$response.body#/id")), description = "Buy a unit.")),
+            ("JoinQueue" = (operation_id = "joinQueue", parameters(("product_id" = "$response.body#/id")), description = "Join its waiting room, if it has one.")),
         )),
         e::BadRequest,
         e::Unauthorized,
