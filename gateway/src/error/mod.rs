@@ -92,7 +92,7 @@ pub enum ApiError {
     #[error("too many wrong admin tokens from this address; admin requests from it are refused, retry in {retry_after_secs} s")]
     AdminLocked { retry_after_secs: u64 },
     /// The user is over the per-user rate limit; a token comes back after this many seconds.
-    #[error("too many buys; retry in {retry_after_secs} s")]
+    #[error("too many requests from this buyer; retry in {retry_after_secs} s")]
     RateLimited { retry_after_secs: u64 },
     /// The gateway already handles `SECKILL_MAX_IN_FLIGHT` buys; it refuses more at once rather
     /// than queue them.
