@@ -49,12 +49,15 @@ pub fn shape(
         QueueState::NotOpen => return Err(ApiError::QueueNotOpen),
         QueueState::NotJoined => return Err(ApiError::UnknownQueueEntry),
         QueueState::SaleEnded => return Err(ApiError::SaleEnded),
-        QueueState::Challenge { joins_per_sec, pow } => {
-            let bits = seckill_shared::waiting_room::pow::difficulty(
+        QueueState::Challenge {
+            joins_per_sec,
+            pow: settings,
+        } => {
+            let bits = pow::difficulty(
                 joins_per_sec,
-                pow.min_bits,
-                pow.max_bits,
-                pow.target_joins_per_sec,
+                settings.min_bits,
+                settings.max_bits,
+                settings.target_joins_per_sec,
             );
             return Err(ApiError::ChallengeRequired(Box::new(
                 admissions.challenge(product, user, bits, now),

@@ -253,6 +253,7 @@ async fn the_page_does_the_proof_of_work_and_joins() {
     until_attr(&c, "the countdown", "#countdown", "data-state", "waiting").await;
     click(&c, "join").await;
     until_attr(&c, "in the queue", "#queue", "data-state", "waiting").await;
+    screenshot(&c, "4-pow-joined").await;
     assert_eq!(
         attr(&c, "#queue", "data-pow-bits").await.as_deref(),
         Some("16")

@@ -12,6 +12,7 @@ let product = null;
 let clockOffset = 0; // the gateway's clock minus this device's
 let admission = null; // { token, until }
 let ticket = null;
+let joining = false; // a join (and its proof of work) is under way
 
 // ---- the buyer's token ----------------------------------------------------------------
 
@@ -155,7 +156,7 @@ function tick() {
     const opens = product.queue_opens_at_ms || 0;
     const joined = $('queue').dataset.state !== 'none';
     $('join').hidden = joined;
-    $('join').disabled = !token || now < opens || state === 'ended' || joined;
+    $('join').disabled = !token || now < opens || state === 'ended' || joined || joining;
   }
 }
 
@@ -191,24 +192,39 @@ function showQueue(entry) {
 }
 
 async function join() {
+  joining = true;
+  $('join').disabled = true;
+  try {
+    await joinOnce();
+  } finally {
+    joining = false;
+    tick();
+  }
+}
+
+async function joinOnce() {
   const path = '/v1/seckill/' + productId + '/queue';
   let r = await api('POST', path);
   // A room with a proof of work: solve its challenge off the page's thread, and join with
   // the solution. A solution refused (its challenge expired meanwhile) is tried once more.
   for (let tries = 0; r.status === 428 && r.data && r.data.challenge && tries < 2; tries++) {
-    $('join').disabled = true;
-    say('Joining: your browser is doing a small proof of work (fair to everyone, costly to bots)…');
+    $('queue-state').textContent =
+      'Joining: your browser is doing a small proof of work (fair to everyone, costly to bots)…';
     let solution;
     try {
       solution = await solvePow(r.data.challenge);
     } catch (_) {
+      $('queue-state').textContent = '';
       say('This browser could not do the proof of work the queue asks for (Web Workers are needed).');
       return;
     }
     r = await api('POST', path, { headers: { 'Seckill-Pow': solution } });
     if (r.status === 403 && r.data && r.data.error === 'challenge_invalid') r = await api('POST', path);
   }
-  if (r.status !== 202) return refused(r);
+  if (r.status !== 202) {
+    $('queue-state').textContent = '';
+    return refused(r);
+  }
   say('');
   followQueue(r.data);
 }

@@ -156,7 +156,7 @@ pub enum QueueOp<'a> {
 }
 
 /// A proof of work a join brings (already checked by the gateway): its challenge is marked used
-/// until it expires.
+/// until a challenge's lifetime past its expiry (gateways' clocks may differ).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PowSpent<'a> {
     /// The challenge's nonce, in hex.
