@@ -6,6 +6,9 @@ schema-valid products with an empty sale window and count their `400` as a wrong
 teaches its generator the rule: a generated product whose two times are both well-formed and out
 of order gets them swapped, or loses `ends_at` when they are equal.
 
+The same for a waiting room's proof of work: `min_bits` must not be above `max_bits` (the
+document says so in words, `NewPow.max_bits`); a generated pair out of order is swapped.
+
 (A product with a waiting room keeps its stock in one bucket: the document says that itself, in
 `NewProduct.not`, so no hook bends those cases.)
 
@@ -60,4 +63,12 @@ def map_body(context, body):
                 del body["ends_at"]
             else:
                 body["starts_at"], body["ends_at"] = body["ends_at"], body["starts_at"]
+        room = body.get("waiting_room")
+        pow_ = room.get("pow") if isinstance(room, dict) else None
+        if isinstance(pow_, dict):
+            lo, hi = pow_.get("min_bits"), pow_.get("max_bits")
+            if all(isinstance(b, int) and not isinstance(b, bool) for b in (lo, hi)) and lo > hi:
+                body = dict(body)
+                body["waiting_room"] = dict(room)
+                body["waiting_room"]["pow"] = dict(pow_, min_bits=hi, max_bits=lo)
     return body
