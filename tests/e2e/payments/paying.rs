@@ -293,6 +293,15 @@ async fn a_payment_is_not_recorded_once_the_window_has_closed() {
     let sale = Sale::new().await;
     let product = sale.product(1, 600).await;
     let ticket = sale.confirmed_ticket(product, 71).await;
+    // The workers' expiry would cancel the overdue order first (CI once saw `cancelled` here):
+    // it locks the product's row before the orders', so holding that row keeps it out until
+    // the record has answered. The record locks only the order's row.
+    let mut hold = sale.env.db.begin().await.unwrap();
+    sqlx::query("SELECT id FROM products WHERE id = ? FOR UPDATE")
+        .bind(product.as_i64())
+        .fetch_all(&mut *hold)
+        .await
+        .unwrap();
     sqlx::query("UPDATE orders SET pay_by_ms = ? WHERE ticket = ?")
         .bind(now_ms() - 1)
         .bind(&ticket)
@@ -310,6 +319,7 @@ async fn a_payment_is_not_recorded_once_the_window_has_closed() {
     let recorded = seckill_shared::payments::attempts::record(&sale.env.db, &p, "late", 0)
         .await
         .unwrap();
+    hold.rollback().await.unwrap();
     assert_eq!(
         recorded,
         seckill_shared::payments::attempts::Recorded::WindowClosed
