@@ -5,7 +5,7 @@
 #   scripts/bench.sh                  every figure, then rewrites the results block of
 #                                     docs/BENCHMARKS.md
 #   scripts/bench.sh --quick          smoke run: 3 s per figure, small N; prints the table only
-#   scripts/bench.sh --figures "1 2"  a subset (1..11; wrk runs with 1; (2N), (2E), (2L) and
+#   scripts/bench.sh --figures "1 2"  a subset (1..13; wrk runs with 1; (2N), (2E), (2L) and
 #                                     (2S) with 2; (1R) with both); prints the table only
 #   scripts/bench.sh --profile        perf-record the gateway during (2), (2S) and (3) and the worker
 #                                     during (6); the figures are then perturbed: no doc rewrite
@@ -42,6 +42,10 @@
 # per buyer of the gateways, Redis and the machine, requests per buyer, and the time from a
 # confirmation to its buyer knowing it (p50, p99), drawn by percentile to plots/f12.svg. Its
 # line follows the table and goes into the note too.
+# (13) traces: the accept path of (2) with traces off, at 1 % and at 100 %, exported over
+# OTLP/HTTP to a sink, in BENCH_TRACE_ROUNDS alternated rounds on a fresh gateway each: its
+# CPU per accept, and each "on" over "off" with the 95 % interval over the rounds (goal: 1 %
+# under 1.03). Its line follows the table and goes into the note too.
 #
 # Each load-style figure ((1), (2), (2N), (2E), (2L), (3), (4), (9), (9L)) is also drawn over
 # time (`seckill-bench plot load` of its summary: answers per second and latency p50/p99 per
@@ -77,7 +81,8 @@
 # `cargo bench -p seckill-gateway --bench auth`, if there is one), BENCH_KAFKA_LINGER_MS
 # (gateway producer linger; default: the gateway's own default), BENCH_SAT_CONCURRENCY (the
 # concurrency of (2S), 512), BENCH_AUTH_ROUNDS (rounds of (2), (2N) and (2E), each round in
-# another order, whose 95 % interval judges the authentication goals, 5), BENCH_BIN (a directory with gateway, worker and seckill-bench to use
+# another order, whose 95 % interval judges the authentication goals, 5), BENCH_TRACE_ROUNDS
+# (rounds of (13), 5), BENCH_BIN (a directory with gateway, worker and seckill-bench to use
 # instead of building: before/after comparisons; its seckill-bench must have `report`).
 # Gateways listen on 28081.., workers' health on 29191..; every group of figures runs on a
 # fresh namespace (Redis prefix, ZooKeeper root, MySQL database sk_<ns>, topic, group), all
@@ -87,7 +92,7 @@ set -euo pipefail
 cd "$ROOT"
 [[ -f $HOME/.cargo/env ]] && . "$HOME/.cargo/env"
 
-QUICK=0 PROFILE=0 FIGURES="1 2 3 4 5 6 7 8 9 10 11 12" REPORT=auto
+QUICK=0 PROFILE=0 FIGURES="1 2 3 4 5 6 7 8 9 10 11 12 13" REPORT=auto
 while (($#)); do
     case $1 in
         --quick) QUICK=1; shift ;;
@@ -109,6 +114,7 @@ fi
 : "${BENCH_KAFKA_LINGER_MS:=}" "${BENCH_E2E_RATE:=}" "${BENCH_E2E_LOW_FRACTION:=0.15}" "${BENCH_PARTITIONS:=8}"
 : "${BENCH_E2E_MAX_IN_FLIGHT:=512}" "${BENCH_ED25519_VERIFY_US:=}" "${BENCH_SAT_CONCURRENCY:=512}"
 : "${BENCH_AUTH_ROUNDS:=5}"
+: "${BENCH_TRACE_ROUNDS:=5}"
 : "${BENCH_EXPIRY_N:=10000}" "${BENCH_EXPIRY_WINDOW_SECS:=10}"
 : "${BENCH_QUEUE_BUYERS:=100000}" "${BENCH_QUEUE_STOCK:=1000}" "${BENCH_QUEUE_ADMIT_PER_SEC:=1000}"
 : "${BENCH_QUEUE_FACTOR:=1.5}" "${BENCH_QUEUE_CONCURRENCY:=256}" "${BENCH_QUEUE_STARTS_IN:=}"
@@ -168,6 +174,8 @@ ran() { RAN+=("$@"); }
 . "$ROOT/scripts/bench/processes.sh"
 # shellcheck source=bench/gateway_figures.sh
 . "$ROOT/scripts/bench/gateway_figures.sh"
+# shellcheck source=bench/trace_figures.sh
+. "$ROOT/scripts/bench/trace_figures.sh"
 # shellcheck source=bench/drain_figures.sh
 . "$ROOT/scripts/bench/drain_figures.sh"
 # shellcheck source=bench/end_to_end.sh
@@ -279,6 +287,13 @@ if want 12; then
         --title "(12) confirmation → buyer knows: polling against live streams" \
         --out "$OUT/plots/f12.svg" || warn "(12) no plot"
 fi
+# (13)'s line: what traces cost an accept. TRACE_OK=0 when (13) ran and a round is missing.
+TRACE_LINE="" TRACE_OK=1
+if want 13; then
+    TRACE_LINE=$(python3 scripts/bench/trace_line.py "$OUT" "$(getconf CLK_TCK)" "$BIN/seckill-bench" \
+        "$BENCH_TRACE_ROUNDS") || TRACE_OK=0
+    [[ -z $TRACE_LINE ]] || log "$TRACE_LINE"
+fi
 # The cost of an accept with the per-user limit on, as ratios to floors measured in this run
 # (scripts/accept-cost.py): gateway CPU per accept of (2L) ÷ per /livez of (1), Redis CPU per
 # accept ÷ per GET of (5G) at the same concurrency, the whole machine's, (2S)'s peak ÷ (1) with
@@ -289,7 +304,7 @@ if want 2 && want 1; then
     [[ -z $CPU_LINE ]] || log "$CPU_LINE"
 fi
 NOTE=$CHAOS_NOTE
-for l in "$EXPIRY_LINE" "$QUEUE_LINE" "$LIVE_LINE" "$CPU_LINE"; do [[ -z $l ]] || NOTE+=${NOTE:+ }$l; done
+for l in "$EXPIRY_LINE" "$QUEUE_LINE" "$LIVE_LINE" "$TRACE_LINE" "$CPU_LINE"; do [[ -z $l ]] || NOTE+=${NOTE:+ }$l; done
 MODE=full
 ((QUICK)) && MODE=quick
 ((PROFILE)) && MODE=profile
@@ -347,8 +362,16 @@ if [[ -n $LIVE_LINE ]]; then
     echo
     echo "$LIVE_LINE"
 fi
+if [[ -n $TRACE_LINE ]]; then
+    echo
+    echo "$TRACE_LINE"
+fi
 if ((!LIVE_OK)); then
     err "INVALID: the run of figure 12 does not count; see $OUT/f12.log and $OUT/f12.txt"
+    status=1
+fi
+if ((!TRACE_OK)); then
+    err "INVALID: the run of figure 13 does not count; see $OUT/f13-*.log"
     status=1
 fi
 if ((!QUEUE_OK)); then

@@ -53,14 +53,21 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     if let Some(Command::Token { user, ttl }) = cli.command {
         return print_token(&mut settings, cli.dev, &user, ttl);
     }
-    telemetry::init(settings.common.log_format);
+    let telemetry = telemetry::init(
+        settings.common.log_format,
+        "seckill-gateway",
+        settings.common.trace_slow(),
+    )?;
     settings.require_admin_token(cli.dev)?;
     settings.require_auth(cli.dev)?;
     settings.require_admission_secret(cli.dev)?;
 
     let app = Application::build(settings).await?;
     tracing::info!(port = app.port(), "gateway listening");
-    app.run_until_stopped().await
+    let stopped = app.run_until_stopped().await;
+    // The spans still buffered go out before the process ends.
+    let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
+    stopped
 }
 
 /// `gateway token`: one HS256 token, with the configured issuer and audience.

@@ -13,6 +13,7 @@ use rdkafka::util::Timeout;
 use rdkafka::ClientConfig;
 use seckill_shared::config::KafkaSettings;
 use seckill_shared::kafka::{producer_config, TICKET_HEADER};
+use seckill_shared::telemetry::TRACEPARENT;
 use seckill_shared::OrderMessage;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::RwLock;
@@ -132,12 +133,19 @@ impl OrderPublisher {
     /// they fill one batch instead of one per partition (librdkafka sends each partition's
     /// batch in a request of its own). Over a sale they still reach every partition. The
     /// ticket is in the payload and the `ticket` header.
-    pub async fn publish(&self, order: &OrderMessage) -> anyhow::Result<(i32, i64)> {
+    ///
+    /// `traceparent`, when traces are on, rides in the message's headers (W3C trace context),
+    /// so the worker's spans of the order join its trace.
+    pub async fn publish(
+        &self,
+        order: &OrderMessage,
+        traceparent: Option<&str>,
+    ) -> anyhow::Result<(i32, i64)> {
         let (generation, producer) = self.current();
         self.awaiting.fetch_add(1, Ordering::Relaxed);
         // Counted down however the send ends, a dropped request (the buyer gone) included.
         let _awaiting = CountDown(&self.awaiting);
-        let result = self.send(&producer, order).await;
+        let result = self.send(&producer, order, traceparent).await;
         if result.is_ok() {
             self.delivered();
         } else {
@@ -155,8 +163,19 @@ impl OrderPublisher {
         &self,
         producer: &KafkaProducer,
         order: &OrderMessage,
+        traceparent: Option<&str>,
     ) -> anyhow::Result<(i32, i64)> {
         let payload = order.encode();
+        let mut headers = OwnedHeaders::new_with_capacity(2).insert(Header {
+            key: TICKET_HEADER,
+            value: Some(order.ticket.as_str()),
+        });
+        if let Some(tp) = traceparent {
+            headers = headers.insert(Header {
+                key: TRACEPARENT,
+                value: Some(tp),
+            });
+        }
         let (reply, delivered) = oneshot::channel();
         let pending = Box::new(Pending {
             inbox: Inbox::current(),
@@ -164,10 +183,7 @@ impl OrderPublisher {
         });
         let mut record = BaseRecord::<(), _, _>::with_opaque_to(&self.topic, pending)
             .payload(&payload)
-            .headers(OwnedHeaders::new().insert(Header {
-                key: TICKET_HEADER,
-                value: Some(order.ticket.as_str()),
-            }));
+            .headers(headers);
         // A full queue is waited out for at most the delivery timeout. Once the order is
         // queued, librdkafka reports it within message.timeout.ms (the same timeout), so the
         // wait for its report is bounded from then on: an order is never given up on while

@@ -26,6 +26,16 @@ pub fn is_fence(headers: Option<&rdkafka::message::BorrowedHeaders>) -> bool {
     headers.is_some_and(|h| h.iter().any(|x| x.key == FENCE_HEADER))
 }
 
+/// The `traceparent` header's value, if the message has a valid UTF-8 one.
+pub fn traceparent(headers: Option<&rdkafka::message::BorrowedHeaders>) -> Option<String> {
+    use rdkafka::message::Headers;
+    let h = headers?;
+    h.iter()
+        .find(|x| x.key == crate::telemetry::TRACEPARENT)
+        .and_then(|x| std::str::from_utf8(x.value?).ok())
+        .map(str::to_owned)
+}
+
 /// Producer settings: idempotent, `acks=all`, and a delivery timeout of seconds, not minutes.
 pub fn producer_config(k: &KafkaSettings) -> ClientConfig {
     let mut c = ClientConfig::new();

@@ -30,5 +30,6 @@ mod redis_faults;
 mod rollback;
 mod sale_page;
 mod settle;
+mod traces;
 mod waiting_room;
 mod workers;

@@ -8,8 +8,9 @@
 //! (`SECKILL_SOLD_OUT_TTL_MS`).
 
 use backon::BackoffBuilder;
+use seckill_shared::telemetry::{KeyValue, Late, SpanContext, SpanKind};
 use seckill_shared::{sold_out, ProductId};
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -20,7 +21,7 @@ const QUEUE: usize = 4096;
 
 #[derive(Clone)]
 pub struct Announcer {
-    tx: mpsc::Sender<ProductId>,
+    tx: mpsc::Sender<(ProductId, Vec<SpanContext>)>,
 }
 
 impl Announcer {
@@ -33,7 +34,13 @@ impl Announcer {
 
     /// Queues `"false"` for `product`. Never waits.
     pub fn not_sold_out(&self, product: ProductId) {
-        if self.tx.try_send(product).is_err() {
+        self.not_sold_out_traced(product, Vec::new());
+    }
+
+    /// [`Self::not_sold_out`] for orders whose traces are kept: the publish's span is a child
+    /// of the first and links the others.
+    pub fn not_sold_out_traced(&self, product: ProductId, traces: Vec<SpanContext>) {
+        if self.tx.try_send((product, traces)).is_err() {
             tracing::warn!(%product, "announce queue full; the gateways' marker TTL covers it");
         }
     }
@@ -41,33 +48,43 @@ impl Announcer {
 
 async fn run(
     publisher: Arc<sold_out::Publisher>,
-    mut rx: mpsc::Receiver<ProductId>,
+    mut rx: mpsc::Receiver<(ProductId, Vec<SpanContext>)>,
     shutdown: CancellationToken,
 ) {
-    let mut due: BTreeSet<ProductId> = BTreeSet::new();
+    // Each product due, with the traces its publish joins.
+    let mut due: BTreeMap<ProductId, Vec<SpanContext>> = BTreeMap::new();
     let policy = crate::retry::retry_policy();
     let mut delays = policy.build();
     loop {
         if due.is_empty() {
             tokio::select! {
                 p = rx.recv() => match p {
-                    Some(p) => { due.insert(p); }
+                    Some((p, traces)) => due.entry(p).or_default().extend(traces),
                     None => return,
                 },
                 _ = shutdown.cancelled() => return,
             }
         }
-        while let Ok(p) = rx.try_recv() {
-            due.insert(p);
+        while let Ok((p, traces)) = rx.try_recv() {
+            due.entry(p).or_default().extend(traces);
         }
         let mut failed = false;
-        while let Some(product) = due.first().copied() {
+        while let Some(product) = due.keys().next().copied() {
+            let started = std::time::SystemTime::now();
             match publisher
                 .not_sold_out(product, Duration::from_secs(2))
                 .await
             {
                 Ok(()) => {
-                    due.remove(&product);
+                    let traces = due.remove(&product).unwrap_or_default();
+                    if let Some((first, others)) = traces.split_first() {
+                        Late::new("zookeeper.announce", started, std::time::SystemTime::now())
+                            .kind(SpanKind::Client)
+                            .attr(KeyValue::new("seckill.product_id", product.as_i64()))
+                            .attr(KeyValue::new("seckill.sold_out", "false"))
+                            .links(others.to_vec())
+                            .emit(Some(first));
+                    }
                 }
                 Err(e) => {
                     tracing::warn!(error = format!("{e:#}"), %product, "could not publish \"false\"; retrying");

@@ -56,7 +56,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         print!("{}", settings.redacted_toml());
         return Ok(());
     }
-    telemetry::init(settings.common.log_format);
+    let telemetry = telemetry::init(
+        settings.common.log_format,
+        "seckill-worker",
+        settings.common.trace_slow(),
+    )?;
     if let Some(Command::Migrate) = &cli.command {
         let pool = db::pool(settings.mysql.url.expose_secret(), 1)?;
         db::migrate(&pool).await?;
@@ -87,7 +91,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     tracing::info!(port = worker.port(), "worker started");
     let shutdown = CancellationToken::new();
     tokio::spawn(stop_on_signal(term, shutdown.clone()));
-    worker.run_until_stopped(shutdown).await
+    let stopped = worker.run_until_stopped(shutdown).await;
+    // The spans still buffered go out before the process ends.
+    let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
+    stopped
 }
 
 /// SIGTERM or SIGINT: finish the batch, commit, leave the group.

@@ -3,6 +3,7 @@
 use crate::announce::Announcer;
 use crate::metrics::Metrics;
 use crate::retry::{retry_policy, MAX_RETRY_DELAY};
+use crate::traces;
 use backon::BackoffBuilder;
 use rdkafka::consumer::{
     BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer,
@@ -10,6 +11,7 @@ use rdkafka::consumer::{
 use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::{ClientContext, Statistics};
 use seckill_shared::settle::{BatchReport, Claimed, Outcome, Settler};
+use seckill_shared::telemetry::SpanContext;
 use seckill_shared::{kafka, recovery, OrderMessage, Ticket};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -105,6 +107,8 @@ struct Batch {
     high: BTreeMap<i32, i64>,
     messages: usize,
     gathered: Option<Instant>,
+    /// When its first message came, and when each step that finished ran: for its traces.
+    timings: traces::Timings,
 }
 
 impl Batch {
@@ -119,7 +123,10 @@ impl Batch {
             );
         } else {
             match OrderMessage::decode(m.payload().unwrap_or_default()) {
-                Ok(o) => self.orders.push(o),
+                Ok(mut o) => {
+                    o.traceparent = kafka::traceparent(m.headers());
+                    self.orders.push(o)
+                }
                 Err(e) => {
                     tracing::error!(error = %e, partition = m.partition(), offset = m.offset(), "skipping an undecodable message");
                 }
@@ -128,7 +135,10 @@ impl Batch {
         let h = self.high.entry(m.partition()).or_insert(m.offset());
         *h = (*h).max(m.offset());
         self.messages += 1;
-        self.gathered.get_or_insert_with(Instant::now);
+        if self.gathered.is_none() {
+            self.gathered = Some(Instant::now());
+            self.timings.gathered = std::time::SystemTime::now();
+        }
     }
 }
 
@@ -218,19 +228,21 @@ impl Pipeline {
             let (finished, persisted, claimed) = tokio::join!(
                 async {
                     match &finishing {
-                        Some((_, c, decided)) => Some(settler.finish(c, decided).await),
+                        Some((_, c, decided)) => {
+                            Some(traces::timed(settler.finish(c, decided)).await)
+                        }
                         None => None,
                     }
                 },
                 async {
                     match &persisting {
-                        Some((_, c)) => Some(settler.persist(c).await),
+                        Some((_, c)) => Some(traces::timed(settler.persist(c)).await),
                         None => None,
                     }
                 },
                 async {
                     match &claiming {
-                        Some(b) => Some(settler.claim(&b.orders).await),
+                        Some(b) => Some(traces::timed(settler.claim(&b.orders)).await),
                         None => None,
                     }
                 },
@@ -239,30 +251,34 @@ impl Pipeline {
             // Oldest first; a batch moves on only into a free step.
             let mut failed = None;
             match finished {
-                Some(Ok(report)) => {
-                    let (batch, _, _) = finishing.take().expect("finished a batch");
+                Some((Ok(report), took)) => {
+                    let (mut batch, _, _) = finishing.take().expect("finished a batch");
+                    batch.timings.finish = Some(took);
                     self.finished(&batch, report).await;
                 }
-                Some(Err(e)) => failed = Some(e.context("confirming in Redis")),
+                Some((Err(e), _)) => failed = Some(e.context("confirming in Redis")),
                 None => {}
             }
             match persisted {
-                Some(Ok(decided)) if finishing.is_none() => {
-                    let (batch, c) = persisting.take().expect("persisted a batch");
+                Some((Ok(decided), took)) if finishing.is_none() => {
+                    let (mut batch, c) = persisting.take().expect("persisted a batch");
+                    batch.timings.persist = Some(took);
                     finishing = Some((batch, c, decided));
                 }
                 // Written, but the step after is still busy: written again next round, which
                 // changes nothing.
-                Some(Ok(_)) => {}
-                Some(Err(e)) => failed = failed.or(Some(e.context("writing to MySQL"))),
+                Some((Ok(_), _)) => {}
+                Some((Err(e), _)) => failed = failed.or(Some(e.context("writing to MySQL"))),
                 None => {}
             }
             match claimed {
-                Some(Ok(c)) if persisting.is_none() => {
-                    persisting = Some((claiming.take().expect("claimed a batch"), c));
+                Some((Ok(c), took)) if persisting.is_none() => {
+                    let mut batch = claiming.take().expect("claimed a batch");
+                    batch.timings.claim = Some(took);
+                    persisting = Some((batch, c));
                 }
-                Some(Ok(_)) => {}
-                Some(Err(e)) => failed = failed.or(Some(e.context("claiming in Redis"))),
+                Some((Ok(_), _)) => {}
+                Some((Err(e), _)) => failed = failed.or(Some(e.context("claiming in Redis"))),
                 None => {}
             }
 
@@ -355,7 +371,12 @@ impl Pipeline {
                 .commit_seconds
                 .observe(gathered.elapsed().as_secs_f64());
         }
-        self.record(&batch.orders, &report).await;
+        let traced = if seckill_shared::telemetry::enabled() {
+            traces::record(&batch.orders, &report, &batch.timings)
+        } else {
+            BTreeMap::new()
+        };
+        self.record(&batch.orders, &report, traced).await;
         // The highest offset of each partition: librdkafka commits offset + 1.
         let topic = self.topic.as_str();
         for (&partition, &offset) in &batch.high {
@@ -374,12 +395,18 @@ impl Pipeline {
             return Ok(BatchReport::default());
         }
         let report = self.settler.settle(orders).await?;
-        self.record(orders, &report).await;
+        self.record(orders, &report, BTreeMap::new()).await;
         Ok(report)
     }
 
-    /// Metrics, and `"false"` in ZooKeeper for every product that got units back.
-    async fn record(&self, orders: &[OrderMessage], report: &BatchReport) {
+    /// Metrics, and `"false"` in ZooKeeper for every product that got units back; its span
+    /// joins the traces of the product's orders in `traced` that gave them back.
+    async fn record(
+        &self,
+        orders: &[OrderMessage],
+        report: &BatchReport,
+        mut traced: BTreeMap<seckill_shared::ProductId, Vec<SpanContext>>,
+    ) {
         if orders.is_empty() {
             return;
         }
@@ -431,7 +458,8 @@ impl Pipeline {
         }
         for (product, units) in &report.given_back {
             self.metrics.compensations.inc_by(*units);
-            self.announcer.not_sold_out(*product);
+            self.announcer
+                .not_sold_out_traced(*product, traced.remove(product).unwrap_or_default());
         }
     }
 }

@@ -12,6 +12,7 @@ use backon::BackoffBuilder;
 use seckill_shared::now_ms;
 use seckill_shared::payments::cancel;
 use seckill_shared::store::TicketStore;
+use seckill_shared::telemetry::{self, KeyValue, Late, SpanContext};
 use sqlx::MySqlPool;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -66,6 +67,7 @@ impl Expirer {
     /// `true` when it found a full batch (more may be due).
     async fn round(&self) -> anyhow::Result<bool> {
         let now = now_ms();
+        let started = std::time::SystemTime::now();
         let due = cancel::cancel_overdue(&self.db, now, BATCH).await?;
         self.crash.count(due.len(), || {
             let tickets: Vec<&str> = due.iter().map(|c| c.ticket.as_str()).collect();
@@ -103,6 +105,9 @@ impl Expirer {
             self.metrics.units_back.inc_by(*n);
             self.announcer.not_sold_out(*product);
         }
+        if telemetry::enabled() {
+            trace_expiry(&due, started);
+        }
         if !due.is_empty() {
             tracing::info!(
                 cancelled = due.len(),
@@ -112,4 +117,25 @@ impl Expirer {
         }
         Ok(due.len() == BATCH)
     }
+}
+
+/// The round's span, when an order it cancelled was traced (its row keeps the `traceparent`
+/// its Kafka message had): a child of the first such order's trace, linking the others.
+fn trace_expiry(due: &[cancel::Cancelled], started: std::time::SystemTime) {
+    let traced: Vec<SpanContext> = due
+        .iter()
+        .filter_map(|c| c.traceparent.as_deref())
+        .filter_map(telemetry::parse_traceparent)
+        .filter(|sc| telemetry::sample_order(Some(sc)))
+        .collect();
+    let Some((first, others)) = traced.split_first() else {
+        return;
+    };
+    let tickets: Vec<String> = due.iter().map(|c| c.ticket.to_string()).collect();
+    Late::new("payment.expire", started, std::time::SystemTime::now())
+        .attr(KeyValue::new("seckill.cancelled", due.len() as i64))
+        .attr(KeyValue::new("seckill.reason", "payment_timeout"))
+        .attr(KeyValue::new("seckill.tickets", tickets.join(",")))
+        .links(others.to_vec())
+        .emit(Some(first));
 }

@@ -28,5 +28,6 @@ pub mod metrics;
 mod retry;
 pub mod startup;
 pub mod sweep;
+mod traces;
 
 pub use startup::Worker;

@@ -48,6 +48,12 @@ pub(crate) const HA_GUARD: &str = "ha-guard";
 pub(crate) const PROMETHEUS_CONFIG_VAR: &str = "PROMETHEUS_CONFIG";
 pub(crate) const PROMETHEUS_HA_CONFIG: &str = "prometheus-ha.yml";
 pub(crate) const PROMETHEUS: &str = "prometheus";
+/// The profile that runs the OpenTelemetry Collector and Jaeger; the collector's service, the
+/// host variable that picks its file in deploy/otel, and the programs' endpoint variable.
+pub(crate) const TRACING_PROFILE: &str = "tracing";
+pub(crate) const OTEL_COLLECTOR: &str = "otel-collector";
+pub(crate) const OTEL_COLLECTOR_CONFIG_VAR: &str = "OTEL_COLLECTOR_CONFIG";
+pub(crate) const OTLP_ENDPOINT_VAR: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
 /// What the `ha` profile needs from the host: the programs' settings, and the variable the
 /// guard gets each in.
 pub(crate) const HA_VARS: [(&str, &str); 4] = [

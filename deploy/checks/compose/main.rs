@@ -10,7 +10,7 @@
 //! - [`check`]: the checker, one file per part: the whole file, a program, the `cluster` and
 //!   `ha` profiles, Prometheus, the Dockerfile.
 //! - The tests: [`fixtures`] they share, then [`default_profile`], [`cluster_profile`],
-//!   [`ha_profile`] and [`prometheus_targets`].
+//!   [`ha_profile`], [`prometheus_targets`] and [`tracing_profile`].
 
 mod check;
 mod documented;
@@ -22,3 +22,4 @@ mod cluster_profile;
 mod default_profile;
 mod ha_profile;
 mod prometheus_targets;
+mod tracing_profile;

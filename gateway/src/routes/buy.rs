@@ -15,6 +15,7 @@ use seckill_shared::recovery::{self, Stuck};
 use seckill_shared::reservation::{Reservation, UserLimit};
 use seckill_shared::settle::Outcome;
 use seckill_shared::store::{RecordStatus, TicketRecord, TicketStore};
+use seckill_shared::telemetry;
 use seckill_shared::{
     db, now_ms, FailureReason, OrderMessage, ProductId, Ticket, TicketStatus, UserId,
 };
@@ -73,32 +74,150 @@ pub async fn buy(
     body: web::Json<Object<BuyRequest>>,
 ) -> Result<HttpResponse, ApiError> {
     let started = Instant::now();
+    if !telemetry::enabled() {
+        return buy_steps(req, state, redis, path, body, started, false).await;
+    }
+    let caller = req
+        .headers()
+        .get(telemetry::TRACEPARENT)
+        .and_then(|v| v.to_str().ok());
+    let Some(parent) = telemetry::sample_request(caller) else {
+        let answer = buy_steps(req, state, redis, path, body, started, false).await;
+        keep_if_failed_or_slow(&answer, started);
+        return answer;
+    };
+    let span = tracing::info_span!(
+        target: telemetry::TRACED,
+        "buy",
+        otel.kind = "server",
+        http.request.method = "POST",
+        http.route = "/v1/seckill/{product_id}",
+        http.response.status_code = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+        otel.status_description = tracing::field::Empty,
+        seckill.sold_out_marker = tracing::field::Empty,
+        seckill.ticket = tracing::field::Empty,
+        product_id = %path.as_str(),
+        user_id = tracing::field::Empty,
+        trace_id = tracing::field::Empty,
+        span_id = tracing::field::Empty,
+    );
+    telemetry::adopt(&span, parent);
+    let answer = buy_steps(req, state, redis, path, body, started, true)
+        .instrument(span.clone())
+        .await;
+    let status = match &answer {
+        Ok(res) => res.status(),
+        Err(e) => actix_web::ResponseError::status_code(e),
+    };
+    span.record("http.response.status_code", status.as_u16());
+    if status.is_server_error() {
+        span.record("otel.status_code", "ERROR");
+        if let Err(e) = &answer {
+            span.record("otel.status_description", tracing::field::display(e));
+        }
+    }
+    answer
+}
+
+/// An untraced buy whose answer was a server error, or that took longer than
+/// `SECKILL_TRACE_SLOW_MS`, keeps a span of its own: the sampler decided before anyone knew.
+fn keep_if_failed_or_slow(answer: &Result<HttpResponse, ApiError>, started: Instant) {
+    let took = started.elapsed();
+    let (status, error) = match answer {
+        Ok(res) => (res.status(), None),
+        Err(e) => (
+            actix_web::ResponseError::status_code(e),
+            Some(e.to_string()),
+        ),
+    };
+    let slow = telemetry::slow().is_some_and(|s| took >= s);
+    if !status.is_server_error() && !slow {
+        return;
+    }
+    let end = std::time::SystemTime::now();
+    telemetry::Late::new("buy", end - took, end)
+        .kind(telemetry::SpanKind::Server)
+        .attr(telemetry::KeyValue::new(
+            "http.route",
+            "/v1/seckill/{product_id}",
+        ))
+        .attr(telemetry::KeyValue::new(
+            "http.response.status_code",
+            i64::from(status.as_u16()),
+        ))
+        .attr(telemetry::KeyValue::new(
+            "seckill.kept",
+            if slow && !status.is_server_error() {
+                "slow"
+            } else {
+                "error"
+            },
+        ))
+        .error(error.filter(|_| status.is_server_error()))
+        .emit(None);
+}
+
+/// The steps of [`buy`]; `traced`: inside a traced buy's span, so each step gets a span.
+async fn buy_steps(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    redis: web::Data<ThreadRedis>,
+    path: web::Path<String>,
+    body: web::Json<Object<BuyRequest>>,
+    started: Instant,
+    traced: bool,
+) -> Result<HttpResponse, ApiError> {
     let product = ProductId::parse(&path)?;
 
     // The marker first: a sold-out flood is answered without verifying its tokens (a `409`
     // reserves nothing and says only what every buyer may know).
     if state.sold_out.is_sold_out(product) {
+        if traced {
+            tracing::Span::current().record("seckill.sold_out_marker", "hit");
+        }
         req.extensions_mut().insert(OutcomeLabel("sold_out_marker"));
         return Err(ApiError::SoldOut);
     }
-    let user = Buyer(state.auth.buyer(&req)?).resolve(body.0 .0.user_id)?;
-    // A waiting-room product needs the buyer's admission: its token is verified here, with no
-    // network call, before anything touches Redis; the reservation checks that it still holds.
-    let admitted = match req
-        .headers()
-        .get(crate::waiting_room::ADMISSION_HEADER)
-        .map(|v| v.to_str().unwrap_or_default())
-    {
-        None => false,
-        Some(token) => {
-            state
-                .admissions
-                .verify(token.trim(), product, user, now_ms())
-                .map_err(|e| ApiError::AdmissionInvalid(e.to_string()))?;
-            true
-        }
+    let identity = if traced {
+        tracing::Span::current().record("seckill.sold_out_marker", "miss");
+        tracing::info_span!(target: telemetry::TRACED, "identity")
+    } else {
+        tracing::Span::none()
     };
-    admit_and_reserve(req, state, redis, product, user, admitted, started).await
+    let (user, admitted) = identity.in_scope(|| -> Result<_, ApiError> {
+        let user = Buyer(state.auth.buyer(&req)?).resolve(body.0 .0.user_id)?;
+        // A waiting-room product needs the buyer's admission: its token is verified here,
+        // with no network call, before anything touches Redis; the reservation checks that
+        // it still holds.
+        let admitted = match req
+            .headers()
+            .get(crate::waiting_room::ADMISSION_HEADER)
+            .map(|v| v.to_str().unwrap_or_default())
+        {
+            None => false,
+            Some(token) => {
+                state
+                    .admissions
+                    .verify(token.trim(), product, user, now_ms())
+                    .map_err(|e| ApiError::AdmissionInvalid(e.to_string()))?;
+                true
+            }
+        };
+        Ok((user, admitted))
+    })?;
+    drop(identity);
+    if traced {
+        tracing::Span::current().record("user_id", user.get());
+    }
+    let buying = Buying {
+        product,
+        user,
+        admitted,
+        limit: None,
+        traced,
+    };
+    admit_and_reserve(req, state, redis, buying, started).await
 }
 
 /// Steps 3 to 5 of [`buy`]. The `buy` span covers what can log: the rate limit's own call and
@@ -108,20 +227,24 @@ async fn admit_and_reserve(
     req: HttpRequest,
     state: web::Data<AppState>,
     redis: web::Data<ThreadRedis>,
-    product: ProductId,
-    user: UserId,
-    admitted: bool,
+    mut buying: Buying,
     started: Instant,
 ) -> Result<HttpResponse, ApiError> {
+    let (product, user, traced) = (buying.product, buying.user, buying.traced);
     let Some(permit) = state.admission.try_admit() else {
         req.extensions_mut().insert(OutcomeLabel("overloaded"));
         return Err(ApiError::Overloaded);
     };
-    let span = tracing::info_span!("buy", product_id = product.get(), user_id = user.get());
+    // A traced buy already runs in its span (see `buy`).
+    let span = if traced {
+        tracing::Span::current()
+    } else {
+        tracing::info_span!("buy", product_id = product.get(), user_id = user.get())
+    };
     // On one Redis server the token is taken inside the reservation script (one call per
     // buy); on a cluster, here first.
-    let limit = redis.rate_limiter.as_ref().and_then(|l| l.user_limit(user));
-    if let (Some(limiter), None) = (&redis.rate_limiter, &limit) {
+    buying.limit = redis.rate_limiter.as_ref().and_then(|l| l.user_limit(user));
+    if let (Some(limiter), None) = (&redis.rate_limiter, &buying.limit) {
         let t0 = Instant::now();
         let decision = limiter
             .check(user)
@@ -147,7 +270,7 @@ async fn admit_and_reserve(
     let result = actix_web::rt::spawn(
         async move {
             let _permit = permit;
-            reserve_and_hand_off(task_state, &redis.store, product, user, admitted, limit).await
+            reserve_and_hand_off(task_state, &redis.store, buying).await
         }
         .instrument(span),
     )
@@ -165,20 +288,61 @@ async fn admit_and_reserve(
 /// is as large as its largest branch: the branches no accept takes (sync mode's MySQL
 /// settle, a ticket already held, sold out, an unknown product, Kafka refusing the order) are
 /// boxed, so the future stays at about 1 KB instead of about 9 (a test holds it under 2 KB).
-async fn reserve_and_hand_off(
-    state: web::Data<AppState>,
-    store: &TicketStore,
+/// One buy, admitted: what [`reserve_and_hand_off`] needs.
+struct Buying {
     product: ProductId,
     user: UserId,
     admitted: bool,
     limit: Option<UserLimit>,
+    traced: bool,
+}
+
+async fn reserve_and_hand_off(
+    state: web::Data<AppState>,
+    store: &TicketStore,
+    buying: Buying,
 ) -> Result<HttpResponse, ApiError> {
+    let Buying {
+        product,
+        user,
+        admitted,
+        limit,
+        traced,
+    } = buying;
     let now = now_ms();
     let t0 = Instant::now();
-    let (ticket, reservation) = store
+    let span = if traced {
+        tracing::info_span!(
+            target: telemetry::TRACED,
+            "redis.reserve",
+            otel.kind = "client",
+            db.system.name = "redis",
+            seckill.batch_size = tracing::field::Empty,
+            seckill.reservation = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+            otel.status_description = tracing::field::Empty,
+        )
+    } else {
+        tracing::Span::none()
+    };
+    let reserved = store
         .reserve_limited(product, user, now, admitted, limit.as_ref())
-        .await
-        .map_err(|e| ApiError::unavailable("Redis", e))?;
+        .instrument(span.clone())
+        .await;
+    if traced {
+        match &reserved {
+            Ok((ticket, r)) => {
+                span.record("seckill.reservation", tracing::field::debug(r));
+                tracing::Span::current().record("seckill.ticket", ticket.as_str());
+            }
+            Err(e) => {
+                span.record("otel.status_code", "ERROR");
+                span.record("otel.status_description", tracing::field::display(e));
+            }
+        }
+    }
+    drop(span);
+    let (ticket, reservation) = reserved.map_err(|e| ApiError::unavailable("Redis", e))?;
     state
         .metrics
         .steps
@@ -191,7 +355,7 @@ async fn reserve_and_hand_off(
             let answer = if state.sync_mode {
                 Box::pin(settle_now(&state, order)).await
             } else {
-                hand_off(&state, store, order).await
+                hand_off(&state, store, order, traced).await
             };
             if let Ok(res) = &answer {
                 tracing::debug!(status = res.status().as_u16(), %ticket, "reserved and handed off");
@@ -233,9 +397,50 @@ async fn hand_off(
     state: &AppState,
     store: &TicketStore,
     order: OrderMessage,
+    traced: bool,
 ) -> Result<HttpResponse, ApiError> {
     let t0 = Instant::now();
-    let published = state.publisher.publish(&order).await;
+    // The order's message carries the trace on (W3C `traceparent`): the `kafka.publish` span's
+    // for a traced buy, fresh unsampled ids for another when traces are on.
+    let (span, traceparent) = if traced {
+        let span = tracing::info_span!(
+            target: telemetry::TRACED,
+            "kafka.publish",
+            otel.kind = "producer",
+            messaging.system = "kafka",
+            messaging.destination.partition.id = tracing::field::Empty,
+            messaging.kafka.offset = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+            otel.status_description = tracing::field::Empty,
+        );
+        let tp = telemetry::traceparent_of(&span);
+        (span, Some(tp))
+    } else if telemetry::enabled() {
+        (
+            tracing::Span::none(),
+            Some(telemetry::unsampled_traceparent()),
+        )
+    } else {
+        (tracing::Span::none(), None)
+    };
+    let published = state
+        .publisher
+        .publish(&order, traceparent.as_deref())
+        .instrument(span.clone())
+        .await;
+    if traced {
+        match &published {
+            Ok((partition, offset)) => {
+                span.record("messaging.destination.partition.id", partition);
+                span.record("messaging.kafka.offset", offset);
+            }
+            Err(e) => {
+                span.record("otel.status_code", "ERROR");
+                span.record("otel.status_description", tracing::field::display(e));
+            }
+        }
+    }
+    drop(span);
     state
         .metrics
         .steps
@@ -446,7 +651,12 @@ async fn ensure_in_kafka(
         }
     }
     let order = OrderMessage::new(held.clone(), user, record.created_at_ms);
-    let (partition, offset) = match state.publisher.publish(&order).await {
+    let traceparent = telemetry::enabled().then(telemetry::unsampled_traceparent);
+    let (partition, offset) = match state
+        .publisher
+        .publish(&order, traceparent.as_deref())
+        .await
+    {
         Ok(landed) => landed,
         Err(e) => {
             // As for a new buy: the unit goes back unless the order stands, so that a 503
@@ -556,8 +766,8 @@ impl IntoResponses for BuyAnswers {
 mod tests {
     use super::*;
 
-    /// The size of the future an async fn of six arguments returns, without calling it.
-    fn future_size<A, B, C, D, E, F, Fut>(_: fn(A, B, C, D, E, F) -> Fut) -> usize {
+    /// The size of the future an async fn of three arguments returns, without calling it.
+    fn future_size<A, B, C, Fut>(_: fn(A, B, C) -> Fut) -> usize {
         std::mem::size_of::<Fut>()
     }
 
@@ -565,7 +775,7 @@ mod tests {
     /// takes and that awaits something large must stay boxed, or every accept pays for it.
     #[test]
     fn the_buy_task_future_stays_small() {
-        let size = future_size::<_, &'static TicketStore, _, _, _, _, _>(reserve_and_hand_off);
+        let size = future_size::<_, &'static TicketStore, _, _>(reserve_and_hand_off);
         eprintln!("reserve_and_hand_off: {size} bytes");
         const LIMIT: usize = 2048;
         assert!(

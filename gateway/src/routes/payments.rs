@@ -10,6 +10,7 @@ use seckill_shared::api::{CallbackBody, PaymentBody, TicketBody};
 use seckill_shared::payments::attempts::{self as payments, Payment, Recorded};
 use seckill_shared::payments::cancel::{self, BuyerCancel};
 use seckill_shared::payments::{self as pay, Callback, PaymentStatus};
+use seckill_shared::telemetry;
 use seckill_shared::{db, now_ms, Ticket, TicketStatus, UserId};
 
 /// The largest callback body, as for every JSON body.
@@ -274,13 +275,51 @@ pub async fn callback(
         .map_err(|e| ApiError::InvalidSignature(e.to_string()))?;
     let cb: Callback = serde_json::from_slice(&body)
         .map_err(|e| ApiError::BadRequest(format!("invalid callback body: {e}")))?;
+    let started = std::time::SystemTime::now();
     let now = now_ms();
     let settled = payments::settle(&state.db, &cb.payment_id, cb.status, now)
         .await
         .map_err(|e| ApiError::unavailable("MySQL", e))?
         .ok_or(ApiError::UnknownPayment)?;
     follow(&state, &settled, now).await;
+    if telemetry::enabled() {
+        trace_callback(&settled, started);
+    }
     Ok(HttpResponse::Ok().json(PaymentBody::of(&settled.payment)))
+}
+
+/// The callback's span, in the order's trace (its row keeps the `traceparent` of its Kafka
+/// message): kept when the order's trace was, and always for a refund due.
+fn trace_callback(settled: &payments::Settled, started: std::time::SystemTime) {
+    let Some(order) = settled
+        .traceparent
+        .as_deref()
+        .and_then(telemetry::parse_traceparent)
+    else {
+        return;
+    };
+    let p = &settled.payment;
+    let refund = p.status == PaymentStatus::RefundDue;
+    if !refund && !telemetry::sample_order(Some(&order)) {
+        return;
+    }
+    telemetry::Late::new("payment.callback", started, std::time::SystemTime::now())
+        .kind(telemetry::SpanKind::Server)
+        .attr(telemetry::KeyValue::new(
+            "http.route",
+            "/v1/payments/callback",
+        ))
+        .attr(telemetry::KeyValue::new("seckill.ticket", p.ticket.clone()))
+        .attr(telemetry::KeyValue::new(
+            "seckill.payment_id",
+            p.payment_id.clone(),
+        ))
+        .attr(telemetry::KeyValue::new(
+            "seckill.payment_status",
+            p.status.as_str(),
+        ))
+        .error(refund.then(|| "paid after the order stopped being payable: refund due".to_owned()))
+        .emit(Some(&order));
 }
 
 /// After a payment settled in MySQL (by its callback, or by asking the provider): count it,

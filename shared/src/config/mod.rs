@@ -146,6 +146,17 @@ pub struct CommonSettings {
     /// Log format: `json` or `pretty`.
     #[garde(skip)]
     pub log_format: LogFormat,
+    /// With traces on (`OTEL_EXPORTER_OTLP_ENDPOINT`), an order slower than this from its
+    /// reservation to its settlement, or a request slower than this, keeps its trace whatever
+    /// the sampler says; so does every failed one.
+    #[garde(range(min = 1, max = 3_600_000))]
+    pub trace_slow_ms: u64,
+}
+
+impl CommonSettings {
+    pub fn trace_slow(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.trace_slow_ms)
+    }
 }
 
 impl Default for CommonSettings {
@@ -153,6 +164,7 @@ impl Default for CommonSettings {
         Self {
             namespace: "seckill".into(),
             log_format: LogFormat::Json,
+            trace_slow_ms: 2_000,
         }
     }
 }

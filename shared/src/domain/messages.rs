@@ -13,6 +13,10 @@ pub struct OrderMessage {
     pub user_id: UserId,
     /// When the unit was reserved in Redis, ms since the epoch.
     pub reserved_at_ms: i64,
+    /// The order's trace (W3C `traceparent`), from the message's headers, not its payload:
+    /// kept in its MySQL row so that its payment and expiry link to it.
+    #[serde(skip)]
+    pub traceparent: Option<String>,
 }
 
 impl OrderMessage {
@@ -25,6 +29,7 @@ impl OrderMessage {
             ticket,
             user_id,
             reserved_at_ms,
+            traceparent: None,
         }
     }
 

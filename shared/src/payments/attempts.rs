@@ -45,6 +45,9 @@ pub struct Settled {
     pub changed: bool,
     /// The order this callback paid, if it did.
     pub paid_order: Option<u64>,
+    /// The order's trace (W3C `traceparent`), read only when traces are on: the callback's
+    /// span joins it.
+    pub traceparent: Option<String>,
 }
 
 impl Payments {
@@ -402,6 +405,7 @@ pub async fn settle(
             payment,
             changed: false,
             paid_order: None,
+            traceparent: None,
         }));
     }
     payment.status = match outcome {
@@ -437,10 +441,21 @@ pub async fn settle(
         .execute(&mut *tx)
         .await
         .context("settling a payment")?;
+    let traceparent = if crate::telemetry::enabled() {
+        sqlx::query_scalar::<_, Option<String>>("SELECT traceparent FROM orders WHERE ticket = ?")
+            .bind(&payment.ticket)
+            .fetch_optional(&mut *tx)
+            .await
+            .context("reading the order's trace")?
+            .flatten()
+    } else {
+        None
+    };
     tx.commit().await.context("committing a payment")?;
     Ok(Some(Settled {
         payment,
         changed: true,
         paid_order,
+        traceparent,
     }))
 }

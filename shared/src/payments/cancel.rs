@@ -29,6 +29,8 @@ pub struct Cancelled {
     pub reason: CancelReason,
     /// The deadline it missed (payment timeout).
     pub pay_by_ms: Option<i64>,
+    /// The order's trace (W3C `traceparent`), when it was traced: the expiry's span links it.
+    pub traceparent: Option<String>,
 }
 
 /// An overdue order, as [`cancel_overdue`] locks it.
@@ -38,6 +40,7 @@ struct DueRow {
     ticket: String,
     product_id: i64,
     pay_by_ms: Option<i64>,
+    traceparent: Option<String>,
 }
 
 /// Cancels up to `limit` orders whose payment deadline passed by `now_ms`, oldest deadline
@@ -77,7 +80,7 @@ pub async fn cancel_overdue(
         .await
         .context("locking the products")?;
     let mut q = QueryBuilder::<MySql>::new(
-        "SELECT id, ticket, product_id, pay_by_ms FROM orders \
+        "SELECT id, ticket, product_id, pay_by_ms, traceparent FROM orders \
          WHERE status = 'confirmed' AND pay_by_ms <= ",
     );
     q.push_bind(now_ms).push(" AND product_id IN (");
@@ -133,6 +136,7 @@ pub async fn cancel_overdue(
                     .map_err(|e| anyhow::anyhow!("a stored ticket: {e}"))?,
                 reason: CancelReason::PaymentTimeout,
                 pay_by_ms: d.pay_by_ms,
+                traceparent: d.traceparent,
             })
         })
         .collect()
@@ -207,6 +211,7 @@ pub async fn cancel_by_buyer(
         ticket: ticket.clone(),
         reason: CancelReason::BuyerCancelled,
         pay_by_ms: row.pay_by_ms,
+        traceparent: None,
     }))
 }
 
@@ -245,6 +250,7 @@ pub async fn restore_due(
                     .and_then(CancelReason::parse)
                     .unwrap_or(CancelReason::PaymentTimeout),
                 pay_by_ms: r.pay_by_ms,
+                traceparent: None,
             })
         })
         .collect()

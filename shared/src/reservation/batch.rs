@@ -46,9 +46,17 @@ impl TicketStore {
                 wake.notify_one();
             }
         });
-        answer
-            .await
-            .unwrap_or_else(|_| Err(anyhow::anyhow!("the reservation batch was dropped")))
+        match answer.await {
+            Ok((reply, shared_by)) => {
+                // A traced buy's `redis.reserve` span has the field; elsewhere this records
+                // nothing (and with traces off it is not asked).
+                if crate::telemetry::enabled() {
+                    tracing::Span::current().record("seckill.batch_size", shared_by);
+                }
+                reply
+            }
+            Err(_) => Err(anyhow::anyhow!("the reservation batch was dropped")),
+        }
     }
 
     /// Records where an accepted order landed in Kafka, soon and without waiting: in the next
@@ -181,6 +189,7 @@ impl TicketStore {
             if let Some(observe) = &self.batch_observer {
                 observe(batch.len());
             }
+            let shared_by = batch.len();
             let (calls, replies): (Vec<_>, Vec<_>) =
                 batch.into_iter().map(|w| (w.call, w.reply)).unzip();
             let ran = self.run_batch(lane, &unstick.in_call, &calls).await;
@@ -193,12 +202,12 @@ impl TicketStore {
             match ran {
                 Ok(answers) => {
                     for (reply, answer) in replies.into_iter().zip(answers) {
-                        let _ = reply.send(answer);
+                        let _ = reply.send((answer, shared_by));
                     }
                 }
                 Err(e) => {
                     for reply in replies {
-                        let _ = reply.send(Err(anyhow::anyhow!("{e:#}")));
+                        let _ = reply.send((Err(anyhow::anyhow!("{e:#}")), shared_by));
                     }
                 }
             }

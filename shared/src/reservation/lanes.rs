@@ -13,7 +13,8 @@ pub type BatchObserver = Arc<dyn Fn(usize) + Send + Sync>;
 
 pub(crate) struct Waiting {
     pub(crate) call: ReserveCall,
-    pub(crate) reply: oneshot::Sender<Reply>,
+    /// The reply, and how many buyers shared its call.
+    pub(crate) reply: oneshot::Sender<(Reply, usize)>,
 }
 
 /// What waits for a bucket's next call: buyers, and the Kafka locations of earlier orders.

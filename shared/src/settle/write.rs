@@ -203,14 +203,15 @@ impl Settler {
         if !accepted.is_empty() {
             for chunk in pow2_chunks(&accepted) {
                 let mut q = QueryBuilder::<MySql>::new(
-                    "INSERT INTO orders (ticket, product_id, user_id, reserved_at_ms, pay_by_ms) ",
+                    "INSERT INTO orders (ticket, product_id, user_id, reserved_at_ms, pay_by_ms, traceparent) ",
                 );
                 q.push_values(chunk, |mut b, m| {
                     b.push_bind(m.ticket.as_str())
                         .push_bind(m.product_id.as_i64())
                         .push_bind(m.user_id.as_i64())
                         .push_bind(m.reserved_at_ms)
-                        .push_bind(pay_by(m.product_id.as_i64()));
+                        .push_bind(pay_by(m.product_id.as_i64()))
+                        .push_bind(m.traceparent.as_deref());
                 });
                 let res = q
                     .build()

@@ -94,7 +94,12 @@ impl TestEnv {
         watch_panics();
         let born = Instant::now();
         if std::env::var("TEST_LOG").is_ok() {
-            seckill_shared::telemetry::init(LogFormat::Pretty);
+            // Logs only: traces are tried on processes of their own (`traces.rs`).
+            let _ = seckill_shared::telemetry::init_with(
+                LogFormat::Pretty,
+                None,
+                std::time::Duration::from_secs(2),
+            );
         }
         let base = Settings::load(None).expect("loading settings from the environment");
         let ns = format!("t{:012x}", rand::random::<u64>() >> 16);

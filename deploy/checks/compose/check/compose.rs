@@ -5,6 +5,7 @@ use crate::check::app::check_app;
 use crate::check::cluster::check_cluster_profile;
 use crate::check::ha::check_ha_profile;
 use crate::check::prometheus::check_prometheus;
+use crate::check::tracing::check_tracing;
 use crate::expected::{
     with_secrets, Host, Role, GATEWAYS, HA_ONLY_APPS, HA_PROFILE, HOST_SECRETS, INFRA, WORKERS,
 };
@@ -137,6 +138,7 @@ pub(crate) fn check_compose_exact(text: &str, host: &Host) -> Result<(), Vec<Str
     check_cluster_profile(text, &doc, &services, &mut problems);
     check_ha_profile(text, &doc, &services, &mut problems);
     check_prometheus(&services, host, &on, &mut problems);
+    check_tracing(&services, host, &on, &mut problems);
 
     for (name, role) in apps {
         if let Some(service) = services.get(name) {

@@ -6,3 +6,4 @@ pub(crate) mod compose;
 pub(crate) mod dockerfile;
 pub(crate) mod ha;
 pub(crate) mod prometheus;
+pub(crate) mod tracing;
