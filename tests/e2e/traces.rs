@@ -149,12 +149,14 @@ fn child<'a>(spans: &'a [Got], parent: &Got, name: &str) -> &'a Got {
     })
 }
 
-/// Both processes stop cleanly: each sends what it still buffered before it exits.
-async fn stop(gateway: Proc, worker: Proc) {
+/// Both processes stop cleanly: each sends what it still buffered before it exits. Returns
+/// what each wrote to stderr (when captured).
+async fn stop(gateway: Proc, worker: Proc) -> (Vec<String>, Vec<String>) {
     gateway.sigterm();
     worker.sigterm();
-    gateway.exits_cleanly("the gateway").await;
-    worker.exits_cleanly("the worker").await;
+    let g = gateway.exits_cleanly("the gateway").await;
+    let w = worker.exits_cleanly("the worker").await;
+    (g.stderr, w.stderr)
 }
 
 /// A buy that confirms and one that fails, every trace kept (`always_on`): each is one trace
@@ -321,4 +323,125 @@ async fn unsampled_orders_keep_only_failures_and_a_callers_sampled_trace_is_foll
     let publish = child(&spans, buy, "kafka.publish");
     let order = child(&spans, publish, "order.settle");
     assert_eq!(order.attrs["seckill.kept"], "sampled");
+}
+
+/// The order's row keeps its trace: the provider's callback and the expiry that cancels an
+/// unpaid order each join it, as children of the buy's `kafka.publish`. And a log line written
+/// inside a traced buy names the trace and the span.
+#[tokio::test]
+async fn the_payment_callback_and_the_expiry_join_the_orders_trace_and_logs_name_it() {
+    let env = TestEnv::new().await;
+    let receiver = Receiver::start();
+    let (provider, provider_url) = Provider::start().await;
+    let vars = receiver.vars("always_on", "");
+    let (mut cmd, port) = Proc::gateway_command(&env, &[]);
+    cmd.envs(vars.iter().copied())
+        .env("SECKILL_LOG_FORMAT", "json")
+        .env("RUST_LOG", "info,seckill_gateway=debug")
+        .env("SECKILL_PAYMENT_PROVIDER_URL", &provider_url)
+        .env(
+            "SECKILL_PAYMENT_CALLBACK_URL",
+            "http://gateway.invalid/v1/payments/callback",
+        )
+        .env("SECKILL_PAYMENT_WEBHOOK_SECRET", WEBHOOK_SECRET);
+    let gateway = Proc::spawn(cmd, port, true);
+    gateway.wait_until(|v| v["status"] == "ok", "/livez").await;
+    let worker = Proc::worker(&env, &vars).await;
+    let gw = TestGateway::at(gateway.base.clone(), reqwest::Client::new());
+    let priced = |window: i64| serde_json::json!({"name": "paid item", "stock": 5, "price": 1999, "currency": "EUR", "payment_window_secs": window});
+    let mut products = Vec::new();
+    for window in [600, 1] {
+        let (status, body) = gw.admin_post("/admin/products", priced(window)).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        let id = body["id"].as_u64().unwrap();
+        let (status, body) = gw
+            .admin_post(
+                &format!("/admin/products/{id}/preload"),
+                serde_json::Value::Null,
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        products.push(seckill_shared::ProductId::new(id).unwrap());
+    }
+
+    // Paid: the pay is sent to the provider, whose callback the test signs and sends.
+    let (status, body) = gw.buy(products[0], 1).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let paid = ticket_of(&body).to_string();
+    assert_eq!(gw.settled(&paid, SETTLE).await["status"], "confirmed");
+    let res = gw
+        .http
+        .post(format!("{}/v1/orders/{paid}/pay", gw.base))
+        .bearer_auth(token(1))
+        .header("Idempotency-Key", "k1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::ACCEPTED);
+    let payment: serde_json::Value = res.json().await.unwrap();
+    let payment_id = payment["payment_id"].as_str().unwrap().to_owned();
+    let raw =
+        serde_json::to_vec(&serde_json::json!({"payment_id": payment_id, "status": "succeeded"}))
+            .unwrap();
+    let res = gw
+        .http
+        .post(format!("{}/v1/payments/callback", gw.base))
+        .header("Content-Type", "application/json")
+        .header(
+            seckill_shared::payments::SIGNATURE_HEADER,
+            seckill_shared::payments::sign(
+                WEBHOOK_SECRET.as_bytes(),
+                seckill_shared::now_ms() / 1000,
+                &raw,
+            ),
+        )
+        .body(raw)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_eq!(provider.charges.lock().unwrap().len(), 1);
+
+    // Expired: a window of one second, unpaid.
+    let (status, body) = gw.buy(products[1], 2).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let expired = ticket_of(&body).to_string();
+    eventually("the unpaid order to be cancelled", SETTLE, || async {
+        let (_, body) = gw.get_json(&format!("/v1/orders/{expired}")).await;
+        (body["status"] == "cancelled").then_some(())
+    })
+    .await;
+    let (gateway_log, _) = stop(gateway, worker).await;
+    let spans = receiver.spans();
+
+    let publish_of = |ticket: &str| {
+        let buy = one(&spans, "buy span", |s| {
+            s.name == "buy" && s.attrs.get("seckill.ticket").map(String::as_str) == Some(ticket)
+        });
+        (buy.clone(), child(&spans, buy, "kafka.publish").clone())
+    };
+    let (buy, publish) = publish_of(&paid);
+    let callback = child(&spans, &publish, "payment.callback");
+    assert_eq!(callback.service, "seckill-gateway");
+    assert_eq!(callback.kind, SERVER);
+    assert_eq!(callback.attrs["seckill.payment_status"], "succeeded");
+    assert_eq!(callback.attrs["seckill.payment_id"], payment_id);
+    assert_ne!(callback.status, ERROR);
+    let (_, publish) = publish_of(&expired);
+    let expire = child(&spans, &publish, "payment.expire");
+    assert_eq!(expire.service, "seckill-worker");
+    assert!(
+        expire.attrs["seckill.tickets"].contains(&expired),
+        "{expire:?}"
+    );
+
+    // The gateway's log line about the paid ticket's buy, inside its traced span.
+    let events = crate::logs::events(&gateway_log);
+    let line = events
+        .iter()
+        .find(|e| e["fields"]["ticket"] == paid.as_str())
+        .unwrap_or_else(|| panic!("no log line names {paid}"));
+    assert_eq!(line["span"]["name"], "buy", "{line}");
+    assert_eq!(line["span"]["trace_id"], buy.trace.as_str(), "{line}");
+    assert_eq!(line["span"]["span_id"], buy.id.as_str(), "{line}");
 }

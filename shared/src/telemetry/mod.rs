@@ -34,7 +34,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 use tracing::Span;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
-use tracing_subscriber::filter::{filter_fn, LevelFilter};
+use tracing_subscriber::filter::{LevelFilter, Targets};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
@@ -124,12 +124,15 @@ pub fn init_with(
         .with_tracer(tracer.clone())
         .with_location(false)
         .with_threads(false)
-        .with_filter(
-            filter_fn(|meta| meta.target() == TRACED && meta.is_span())
-                .with_max_level_hint(LevelFilter::INFO),
-        );
+        .with_filter(Targets::new().with_target(TRACED, LevelFilter::INFO));
+    // One global filter, RUST_LOG's, with the traced spans always on (they are the traces);
+    // the OpenTelemetry layer's own filter then takes only those. (EnvFilter as the log
+    // layer's own filter instead lost the traced spans whenever RUST_LOG named a target at
+    // another level, `info,seckill_gateway=debug`: neither layer saw them.)
+    let filter = filter.add_directive(format!("{TRACED}=info").parse().expect("a valid directive"));
     let installed = tracing_subscriber::registry()
-        .with(fmt.with_filter(filter))
+        .with(filter)
+        .with(fmt)
         .with(otel)
         .try_init();
     if installed.is_err() {
