@@ -9,7 +9,7 @@
 //!   buy);
 //! - a waiting room's proof of work: `pow::verify` of a solved challenge (once per join, when
 //!   the product asks for one; issue 36's goal: under 2 µs);
-//! - traces on, a buy not sampled: the sampler's draw and a fresh `traceparent` (issue 37).
+//! - traces on, a buy not sampled: what it adds to the buy's tracing work (issue 37).
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use seckill_shared::store::ProductKeys;
@@ -81,21 +81,28 @@ fn proof_of_work(c: &mut Criterion) {
     });
 }
 
-/// What an untraced buy costs the gateway once traces are on (issue 37): the sampler's draw
-/// (at 1 %) and the fresh `traceparent` its Kafka message carries. The exporter points at a
-/// port nobody listens on; nothing here makes a span.
-fn untraced_buy(c: &mut Criterion) {
+/// What an untraced buy costs the gateway once traces are on (issue 37), against traces off,
+/// each under its own subscriber (JSON logs to nowhere at `info`), on the tracing work of a
+/// buy: its `buy` span made, entered six times (each poll of the buy task), a `debug` event
+/// that is off, then closed. With traces on, an untraced buy also draws from the sampler (at
+/// 1 %), makes a fresh `traceparent` for its Kafka message and records its batch size on the
+/// current span. `traces/untraced_buy` is the draw and the `traceparent` alone.
+fn traces(c: &mut Criterion) {
+    use seckill_shared::config::LogFormat;
     use seckill_shared::telemetry::{self, TraceSettings};
+    use tracing_subscriber::EnvFilter;
     let vars = |k: &str| match k {
+        // Nobody listens there; no span of these is ever exported.
         "OTEL_EXPORTER_OTLP_ENDPOINT" => Some("http://127.0.0.1:9".to_owned()),
         "OTEL_TRACES_SAMPLER" => Some("traceidratio".to_owned()),
         "OTEL_TRACES_SAMPLER_ARG" => Some("0.01".to_owned()),
         _ => None,
     };
-    let settings = TraceSettings::from_vars("bench", vars).unwrap();
+    let settings = TraceSettings::from_vars("bench", vars).unwrap().unwrap();
+    let provider = telemetry::provider(&settings).unwrap();
     let _telemetry = telemetry::init_with(
-        seckill_shared::config::LogFormat::Json,
-        settings,
+        LogFormat::Json,
+        Some(settings),
         std::time::Duration::from_secs(2),
     )
     .unwrap();
@@ -106,14 +113,37 @@ fn untraced_buy(c: &mut Criterion) {
             (traced.is_some(), telemetry::unsampled_traceparent())
         })
     });
+
+    use opentelemetry::trace::TracerProvider as _;
+    let off = telemetry::dispatch(LogFormat::Json, EnvFilter::new("info"), None, std::io::sink);
+    let on = telemetry::dispatch(
+        LogFormat::Json,
+        EnvFilter::new("info"),
+        Some(provider.tracer("bench")),
+        std::io::sink,
+    );
+    let spans = |traces_on: bool| {
+        let span = tracing::info_span!("buy", product_id = 7u64, user_id = black_box(9u64));
+        for poll in 0..6 {
+            let _entered = span.enter();
+            if traces_on && poll == 2 {
+                let traced = telemetry::sample_request(black_box(None));
+                black_box((traced.is_some(), telemetry::unsampled_traceparent()));
+                tracing::Span::current().record("seckill.batch_size", 3usize);
+            }
+            if poll == 5 {
+                tracing::debug!(status = 202u16, ticket = "7-ab", "reserved and handed off");
+            }
+        }
+    };
+    tracing::dispatcher::with_default(&off, || {
+        c.bench_function("traces/buy_spans/off", |b| b.iter(|| spans(false)));
+    });
+    tracing::dispatcher::with_default(&on, || {
+        c.bench_function("traces/buy_spans/on_untraced", |b| b.iter(|| spans(true)));
+    });
+    let _ = provider.shutdown();
 }
 
-criterion_group!(
-    benches,
-    tickets,
-    messages,
-    keys,
-    proof_of_work,
-    untraced_buy
-);
+criterion_group!(benches, tickets, messages, keys, proof_of_work, traces);
 criterion_main!(benches);

@@ -445,3 +445,56 @@ async fn the_payment_callback_and_the_expiry_join_the_orders_trace_and_logs_name
     assert_eq!(line["span"]["trace_id"], buy.trace.as_str(), "{line}");
     assert_eq!(line["span"]["span_id"], buy.id.as_str(), "{line}");
 }
+
+/// What the sampler passed over is still kept when it turns out to matter: an untraced buy
+/// answered `503` (Kafka unreachable) keeps a `buy` span marked failed, and an order slower
+/// than `SECKILL_TRACE_SLOW_MS` keeps the worker's spans.
+#[tokio::test]
+async fn an_unsampled_buy_that_fails_and_an_unsampled_slow_order_keep_their_spans() {
+    let env = TestEnv::new().await;
+    let receiver = Receiver::start();
+    let vars = receiver.vars("parentbased_traceidratio", "0");
+
+    let mut down = vars.clone();
+    down.extend([
+        ("SECKILL_KAFKA_BROKERS", "127.0.0.1:1"),
+        ("SECKILL_KAFKA_DELIVERY_TIMEOUT_MS", "1000"),
+    ]);
+    let gateway = Proc::gateway(&env, &down).await;
+    let gw = TestGateway::at(gateway.base.clone(), reqwest::Client::new());
+    let product = env.product(&gw, 5).await;
+    let (status, body) = gw.buy(product, 1).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    gateway.sigterm();
+    gateway.exits_cleanly("the gateway").await;
+
+    // The worker keeps every order (each is slower than 1 ms); the gateway keeps none.
+    let mut slow = vars.clone();
+    slow.push(("SECKILL_TRACE_SLOW_MS", "1"));
+    let mut patient = vars.clone();
+    patient.push(("SECKILL_TRACE_SLOW_MS", "600000"));
+    let gateway = Proc::gateway(&env, &patient).await;
+    let worker = Proc::worker(&env, &slow).await;
+    let gw = TestGateway::at(gateway.base.clone(), reqwest::Client::new());
+    let (status, body) = gw.buy(product, 2).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let ticket = ticket_of(&body).to_string();
+    assert_eq!(gw.settled(&ticket, SETTLE).await["status"], "confirmed");
+    stop(gateway, worker).await;
+    let spans = receiver.spans();
+
+    let failed = one(&spans, "the failed buy's span", |s| s.name == "buy");
+    assert_eq!(failed.service, "seckill-gateway");
+    assert_eq!(failed.status, ERROR, "{failed:?}");
+    assert_eq!(failed.attrs["http.response.status_code"], "503");
+    assert_eq!(failed.attrs["seckill.kept"], "error");
+    assert!(!failed.message.is_empty(), "{failed:?}");
+
+    let order = one(&spans, "the slow order's span", |s| {
+        s.name == "order.settle"
+    });
+    assert_eq!(order.attrs["seckill.ticket"], ticket);
+    assert_eq!(order.attrs["seckill.kept"], "slow");
+    assert_ne!(order.status, ERROR);
+    child(&spans, order, "redis.confirm");
+}

@@ -93,48 +93,13 @@ pub fn init_with(
 ) -> anyhow::Result<Telemetry> {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let Some(settings) = settings else {
-        // As before traces existed: one global filter, no per-layer bookkeeping.
-        let builder = tracing_subscriber::fmt()
-            .with_env_filter(filter)
-            .with_writer(std::io::stderr);
-        let _ = if format == LogFormat::Json {
-            builder.json().with_current_span(true).try_init()
-        } else {
-            builder.compact().try_init()
-        };
+        // `try_init` also forwards the `log` crate's records (librdkafka's, through rdkafka).
+        let _ = dispatch(format, filter, None, std::io::stderr).try_init();
         return Ok(Telemetry { provider: None });
     };
     let provider = provider(&settings)?;
     let tracer = provider.tracer("seckill");
-    let fmt = if format == LogFormat::Json {
-        tracing_subscriber::fmt::layer()
-            .json()
-            .with_current_span(true)
-            .with_writer(std::io::stderr)
-            .boxed()
-    } else {
-        tracing_subscriber::fmt::layer()
-            .compact()
-            .with_writer(std::io::stderr)
-            .boxed()
-    };
-    // The OpenTelemetry layer sees only the spans of traced requests (target `TRACED`): its
-    // interest is decided once per callsite, so every other span and event skips it.
-    let otel = tracing_opentelemetry::layer()
-        .with_tracer(tracer.clone())
-        .with_location(false)
-        .with_threads(false)
-        .with_filter(Targets::new().with_target(TRACED, LevelFilter::INFO));
-    // One global filter, RUST_LOG's, with the traced spans always on (they are the traces);
-    // the OpenTelemetry layer's own filter then takes only those. (EnvFilter as the log
-    // layer's own filter instead lost the traced spans whenever RUST_LOG named a target at
-    // another level, `info,seckill_gateway=debug`: neither layer saw them.)
-    let filter = filter.add_directive(format!("{TRACED}=info").parse().expect("a valid directive"));
-    let installed = tracing_subscriber::registry()
-        .with(filter)
-        .with(fmt)
-        .with(otel)
-        .try_init();
+    let installed = dispatch(format, filter, Some(tracer.clone()), std::io::stderr).try_init();
     if installed.is_err() {
         // Another subscriber was first (a test process): no traces from this one.
         let _ = provider.shutdown();
@@ -154,6 +119,66 @@ pub fn init_with(
     Ok(Telemetry {
         provider: Some(provider),
     })
+}
+
+/// The subscriber: logs to `writer` as `format` at `filter`'s levels, and with `tracer` the
+/// spans of traced requests to OpenTelemetry. Public so that the benchmarks can compare the
+/// two on the same spans.
+pub fn dispatch<W>(
+    format: LogFormat,
+    filter: EnvFilter,
+    tracer: Option<SdkTracer>,
+    writer: W,
+) -> tracing::Dispatch
+where
+    W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
+{
+    let Some(tracer) = tracer else {
+        // As before traces existed: one global filter, no per-layer bookkeeping.
+        let builder = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(writer);
+        return if format == LogFormat::Json {
+            builder.json().with_current_span(true).finish().into()
+        } else {
+            builder.compact().finish().into()
+        };
+    };
+    let fmt = if format == LogFormat::Json {
+        tracing_subscriber::fmt::layer()
+            .json()
+            .with_current_span(true)
+            .with_writer(writer)
+            .boxed()
+    } else {
+        tracing_subscriber::fmt::layer()
+            .compact()
+            .with_writer(writer)
+            .boxed()
+    };
+    // The OpenTelemetry layer sees only the spans of traced requests (target `TRACED`): its
+    // interest is decided once per callsite, so every other span and event skips it.
+    let otel = tracing_opentelemetry::layer()
+        .with_tracer(tracer)
+        // What it would add by default costs every poll of a traced buy (its span is entered
+        // on each: busy and idle times, the OpenTelemetry context attached) or is the same on
+        // every span (the target): off. Nothing here reads OpenTelemetry's current context.
+        .with_location(false)
+        .with_threads(false)
+        .with_target(false)
+        .with_tracked_inactivity(false)
+        .with_context_activation(false)
+        .with_filter(Targets::new().with_target(TRACED, LevelFilter::INFO));
+    // One global filter, RUST_LOG's, with the traced spans always on (they are the traces);
+    // the OpenTelemetry layer's own filter then takes only those. (EnvFilter as the log
+    // layer's own filter instead lost the traced spans whenever RUST_LOG named a target at
+    // another level, `info,seckill_gateway=debug`: neither layer saw them.)
+    let filter = filter.add_directive(format!("{TRACED}=info").parse().expect("a valid directive"));
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(fmt)
+        .with(otel)
+        .into()
 }
 
 /// The exporter and its provider. Building it connects to nothing.
