@@ -268,7 +268,7 @@ impl Metrics {
         }
     }
 
-    /// The products to report: seen within [`FORGET_AFTER`]. Older ones are forgotten, and
+    /// The products to report: seen within `FORGET_AFTER`. Older ones are forgotten, and
     /// their gauges removed, so the work and the series follow the sales going on.
     pub fn seen_products(&self) -> Vec<ProductId> {
         let mut seen = self.seen_products.lock().expect("lock poisoned");

@@ -8,8 +8,8 @@
 //! ends `failed` for a reason the run allows (`--allow-failure`, e.g. `chaos` when the workers
 //! fail orders on purpose). Every other end breaks it.
 //!
-//! Checks 1-7 judge the promises and the units; [`payments`] (8-12) judges the payment window
-//! against the orders, the payments and Redis; [`waiting_room`] (13-15), only for a run through
+//! Checks 1-7 judge the promises and the units; `payments` (8-12) judges the payment window
+//! against the orders, the payments and Redis; `waiting_room` (13-15), only for a run through
 //! a waiting room, judges the admissions.
 //!
 //! Where each part lives: `input.rs` holds what the checks look at, `result.rs` what they

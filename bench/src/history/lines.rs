@@ -165,8 +165,8 @@ pub struct CancelLine {
     pub at_ms: i64,
 }
 
-/// The lines `load --pay-rate` and `load --cancel-rate` add to a history. [`parse`] skips
-/// them, so a reader of [`Line`]s reads such a history as before; [`parse_with_payments`]
+/// The lines `load --pay-rate` and `load --cancel-rate` add to a history. `parse` skips
+/// them, so a reader of [`Line`]s reads such a history as before; `parse_with_payments`
 /// returns them too.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -256,8 +256,8 @@ pub struct WrSampleLine {
     pub max_admitted_factor: f64,
 }
 
-/// The lines `load --waiting-room` adds to a history. [`parse`] and [`parse_with_payments`]
-/// skip them; [`parse_all`] returns them too.
+/// The lines `load --waiting-room` adds to a history. `parse` and `parse_with_payments`
+/// skip them; `parse_all` returns them too.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum WaitingRoomLine {

@@ -12,7 +12,7 @@
 //! That holds while fewer than `C` requests are in flight; the summary reports the most that
 //! were and the rate achieved, so a run whose loop closed can be told apart. Nothing is spawned per request; latencies go
 //! into a few sharded histograms, history records into a per-worker batch that is handed to
-//! the writer thread every [`HISTORY_BATCH`] requests. After the load, every ticket is polled
+//! the writer thread every `worker::HISTORY_BATCH` requests. After the load, every ticket is polled
 //! until it settles ([`settle`]).
 //!
 //! `--until-sold-out` brings fresh users after the planned ones until the sale is really over
@@ -33,7 +33,6 @@
 //! `--sample-admin-ms` reads the product's admin view at a steady pace ([`admin_samples`]), the
 //! data of a chaos run's timeline.
 //!
-//! [`HISTORY_BATCH`]: worker::HISTORY_BATCH
 
 pub mod admin_api;
 pub mod admin_samples;

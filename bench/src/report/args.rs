@@ -50,7 +50,7 @@ pub struct TableArgs {
     #[arg(long, value_name = "DIR")]
     pub plots: Option<PathBuf>,
 
-    /// Clock ticks per second of /proc/<pid>/stat (`getconf CLK_TCK`).
+    /// Clock ticks per second of `/proc/<pid>/stat` (`getconf CLK_TCK`).
     #[arg(long, default_value_t = 100, value_name = "N")]
     pub clk_tck: u64,
 

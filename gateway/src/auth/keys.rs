@@ -87,7 +87,7 @@ impl JwksFile {
         }
     }
 
-    /// Checks the file every [`RELOAD_EVERY`] until `stop`.
+    /// Checks the file every `RELOAD_EVERY` until `stop`.
     pub async fn watch(self: Arc<Self>, stop: CancellationToken) {
         let mut tick = tokio::time::interval(RELOAD_EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

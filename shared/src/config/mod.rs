@@ -1,5 +1,5 @@
 //! Configuration: defaults, then an optional TOML file, then `SECKILL_*` environment variables,
-//! layered by [figment] (see [`load`]).
+//! layered by [figment] (see `load`).
 //!
 //! [`Settings`] is made of sections, one per part of the system ([`RedisSettings`],
 //! [`KafkaSettings`], [`GatewaySettings`], …). A component is built from its own section only;

@@ -21,7 +21,7 @@ pub struct Located {
 }
 
 /// One entry of a bucket's `located` list: the newest reservation time among its orders, then
-/// "<ticket> <partition> <offset>" per order, space separated (tickets hold no space). The
+/// `<ticket> <partition> <offset>` per order, space separated (tickets hold no space). The
 /// time lets `trim_located.lua` drop the entry without looking up its tickets.
 /// No orders make no entry: an empty string, which `reserve.lua` skips.
 pub fn located_entry(located: &[Located]) -> String {

@@ -19,7 +19,7 @@ pub enum Stuck {
 /// `failed_tickets` row (`lost`, unless one exists) fails it for good before its unit goes
 /// back. Used by the gateway's sync mode when the outcome of its own settle is unknown (its
 /// buyer has no answer yet, so failing is a promise kept); the sweeper completes a ticket
-/// stuck in `processing` instead ([`SweepAction::Complete`]).
+/// stuck in `processing` instead (`SweepAction::Complete`).
 pub async fn settle_stuck(
     store: &TicketStore,
     db: &MySqlPool,

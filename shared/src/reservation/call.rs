@@ -3,7 +3,7 @@
 use crate::domain::{Ticket, UserId};
 
 /// What the reservation script decided (its reply code for the buyer in brackets; the codes
-/// that ask for another step are [`ReserveStep`]'s).
+/// that ask for another step are `ReserveStep`'s).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reservation {
     /// `{1}`: a unit is the buyer's, the ticket `pending`.
@@ -28,7 +28,7 @@ pub enum Reservation {
 }
 
 /// The buyer's per-user limit, taken inside the reservation script when Redis is one server
-/// ([`RedisConn::is_single_server`]): one call per buy instead of two.
+/// (`RedisConn::is_single_server`): one call per buy instead of two.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UserLimit {
     /// The buyer's bucket (`sk:{<ns>:rl:<user>}:b`).

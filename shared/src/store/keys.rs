@@ -21,7 +21,7 @@ impl ProductKeys {
         Self::bucket(namespace, product, 0)
     }
     /// The keys of one stock bucket: bucket 0 is the product's own tag, and the others' tags
-    /// are placed around the cluster's slot ring ([`buckets::bucket_tag`]).
+    /// are placed around the cluster's slot ring (`buckets::bucket_tag`).
     pub fn bucket(namespace: &str, product: ProductId, bucket: u16) -> Self {
         let prefix = if bucket == 0 {
             format!("sk:{{{namespace}:{product}}}:")
@@ -119,7 +119,7 @@ type TagCache = HashMap<(String, ProductId, u16), String>;
 static TAGS: LazyLock<RwLock<TagCache>> = LazyLock::new(Default::default);
 
 /// The hash tag of bucket `b` (≥ 1): `<namespace>:<product>.<b>.<k>`, with the first `k` whose
-/// slot lies within 16 slots of bucket 0's slot plus [`ring_offset`] of the ring. A cluster
+/// slot lies within 16 slots of bucket 0's slot plus `ring_offset` of the ring. A cluster
 /// made by `redis-cli --cluster create` gives each of its P primaries one contiguous 1/P of the
 /// ring, so 2 buckets always land on 2 of 3 primaries, and N buckets on N primaries (N = 2 or
 /// 4) unless bucket 0 sits within 16 slots of a range's edge (about 1 product in 60); random

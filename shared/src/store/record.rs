@@ -80,7 +80,7 @@ pub struct TicketRecord {
     /// Where the order landed in Kafka (partition, offset), when it is recorded on the record
     /// itself: `locate_held.lua` writes it there for a buy again, and an older gateway wrote
     /// it there for every order. Otherwise it is in the bucket's `located` list
-    /// ([`TicketStore::locations`]); the sweeper reads both, so a mixed fleet keeps every
+    /// (`TicketStore::locations`); the sweeper reads both, so a mixed fleet keeps every
     /// promise.
     pub location: Option<(i32, i64)>,
 }

@@ -61,7 +61,7 @@ pub fn settle_ms(input: &AuditInput) -> Option<SettleMs> {
 /// Payment comes after the polling: a buyer told `confirmed` was told the truth when the order
 /// is now paid or cancelled. For a ticket that became an order, MySQL decides `paid` and
 /// `cancelled` (the gateways answer its word), so the order row's status and cancel reason are
-/// the final state; whether Redis followed is [`redis_follows_payments`]'s.
+/// the final state; whether Redis followed is `redis_follows_payments`'s.
 pub fn buyer_told_truth(input: &AuditInput) -> CheckResult {
     let rows = input.orders_by_ticket();
     let mut problems = Problems::default();

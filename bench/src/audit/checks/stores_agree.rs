@@ -9,7 +9,7 @@ use seckill_shared::OrderStatus;
 /// initial stock (no unit appeared or vanished, and every cancelled unit came back once); and
 /// ticket by ticket, a ticket became an order (confirmed, paid or cancelled) exactly when it has
 /// an order row, of the order id Redis gives. Whether Redis followed MySQL's payment decisions,
-/// ticket by ticket, is [`redis_follows_payments`]'s.
+/// ticket by ticket, is `redis_follows_payments`'s.
 pub fn stores_agree(input: &AuditInput) -> CheckResult {
     let rd = &input.redis;
     let my = &input.mysql;
