@@ -268,9 +268,43 @@ async fn unsampled_orders_keep_only_failures_and_a_callers_sampled_trace_is_foll
     let (status, body) = gw.buy(product, 1).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     let quiet = ticket_of(&body).to_string();
-    let (status, body) = gw.buy(product, 2).await;
-    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    // A caller that did not sample its own request: the order keeps the caller's trace id.
+    let unsampled_caller = "5bf92f3577b34da6a3ce929d0e0e4737";
+    let res = reqwest::Client::new()
+        .post(format!("{}/v1/seckill/{product}", gateway.base))
+        .bearer_auth(token(2))
+        .header(
+            "traceparent",
+            format!("00-{unsampled_caller}-00f067aa0ba902b7-00"),
+        )
+        .json(&serde_json::json!({ "user_id": 2 }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::ACCEPTED);
+    let body: serde_json::Value = res.json().await.unwrap();
     let failed = ticket_of(&body).to_string();
+    gw.owns(&failed, 2);
+    // Two `traceparent`s are as none (W3C): not the sampled caller's child.
+    let res = reqwest::Client::new()
+        .post(format!("{}/v1/seckill/{product}", gateway.base))
+        .bearer_auth(token(4))
+        .header(
+            "traceparent",
+            "00-6bf92f3577b34da6a3ce929d0e0e4738-00f067aa0ba902b7-01",
+        )
+        .header(
+            "traceparent",
+            "00-6bf92f3577b34da6a3ce929d0e0e4738-00f067aa0ba902b8-01",
+        )
+        .json(&serde_json::json!({ "user_id": 4 }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::ACCEPTED);
+    let body: serde_json::Value = res.json().await.unwrap();
+    let doubled = ticket_of(&body).to_string();
+    gw.owns(&doubled, 4);
     // A shop's front end that traces its own request.
     let caller_trace = "4bf92f3577b34da6a3ce929d0e0e4736";
     let res = reqwest::Client::new()
@@ -288,7 +322,7 @@ async fn unsampled_orders_keep_only_failures_and_a_callers_sampled_trace_is_foll
     let body: serde_json::Value = res.json().await.unwrap();
     let followed = ticket_of(&body).to_string();
     gw.owns(&followed, 3);
-    for t in [&quiet, &followed] {
+    for t in [&quiet, &followed, &doubled] {
         assert_eq!(gw.settled(t, SETTLE).await["status"], "confirmed");
     }
     assert_eq!(gw.settled(&failed, SETTLE).await["status"], "failed");
@@ -303,6 +337,7 @@ async fn unsampled_orders_keep_only_failures_and_a_callers_sampled_trace_is_foll
             .collect()
     };
     assert!(about(&quiet).is_empty(), "{:#?}", about(&quiet));
+    assert!(about(&doubled).is_empty(), "{:#?}", about(&doubled));
     let kept = about(&failed);
     assert_eq!(kept.len(), 1, "only the worker's span: {kept:#?}");
     let order = &kept[0];
@@ -310,6 +345,7 @@ async fn unsampled_orders_keep_only_failures_and_a_callers_sampled_trace_is_foll
     assert_eq!(order.status, ERROR);
     assert_eq!(order.attrs["seckill.kept"], "failed");
     assert_ne!(order.parent, "", "it keeps the id its message carried");
+    assert_eq!(order.trace, unsampled_caller, "in the caller's trace");
     child(&spans, order, "mysql.transaction");
     child(&spans, order, "redis.compensate");
 
@@ -402,15 +438,20 @@ async fn the_payment_callback_and_the_expiry_join_the_orders_trace_and_logs_name
     assert_eq!(res.status(), StatusCode::OK);
     assert_eq!(provider.charges.lock().unwrap().len(), 1);
 
-    // Expired: a window of one second, unpaid.
-    let (status, body) = gw.buy(products[1], 2).await;
-    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
-    let expired = ticket_of(&body).to_string();
-    eventually("the unpaid order to be cancelled", SETTLE, || async {
-        let (_, body) = gw.get_json(&format!("/v1/orders/{expired}")).await;
-        (body["status"] == "cancelled").then_some(())
-    })
-    .await;
+    // Expired: a window of one second, two orders unpaid.
+    let mut expired = Vec::new();
+    for user in [2, 3] {
+        let (status, body) = gw.buy(products[1], user).await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+        expired.push(ticket_of(&body).to_string());
+    }
+    for t in &expired {
+        eventually("the unpaid order to be cancelled", SETTLE, || async {
+            let (_, body) = gw.get_json(&format!("/v1/orders/{t}")).await;
+            (body["status"] == "cancelled").then_some(())
+        })
+        .await;
+    }
     let (gateway_log, _) = stop(gateway, worker).await;
     let spans = receiver.spans();
 
@@ -427,13 +468,13 @@ async fn the_payment_callback_and_the_expiry_join_the_orders_trace_and_logs_name
     assert_eq!(callback.attrs["seckill.payment_status"], "succeeded");
     assert_eq!(callback.attrs["seckill.payment_id"], payment_id);
     assert_ne!(callback.status, ERROR);
-    let (_, publish) = publish_of(&expired);
-    let expire = child(&spans, &publish, "payment.expire");
-    assert_eq!(expire.service, "seckill-worker");
-    assert!(
-        expire.attrs["seckill.tickets"].contains(&expired),
-        "{expire:?}"
-    );
+    // Each expired order's own trace has its expiry, naming its ticket.
+    for t in &expired {
+        let (_, publish) = publish_of(t);
+        let expire = child(&spans, &publish, "payment.expire");
+        assert_eq!(expire.service, "seckill-worker");
+        assert_eq!(expire.attrs["seckill.ticket"], *t);
+    }
 
     // The gateway's log line about the paid ticket's buy, inside its traced span.
     let events = crate::logs::events(&gateway_log);
@@ -468,12 +509,10 @@ async fn an_unsampled_buy_that_fails_and_an_unsampled_slow_order_keep_their_span
     gateway.sigterm();
     gateway.exits_cleanly("the gateway").await;
 
-    // The worker keeps every order (each is slower than 1 ms); the gateway keeps none.
+    // Every buy and every order is slower than 1 ms.
     let mut slow = vars.clone();
     slow.push(("SECKILL_TRACE_SLOW_MS", "1"));
-    let mut patient = vars.clone();
-    patient.push(("SECKILL_TRACE_SLOW_MS", "600000"));
-    let gateway = Proc::gateway(&env, &patient).await;
+    let gateway = Proc::gateway(&env, &slow).await;
     let worker = Proc::worker(&env, &slow).await;
     let gw = TestGateway::at(gateway.base.clone(), reqwest::Client::new());
     let (status, body) = gw.buy(product, 2).await;
@@ -483,8 +522,12 @@ async fn an_unsampled_buy_that_fails_and_an_unsampled_slow_order_keep_their_span
     stop(gateway, worker).await;
     let spans = receiver.spans();
 
-    let failed = one(&spans, "the failed buy's span", |s| s.name == "buy");
+    let failed = one(&spans, "the failed buy's span", |s| {
+        s.name == "buy" && s.attrs["seckill.kept"] == "error"
+    });
     assert_eq!(failed.service, "seckill-gateway");
+    assert_eq!(failed.attrs["product_id"], product.to_string());
+    assert_eq!(failed.attrs["user_id"], "1");
     assert_eq!(failed.status, ERROR, "{failed:?}");
     assert_eq!(failed.attrs["http.response.status_code"], "503");
     assert_eq!(failed.attrs["seckill.kept"], "error");
@@ -497,4 +540,14 @@ async fn an_unsampled_buy_that_fails_and_an_unsampled_slow_order_keep_their_span
     assert_eq!(order.attrs["seckill.kept"], "slow");
     assert_ne!(order.status, ERROR);
     child(&spans, order, "redis.confirm");
+    // The slow buy's own span is in the order's trace, a sibling under the span its message
+    // names, and names the ticket, the product and the buyer.
+    let buy = one(&spans, "the slow buy's span", |s| {
+        s.name == "buy" && s.attrs["seckill.kept"] == "slow"
+    });
+    assert_eq!(buy.trace, order.trace);
+    assert_eq!(buy.parent, order.parent);
+    assert_eq!(buy.attrs["seckill.ticket"], ticket);
+    assert_eq!(buy.attrs["user_id"], "2");
+    assert_eq!(buy.status, 0, "{buy:?}");
 }

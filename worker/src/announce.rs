@@ -80,7 +80,7 @@ async fn run(
                     if let Some((first, others)) = traces.split_first() {
                         Late::new("zookeeper.announce", started, std::time::SystemTime::now())
                             .kind(SpanKind::Client)
-                            .attr(KeyValue::new("seckill.product_id", product.as_i64()))
+                            .attr(KeyValue::new("product_id", product.as_i64()))
                             .attr(KeyValue::new("seckill.sold_out", "false"))
                             .links(others.to_vec())
                             .emit(Some(first));

@@ -12,7 +12,7 @@ use backon::BackoffBuilder;
 use seckill_shared::now_ms;
 use seckill_shared::payments::cancel;
 use seckill_shared::store::TicketStore;
-use seckill_shared::telemetry::{self, KeyValue, Late, SpanContext};
+use seckill_shared::telemetry::{self, KeyValue, Late};
 use sqlx::MySqlPool;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -119,23 +119,24 @@ impl Expirer {
     }
 }
 
-/// The round's span, when an order it cancelled was traced (its row keeps the `traceparent`
-/// its Kafka message had): a child of the first such order's trace, linking the others.
+/// A span in the trace of each traced order the round cancelled (its row keeps the
+/// `traceparent` its Kafka message had), a child of the buy's `kafka.publish`, naming its
+/// ticket: the round's time, and how many it cancelled.
 fn trace_expiry(due: &[cancel::Cancelled], started: std::time::SystemTime) {
-    let traced: Vec<SpanContext> = due
-        .iter()
-        .filter_map(|c| c.traceparent.as_deref())
-        .filter_map(telemetry::parse_traceparent)
-        .filter(|sc| telemetry::sample_order(Some(sc)))
-        .collect();
-    let Some((first, others)) = traced.split_first() else {
-        return;
-    };
-    let tickets: Vec<String> = due.iter().map(|c| c.ticket.to_string()).collect();
-    Late::new("payment.expire", started, std::time::SystemTime::now())
-        .attr(KeyValue::new("seckill.cancelled", due.len() as i64))
-        .attr(KeyValue::new("seckill.reason", "payment_timeout"))
-        .attr(KeyValue::new("seckill.tickets", tickets.join(",")))
-        .links(others.to_vec())
-        .emit(Some(first));
+    let end = std::time::SystemTime::now();
+    for c in due {
+        let Some(order) = c
+            .traceparent
+            .as_deref()
+            .and_then(telemetry::parse_traceparent)
+            .filter(|sc| telemetry::sample_order(Some(sc)))
+        else {
+            continue;
+        };
+        Late::new("payment.expire", started, end)
+            .attr(KeyValue::new("seckill.ticket", c.ticket.to_string()))
+            .attr(KeyValue::new("seckill.reason", "payment_timeout"))
+            .attr(KeyValue::new("seckill.round_cancelled", due.len() as i64))
+            .emit(Some(&order));
+    }
 }

@@ -120,11 +120,8 @@ pub(crate) fn record(
                 "seckill.ticket",
                 order.ticket.as_str().to_owned(),
             ))
-            .attr(KeyValue::new(
-                "seckill.product_id",
-                order.product_id.as_i64(),
-            ))
-            .attr(KeyValue::new("seckill.user_id", order.user_id.as_i64()))
+            .attr(KeyValue::new("product_id", order.product_id.as_i64()))
+            .attr(KeyValue::new("user_id", order.user_id.as_i64()))
             .attr(KeyValue::new("seckill.outcome", label))
             .attr(KeyValue::new(
                 "seckill.settled_after_ms",

@@ -64,7 +64,7 @@ fn checker_catches_traces_sent_where_no_collector_runs() {
     for (endpoint, needle) in [
         ("http://otel-colector:4318", "is not `otel-collector`"),
         ("http://otel-collector:4317", "OTLP/HTTP port"),
-        ("https://otel-collector:4318", "is not http://"),
+        ("https://otel-collector:4318", "https is not built in"),
     ] {
         assert_rejected_with(
             &text,

@@ -20,6 +20,8 @@ use seckill_shared::{
     db, now_ms, FailureReason, OrderMessage, ProductId, Ticket, TicketStatus, UserId,
 };
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tracing::Instrument;
 use utoipa::openapi::link::LinkBuilder;
@@ -75,15 +77,19 @@ pub async fn buy(
 ) -> Result<HttpResponse, ApiError> {
     let started = Instant::now();
     if !telemetry::enabled() {
-        return buy_steps(req, state, redis, path, body, started, false).await;
+        return buy_steps(req, state, redis, path, body, started, Traced::No).await;
     }
-    let caller = req
-        .headers()
-        .get(telemetry::TRACEPARENT)
-        .and_then(|v| v.to_str().ok());
+    // W3C: several `traceparent`s are as none.
+    let mut given = req.headers().get_all(telemetry::TRACEPARENT);
+    let caller = match (given.next(), given.next()) {
+        (Some(one), None) => one.to_str().ok(),
+        _ => None,
+    };
     let Some(parent) = telemetry::sample_request(caller) else {
-        let answer = buy_steps(req, state, redis, path, body, started, false).await;
-        keep_if_failed_or_slow(&answer, started);
+        let carried = Arc::new(Carried::under(caller));
+        let traced = Traced::Carried(carried.clone());
+        let answer = buy_steps(req, state, redis, path, body, started, traced).await;
+        keep_if_failed_or_slow(&answer, started, &carried);
         return answer;
     };
     let span = tracing::info_span!(
@@ -91,26 +97,26 @@ pub async fn buy(
         "buy",
         otel.kind = "server",
         http.request.method = "POST",
-        http.route = "/v1/seckill/{product_id}",
+        http.route = ROUTE,
         http.response.status_code = tracing::field::Empty,
         otel.status_code = tracing::field::Empty,
         otel.status_description = tracing::field::Empty,
         seckill.sold_out_marker = tracing::field::Empty,
         seckill.ticket = tracing::field::Empty,
-        product_id = %path.as_str(),
+        product_id = tracing::field::Empty,
         user_id = tracing::field::Empty,
         trace_id = tracing::field::Empty,
         span_id = tracing::field::Empty,
     );
     telemetry::adopt(&span, parent);
-    let answer = buy_steps(req, state, redis, path, body, started, true)
+    let answer = buy_steps(req, state, redis, path, body, started, Traced::Yes)
         .instrument(span.clone())
         .await;
     let status = match &answer {
         Ok(res) => res.status(),
         Err(e) => actix_web::ResponseError::status_code(e),
     };
-    span.record("http.response.status_code", status.as_u16());
+    span.record("http.response.status_code", i64::from(status.as_u16()));
     if status.is_server_error() {
         span.record("otel.status_code", "ERROR");
         if let Err(e) = &answer {
@@ -120,9 +126,60 @@ pub async fn buy(
     answer
 }
 
+const ROUTE: &str = "/v1/seckill/{product_id}";
+
+/// How a buy is traced (issue 37).
+#[derive(Clone)]
+enum Traced {
+    /// Traces are off.
+    No,
+    /// Sampled: its spans are made as it goes.
+    Yes,
+    /// Not sampled, with traces on: see [`Carried`].
+    Carried(Arc<Carried>),
+}
+
+impl Traced {
+    fn is_traced(&self) -> bool {
+        matches!(self, Traced::Yes)
+    }
+}
+
+/// An untraced buy's trace all the same: its message carries this `traceparent` (in the
+/// caller's trace when the request had one), so that a failed or slow order's spans, kept by
+/// the worker, and this buy's own span if it fails or is slow ([`keep_if_failed_or_slow`]),
+/// share one trace. What that span names is noted as the buy goes.
+struct Carried {
+    traceparent: String,
+    product: AtomicU64,
+    user: AtomicU64,
+    ticket: Mutex<Option<Ticket>>,
+}
+
+impl Carried {
+    fn under(caller: Option<&str>) -> Self {
+        let caller = caller.and_then(telemetry::parse_traceparent);
+        Self {
+            traceparent: telemetry::unsampled_traceparent_under(caller.as_ref()),
+            product: AtomicU64::new(0),
+            user: AtomicU64::new(0),
+            ticket: Mutex::new(None),
+        }
+    }
+
+    fn ticket(&self, t: &Ticket) {
+        *self.ticket.lock().unwrap_or_else(|e| e.into_inner()) = Some(t.clone());
+    }
+}
+
 /// An untraced buy whose answer was a server error, or that took longer than
 /// `SECKILL_TRACE_SLOW_MS`, keeps a span of its own: the sampler decided before anyone knew.
-fn keep_if_failed_or_slow(answer: &Result<HttpResponse, ApiError>, started: Instant) {
+/// It is a child of the span its message names, so it shares the order's trace.
+fn keep_if_failed_or_slow(
+    answer: &Result<HttpResponse, ApiError>,
+    started: Instant,
+    carried: &Carried,
+) {
     let took = started.elapsed();
     let (status, error) = match answer {
         Ok(res) => (res.status(), None),
@@ -131,34 +188,43 @@ fn keep_if_failed_or_slow(answer: &Result<HttpResponse, ApiError>, started: Inst
             Some(e.to_string()),
         ),
     };
+    let failed = status.is_server_error();
     let slow = telemetry::slow().is_some_and(|s| took >= s);
-    if !status.is_server_error() && !slow {
+    if !failed && !slow {
         return;
     }
     let end = std::time::SystemTime::now();
-    telemetry::Late::new("buy", end - took, end)
+    let mut span = telemetry::Late::new("buy", end - took, end)
         .kind(telemetry::SpanKind::Server)
-        .attr(telemetry::KeyValue::new(
-            "http.route",
-            "/v1/seckill/{product_id}",
-        ))
+        .attr(telemetry::KeyValue::new("http.route", ROUTE))
         .attr(telemetry::KeyValue::new(
             "http.response.status_code",
             i64::from(status.as_u16()),
         ))
         .attr(telemetry::KeyValue::new(
             "seckill.kept",
-            if slow && !status.is_server_error() {
-                "slow"
-            } else {
-                "error"
-            },
+            if failed { "error" } else { "slow" },
         ))
-        .error(error.filter(|_| status.is_server_error()))
-        .emit(None);
+        .error(error.filter(|_| failed));
+    for (key, n) in [("product_id", &carried.product), ("user_id", &carried.user)] {
+        let n = n.load(Ordering::Relaxed);
+        if n > 0 {
+            span = span.attr(telemetry::KeyValue::new(key, n as i64));
+        }
+    }
+    if let Some(t) = carried
+        .ticket
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+    {
+        span = span.attr(telemetry::KeyValue::new("seckill.ticket", t.to_string()));
+    }
+    let parent = telemetry::parse_traceparent(&carried.traceparent);
+    span.emit(parent.as_ref());
 }
 
-/// The steps of [`buy`]; `traced`: inside a traced buy's span, so each step gets a span.
+/// The steps of [`buy`]; a traced buy runs in its span, and each step gets a span.
 async fn buy_steps(
     req: HttpRequest,
     state: web::Data<AppState>,
@@ -166,20 +232,27 @@ async fn buy_steps(
     path: web::Path<String>,
     body: web::Json<Object<BuyRequest>>,
     started: Instant,
-    traced: bool,
+    traced: Traced,
 ) -> Result<HttpResponse, ApiError> {
     let product = ProductId::parse(&path)?;
+    match &traced {
+        Traced::Yes => {
+            tracing::Span::current().record("product_id", product.as_i64());
+        }
+        Traced::Carried(c) => c.product.store(product.get(), Ordering::Relaxed),
+        Traced::No => {}
+    }
 
     // The marker first: a sold-out flood is answered without verifying its tokens (a `409`
     // reserves nothing and says only what every buyer may know).
     if state.sold_out.is_sold_out(product) {
-        if traced {
+        if traced.is_traced() {
             tracing::Span::current().record("seckill.sold_out_marker", "hit");
         }
         req.extensions_mut().insert(OutcomeLabel("sold_out_marker"));
         return Err(ApiError::SoldOut);
     }
-    let identity = if traced {
+    let identity = if traced.is_traced() {
         tracing::Span::current().record("seckill.sold_out_marker", "miss");
         tracing::info_span!(target: telemetry::TRACED, "identity")
     } else {
@@ -207,8 +280,12 @@ async fn buy_steps(
         Ok((user, admitted))
     })?;
     drop(identity);
-    if traced {
-        tracing::Span::current().record("user_id", user.get());
+    match &traced {
+        Traced::Yes => {
+            tracing::Span::current().record("user_id", user.as_i64());
+        }
+        Traced::Carried(c) => c.user.store(user.get(), Ordering::Relaxed),
+        Traced::No => {}
     }
     let buying = Buying {
         product,
@@ -230,7 +307,7 @@ async fn admit_and_reserve(
     mut buying: Buying,
     started: Instant,
 ) -> Result<HttpResponse, ApiError> {
-    let (product, user, traced) = (buying.product, buying.user, buying.traced);
+    let (product, user, traced) = (buying.product, buying.user, buying.traced.is_traced());
     let Some(permit) = state.admission.try_admit() else {
         req.extensions_mut().insert(OutcomeLabel("overloaded"));
         return Err(ApiError::Overloaded);
@@ -294,7 +371,7 @@ struct Buying {
     user: UserId,
     admitted: bool,
     limit: Option<UserLimit>,
-    traced: bool,
+    traced: Traced,
 }
 
 async fn reserve_and_hand_off(
@@ -311,7 +388,7 @@ async fn reserve_and_hand_off(
     } = buying;
     let now = now_ms();
     let t0 = Instant::now();
-    let span = if traced {
+    let span = if traced.is_traced() {
         tracing::info_span!(
             target: telemetry::TRACED,
             "redis.reserve",
@@ -329,11 +406,22 @@ async fn reserve_and_hand_off(
         .reserve_limited(product, user, now, admitted, limit.as_ref())
         .instrument(span.clone())
         .await;
-    if traced {
+    // The ticket the buyer is told of: the one reserved, or the one already held.
+    let told = match &reserved {
+        Ok((ticket, Reservation::Reserved)) => Some(ticket),
+        Ok((_, Reservation::AlreadyHolds(held))) => Some(held),
+        _ => None,
+    };
+    if let (Traced::Carried(c), Some(t)) = (&traced, told) {
+        c.ticket(t);
+    }
+    if traced.is_traced() {
+        if let Some(t) = told {
+            tracing::Span::current().record("seckill.ticket", t.as_str());
+        }
         match &reserved {
-            Ok((ticket, r)) => {
+            Ok((_, r)) => {
                 span.record("seckill.reservation", tracing::field::debug(r));
-                tracing::Span::current().record("seckill.ticket", ticket.as_str());
             }
             Err(e) => {
                 span.record("otel.status_code", "ERROR");
@@ -397,38 +485,35 @@ async fn hand_off(
     state: &AppState,
     store: &TicketStore,
     order: OrderMessage,
-    traced: bool,
+    traced: Traced,
 ) -> Result<HttpResponse, ApiError> {
     let t0 = Instant::now();
     // The order's message carries the trace on (W3C `traceparent`): the `kafka.publish` span's
-    // for a traced buy, fresh unsampled ids for another when traces are on.
-    let (span, traceparent) = if traced {
-        let span = tracing::info_span!(
-            target: telemetry::TRACED,
-            "kafka.publish",
-            otel.kind = "producer",
-            messaging.system = "kafka",
-            messaging.destination.partition.id = tracing::field::Empty,
-            messaging.kafka.offset = tracing::field::Empty,
-            otel.status_code = tracing::field::Empty,
-            otel.status_description = tracing::field::Empty,
-        );
-        let tp = telemetry::traceparent_of(&span);
-        (span, Some(tp))
-    } else if telemetry::enabled() {
-        (
-            tracing::Span::none(),
-            Some(telemetry::unsampled_traceparent()),
-        )
-    } else {
-        (tracing::Span::none(), None)
+    // for a traced buy, the carried one for another when traces are on.
+    let (span, traceparent) = match traced {
+        Traced::Yes => {
+            let span = tracing::info_span!(
+                target: telemetry::TRACED,
+                "kafka.publish",
+                otel.kind = "producer",
+                messaging.system = "kafka",
+                messaging.destination.partition.id = tracing::field::Empty,
+                messaging.kafka.offset = tracing::field::Empty,
+                otel.status_code = tracing::field::Empty,
+                otel.status_description = tracing::field::Empty,
+            );
+            let tp = telemetry::traceparent_of(&span);
+            (span, Some(tp))
+        }
+        Traced::Carried(c) => (tracing::Span::none(), Some(c.traceparent.clone())),
+        Traced::No => (tracing::Span::none(), None),
     };
     let published = state
         .publisher
         .publish(&order, traceparent.as_deref())
         .instrument(span.clone())
         .await;
-    if traced {
+    if !span.is_none() {
         match &published {
             Ok((partition, offset)) => {
                 span.record("messaging.destination.partition.id", partition);

@@ -51,7 +51,7 @@ impl TicketStore {
                 // A traced buy's `redis.reserve` span has the field; elsewhere this records
                 // nothing (and with traces off it is not asked).
                 if crate::telemetry::enabled() {
-                    tracing::Span::current().record("seckill.batch_size", shared_by);
+                    tracing::Span::current().record("seckill.batch_size", shared_by as i64);
                 }
                 reply
             }

@@ -91,7 +91,11 @@ pub fn init_with(
     settings: Option<TraceSettings>,
     slow: Duration,
 ) -> anyhow::Result<Telemetry> {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        // OpenTelemetry's own records: its warnings and errors (a failed export), not its
+        // start and stop.
+        EnvFilter::new("info,opentelemetry=warn,opentelemetry_sdk=warn,opentelemetry-otlp=warn")
+    });
     let Some(settings) = settings else {
         // `try_init` also forwards the `log` crate's records (librdkafka's, through rdkafka).
         let _ = dispatch(format, filter, None, std::io::stderr).try_init();
@@ -255,8 +259,17 @@ pub fn traceparent_of(span: &Span) -> String {
 /// A `traceparent` for an untraced request, so that whoever keeps the order's trace later
 /// (a failed or slow order, at the worker) keeps it under one id: fresh ids, not sampled.
 pub fn unsampled_traceparent() -> String {
-    let (trace, span): (u128, u64) = (rand::random::<u128>() | 1, rand::random::<u64>() | 1);
-    format!("00-{trace:032x}-{span:016x}-00")
+    unsampled_traceparent_under(None)
+}
+
+/// [`unsampled_traceparent`], in the trace of `caller` (the request's own `traceparent`)
+/// when it carried a valid one: the caller's trace id, a fresh span id, not sampled.
+pub fn unsampled_traceparent_under(caller: Option<&SpanContext>) -> String {
+    let span = rand::random::<u64>() | 1;
+    match caller {
+        Some(c) => format!("00-{:032x}-{span:016x}-00", c.trace_id()),
+        None => format!("00-{:032x}-{span:016x}-00", rand::random::<u128>() | 1),
+    }
 }
 
 /// `00-<trace id>-<span id>-<flags>`.
@@ -272,6 +285,9 @@ pub fn format_traceparent(sc: &SpanContext) -> String {
 /// A remote span context from a `traceparent`, if it is a valid one (W3C rules, by
 /// OpenTelemetry's propagator).
 pub fn parse_traceparent(value: &str) -> Option<SpanContext> {
+    if !well_formed(value) {
+        return None;
+    }
     struct One<'a>(&'a str);
     impl Extractor for One<'_> {
         fn get(&self, key: &str) -> Option<&str> {
@@ -284,6 +300,28 @@ pub fn parse_traceparent(value: &str) -> Option<SpanContext> {
     let cx = TraceContextPropagator::new().extract(&One(value));
     let sc = cx.span().span_context().clone();
     sc.is_valid().then_some(sc)
+}
+
+/// The W3C shape, strictly: `vv-<32 hex>-<16 hex>-<2 hex>`, lower case, a known version
+/// (`00` has nothing after the flags; a later one may add `-...`), never version `ff`.
+/// OpenTelemetry's propagator alone takes one-digit flags and a 33-digit trace id.
+fn well_formed(v: &str) -> bool {
+    let b = v.as_bytes();
+    let hex = |r: std::ops::Range<usize>| {
+        b.get(r)
+            .is_some_and(|s| s.iter().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')))
+    };
+    let dash = |i: usize| b.get(i) == Some(&b'-');
+    let shape =
+        hex(0..2) && dash(2) && hex(3..35) && dash(35) && hex(36..52) && dash(52) && hex(53..55);
+    if !shape || &v[..2] == "ff" {
+        return false;
+    }
+    if &v[..2] == "00" {
+        b.len() == 55
+    } else {
+        b.len() == 55 || dash(55)
+    }
 }
 
 #[cfg(test)]

@@ -80,11 +80,16 @@ impl TraceSettings {
                 bail!("OTEL_TRACES_EXPORTER={other:?} is not supported: otlp or none")
             }
         }
-        let Some(endpoint) = var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-            .or_else(|| var("OTEL_EXPORTER_OTLP_ENDPOINT"))
-        else {
+        let named = [
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+        ]
+        .into_iter()
+        .find_map(|k| var(k).map(|v| (k, v)));
+        let Some((name, endpoint)) = named else {
             return Ok(None);
         };
+        check_endpoint(name, &endpoint)?;
         for protocol in [
             "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
             "OTEL_EXPORTER_OTLP_PROTOCOL",
@@ -106,4 +111,31 @@ impl TraceSettings {
             sampler,
         }))
     }
+}
+
+/// An `http://` URL with a host: the exporter would take `ftp://...` or a bare `http://` and
+/// then lose every span without a word. `https://` is not built in (no TLS in this build):
+/// send to a collector or agent beside the process.
+fn check_endpoint(name: &str, endpoint: &str) -> anyhow::Result<()> {
+    if endpoint.starts_with("https://") {
+        bail!("{name}={endpoint:?}: https is not built in; send to a collector over http:// (an agent beside the process)");
+    }
+    let authority = endpoint
+        .strip_prefix("http://")
+        .map(|rest| rest.split(['/', '?', '#']).next().unwrap_or_default())
+        .unwrap_or_default();
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = if let Some(v6) = host_port.strip_prefix('[') {
+        v6.split_once(']').map_or("", |(h, _)| h)
+    } else {
+        match host_port.rsplit_once(':') {
+            Some((h, port)) if port.parse::<u16>().is_ok() => h,
+            Some(_) => "",
+            None => host_port,
+        }
+    };
+    if host.is_empty() || host.contains(char::is_whitespace) {
+        bail!("{name}={endpoint:?} is not an http:// URL with a host and an optional port");
+    }
+    Ok(())
 }

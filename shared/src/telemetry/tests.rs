@@ -70,6 +70,18 @@ fn an_endpoint_turns_traces_on_with_the_standard_defaults() {
     .unwrap()
     .unwrap();
     assert_eq!(s.endpoint, "http://c:4318/v1/traces");
+    for fine in [
+        "http://[::1]:4318",
+        "http://otel-collector",
+        "http://u:p@c:4318/x",
+    ] {
+        assert!(
+            read(&[("OTEL_EXPORTER_OTLP_ENDPOINT", fine)])
+                .unwrap()
+                .is_some(),
+            "{fine}"
+        );
+    }
     assert_eq!(s.service, "gw-eu-1");
     assert_eq!(s.sampler.root, 0.01);
     // Building the exporter connects to nothing.
@@ -85,6 +97,12 @@ fn unsupported_settings_are_errors_that_name_the_variable() {
         ("OTEL_TRACES_SAMPLER_ARG", "often"),
         ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
         ("OTEL_TRACES_EXPORTER", "zipkin"),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "ftp://127.0.0.1:4318"),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://:4318"),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "127.0.0.1:4318"),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "https://collector:4318"),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:notaport"),
     ] {
         let sampler = ("OTEL_TRACES_SAMPLER", "traceidratio");
         let err = match read(&[endpoint, sampler, (var, value)]) {
@@ -130,6 +148,24 @@ fn traceparents_round_trip_and_bad_ones_are_refused() {
     let sc = parse_traceparent(&fresh).unwrap();
     assert!(!sc.is_sampled());
     assert_eq!(format_traceparent(&sc), fresh);
+    // The W3C shape, strictly: the propagator alone takes one-digit flags and a 33-digit id.
+    assert!(parse_traceparent("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-1").is_none());
+    assert!(
+        parse_traceparent("00-0af7651916cd43dd8448eb211c80319c1-b7ad6b7169203331-01").is_none()
+    );
+    assert!(parse_traceparent("00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01").is_none());
+    assert!(parse_traceparent("ff-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01").is_none());
+    assert!(
+        parse_traceparent("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-x").is_none()
+    );
+    assert!(
+        parse_traceparent("01-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-x").is_some()
+    );
+    let caller = parse_traceparent(tp).unwrap();
+    let carried = parse_traceparent(&unsampled_traceparent_under(Some(&caller))).unwrap();
+    assert_eq!(carried.trace_id(), caller.trace_id(), "the caller's trace");
+    assert_ne!(carried.span_id(), caller.span_id());
+    assert!(!carried.is_sampled());
     for bad in [
         "",
         "00-00000000000000000000000000000000-b7ad6b7169203331-01",
