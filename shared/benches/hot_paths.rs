@@ -85,8 +85,8 @@ fn proof_of_work(c: &mut Criterion) {
 /// each under its own subscriber (JSON logs to nowhere at `info`), on the tracing work of a
 /// buy: its `buy` span made, entered six times (each poll of the buy task), a `debug` event
 /// that is off, then closed. With traces on, an untraced buy also draws from the sampler (at
-/// 1 %), makes a fresh `traceparent` for its Kafka message and records its batch size on the
-/// current span. `traces/untraced_buy` is the draw and the `traceparent` alone.
+/// 1 %), makes its `telemetry::Carried` (a fresh `traceparent` for its Kafka message, and what
+/// a kept span would name) and records its batch size on the current span. `traces/untraced_buy` is the draw and the `traceparent` alone.
 fn traces(c: &mut Criterion) {
     use seckill_shared::config::LogFormat;
     use seckill_shared::telemetry::{self, TraceSettings};
@@ -127,9 +127,14 @@ fn traces(c: &mut Criterion) {
         for poll in 0..6 {
             let _entered = span.enter();
             if traces_on && poll == 2 {
+                // What the gateway does for an untraced buy (`routes/buy.rs`).
                 let traced = telemetry::sample_request(black_box(None));
-                black_box((traced.is_some(), telemetry::unsampled_traceparent()));
-                tracing::Span::current().record("seckill.batch_size", 3usize);
+                let carried = std::sync::Arc::new(telemetry::Carried::under(None));
+                carried.note_product(7);
+                carried.note_user(9);
+                black_box((traced.is_some(), carried.traceparent.clone()));
+                tracing::Span::current().record("seckill.batch_size", 3i64);
+                carried.note_ticket(black_box("7-1f2e3d4c5b6a79881f2e3d4c5b6a7988"));
             }
             if poll == 5 {
                 tracing::debug!(status = 202u16, ticket = "7-ab", "reserved and handed off");

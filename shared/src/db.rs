@@ -588,3 +588,26 @@ pub async fn record_failure(
 pub fn order_status(text: &str) -> anyhow::Result<OrderStatus> {
     OrderStatus::parse(text).with_context(|| format!("unknown order status {text:?} in MySQL"))
 }
+
+/// Marks the traces of these orders kept (the `traceparent` in their rows gets the sampled
+/// flag): the worker kept them although their buys were not sampled (slow orders), so their
+/// payment callback and their expiry join them too. Rows without a trace are left alone.
+pub async fn mark_traces_kept(pool: &MySqlPool, tickets: &[String]) -> anyhow::Result<()> {
+    if tickets.is_empty() {
+        return Ok(());
+    }
+    let mut q = sqlx::QueryBuilder::<sqlx::MySql>::new(
+        "UPDATE orders SET traceparent = CONCAT(LEFT(traceparent, 53), '01') \
+         WHERE traceparent IS NOT NULL AND CHAR_LENGTH(traceparent) = 55 AND ticket IN (",
+    );
+    let mut sep = q.separated(", ");
+    for t in tickets {
+        sep.push_bind(t.as_str());
+    }
+    q.push(")");
+    q.build()
+        .execute(pool)
+        .await
+        .context("marking kept traces")?;
+    Ok(())
+}

@@ -200,7 +200,7 @@ async fn a_buy_is_one_trace_from_the_request_to_the_commit_and_a_failure_is_mark
         let reserve = child(&spans, buy, "redis.reserve");
         assert_eq!(reserve.kind, CLIENT);
         assert_eq!(reserve.attrs["seckill.batch_size"], "1", "{reserve:?}");
-        assert_eq!(reserve.attrs["seckill.reservation"], "Reserved");
+        assert_eq!(reserve.attrs["seckill.reservation"], "reserved");
         let publish = child(&spans, buy, "kafka.publish");
         assert_eq!(publish.kind, PRODUCER);
         assert!(
@@ -515,10 +515,36 @@ async fn an_unsampled_buy_that_fails_and_an_unsampled_slow_order_keep_their_span
     let gateway = Proc::gateway(&env, &slow).await;
     let worker = Proc::worker(&env, &slow).await;
     let gw = TestGateway::at(gateway.base.clone(), reqwest::Client::new());
-    let (status, body) = gw.buy(product, 2).await;
+    // Priced, with a window of one second: the slow order, kept, is left unpaid and expires.
+    let (status, body) = gw
+        .admin_post(
+            "/admin/products",
+            serde_json::json!({"name": "paid item", "stock": 5, "price": 100, "currency": "EUR", "payment_window_secs": 1}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let priced = body["id"].as_u64().unwrap();
+    let (status, body) = gw
+        .admin_post(
+            &format!("/admin/products/{priced}/preload"),
+            serde_json::Value::Null,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, body) = gw
+        .buy(seckill_shared::ProductId::new(priced).unwrap(), 2)
+        .await;
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");
     let ticket = ticket_of(&body).to_string();
-    assert_eq!(gw.settled(&ticket, SETTLE).await["status"], "confirmed");
+    eventually(
+        "the slow order to be confirmed, then cancelled unpaid",
+        SETTLE,
+        || async {
+            let (_, body) = gw.get_json(&format!("/v1/orders/{ticket}")).await;
+            (body["status"] == "cancelled").then_some(())
+        },
+    )
+    .await;
     stop(gateway, worker).await;
     let spans = receiver.spans();
 
@@ -550,4 +576,11 @@ async fn an_unsampled_buy_that_fails_and_an_unsampled_slow_order_keep_their_span
     assert_eq!(buy.attrs["seckill.ticket"], ticket);
     assert_eq!(buy.attrs["user_id"], "2");
     assert_eq!(buy.status, 0, "{buy:?}");
+    // Its row was marked kept: its expiry joins the same trace.
+    let expire = one(&spans, "the slow order's expiry", |s| {
+        s.name == "payment.expire"
+    });
+    assert_eq!(expire.trace, order.trace);
+    assert_eq!(expire.parent, order.parent);
+    assert_eq!(expire.attrs["seckill.ticket"], ticket);
 }

@@ -371,12 +371,21 @@ impl Pipeline {
                 .commit_seconds
                 .observe(gathered.elapsed().as_secs_f64());
         }
-        let traced = if seckill_shared::telemetry::enabled() {
+        let kept = if seckill_shared::telemetry::enabled() {
             traces::record(&batch.orders, &report, &batch.timings)
         } else {
-            BTreeMap::new()
+            traces::Kept::default()
         };
-        self.record(&batch.orders, &report, traced).await;
+        if !kept.mark.is_empty() {
+            // Off the pipeline: a trace not marked only misses its payment's and expiry's spans.
+            let (db, tickets) = (self.settler.db.clone(), kept.mark);
+            tokio::spawn(async move {
+                if let Err(e) = seckill_shared::db::mark_traces_kept(&db, &tickets).await {
+                    tracing::warn!(error = format!("{e:#}"), "could not mark kept traces");
+                }
+            });
+        }
+        self.record(&batch.orders, &report, kept.announced).await;
         // The highest offset of each partition: librdkafka commits offset + 1.
         let topic = self.topic.as_str();
         for (&partition, &offset) in &batch.high {

@@ -119,9 +119,10 @@ impl Expirer {
     }
 }
 
-/// A span in the trace of each traced order the round cancelled (its row keeps the
-/// `traceparent` its Kafka message had), a child of the buy's `kafka.publish`, naming its
-/// ticket: the round's time, and how many it cancelled.
+/// A span in the trace of each kept order the round cancelled (its row keeps the
+/// `traceparent` its Kafka message had, flagged sampled when the buy was, or when the worker
+/// kept a slow order), a child of the buy's `kafka.publish`, naming its ticket: the round's
+/// time, and how many it cancelled.
 fn trace_expiry(due: &[cancel::Cancelled], started: std::time::SystemTime) {
     let end = std::time::SystemTime::now();
     for c in due {
@@ -129,7 +130,7 @@ fn trace_expiry(due: &[cancel::Cancelled], started: std::time::SystemTime) {
             .traceparent
             .as_deref()
             .and_then(telemetry::parse_traceparent)
-            .filter(|sc| telemetry::sample_order(Some(sc)))
+            .filter(|sc| sc.is_sampled())
         else {
             continue;
         };

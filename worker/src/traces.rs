@@ -48,7 +48,7 @@ pub(crate) async fn timed<T>(step: impl Future<Output = T>) -> (T, Took) {
 }
 
 /// Why an order's trace is kept.
-fn kept(
+fn why_kept(
     order: &OrderMessage,
     outcome: &Outcome,
     parent: Option<&SpanContext>,
@@ -73,14 +73,21 @@ fn outcome_attributes(outcome: &Outcome) -> (&'static str, Option<String>) {
     }
 }
 
-/// Records the spans of the batch's kept orders. Returns, for each product a failed order
-/// gave a unit back to, the spans of those orders: the ZooKeeper announcement joins them.
-pub(crate) fn record(
-    orders: &[OrderMessage],
-    report: &BatchReport,
-    t: &Timings,
-) -> BTreeMap<ProductId, Vec<SpanContext>> {
-    let mut announced: BTreeMap<ProductId, Vec<SpanContext>> = BTreeMap::new();
+/// What [`record`] leaves to do.
+#[derive(Default)]
+pub(crate) struct Kept {
+    /// For each product a failed order gave a unit back to, the spans of those orders: the
+    /// ZooKeeper announcement joins them.
+    pub announced: BTreeMap<ProductId, Vec<SpanContext>>,
+    /// Confirmed orders kept though their buys were not sampled (slow ones): their rows are
+    /// marked ([`seckill_shared::db::mark_traces_kept`]), so that their payment and expiry
+    /// join their traces too.
+    pub mark: Vec<String>,
+}
+
+/// Records the spans of the batch's kept orders.
+pub(crate) fn record(orders: &[OrderMessage], report: &BatchReport, t: &Timings) -> Kept {
+    let mut kept = Kept::default();
     let by_ticket: HashMap<&Ticket, &OrderMessage> =
         orders.iter().map(|o| (&o.ticket, o)).collect();
     let keep: Vec<_> = report
@@ -92,12 +99,12 @@ pub(crate) fn record(
                 .traceparent
                 .as_deref()
                 .and_then(telemetry::parse_traceparent);
-            let why = kept(order, outcome, parent.as_ref())?;
+            let why = why_kept(order, outcome, parent.as_ref())?;
             Some((order, outcome, parent, why))
         })
         .collect();
     if keep.is_empty() {
-        return announced;
+        return kept;
     }
     let end = t.finish.map_or_else(SystemTime::now, |f| f.1);
     let size = KeyValue::new("seckill.batch_size", orders.len() as i64);
@@ -165,10 +172,14 @@ pub(crate) fn record(
                 .emit(Some(&sc));
         }
         if failed {
-            announced
+            kept.announced
                 .entry(order.product_id)
                 .or_default()
                 .push(sc.clone());
+        } else if matches!(outcome, Outcome::Confirmed { .. })
+            && !parent.as_ref().is_some_and(SpanContext::is_sampled)
+        {
+            kept.mark.push(order.ticket.as_str().to_owned());
         }
         if why != "sampled" {
             tracing::info!(
@@ -181,5 +192,5 @@ pub(crate) fn record(
             );
         }
     }
-    announced
+    kept
 }

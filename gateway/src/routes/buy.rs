@@ -20,8 +20,7 @@ use seckill_shared::{
     db, now_ms, FailureReason, OrderMessage, ProductId, Ticket, TicketStatus, UserId,
 };
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::Instrument;
 use utoipa::openapi::link::LinkBuilder;
@@ -86,7 +85,7 @@ pub async fn buy(
         _ => None,
     };
     let Some(parent) = telemetry::sample_request(caller) else {
-        let carried = Arc::new(Carried::under(caller));
+        let carried = Arc::new(telemetry::Carried::under(caller));
         let traced = Traced::Carried(carried.clone());
         let answer = buy_steps(req, state, redis, path, body, started, traced).await;
         keep_if_failed_or_slow(&answer, started, &carried);
@@ -128,6 +127,21 @@ pub async fn buy(
 
 const ROUTE: &str = "/v1/seckill/{product_id}";
 
+/// What the reservation script decided, as a span attribute.
+fn reservation_label(r: &Reservation) -> &'static str {
+    match r {
+        Reservation::Reserved => "reserved",
+        Reservation::AlreadyHolds(_) => "already_holds",
+        Reservation::SoldOut => "sold_out",
+        Reservation::UnknownProduct => "unknown_product",
+        Reservation::NotStarted => "not_started",
+        Reservation::Ended => "ended",
+        Reservation::AdmissionRequired => "admission_required",
+        Reservation::NotAdmitted => "not_admitted",
+        Reservation::RateLimited { .. } => "rate_limited",
+    }
+}
+
 /// How a buy is traced (issue 37).
 #[derive(Clone)]
 enum Traced {
@@ -135,40 +149,14 @@ enum Traced {
     No,
     /// Sampled: its spans are made as it goes.
     Yes,
-    /// Not sampled, with traces on: see [`Carried`].
-    Carried(Arc<Carried>),
+    /// Not sampled, with traces on: its message carries [`telemetry::Carried`]'s
+    /// `traceparent`, and the buy keeps a span of its own if it fails or is slow.
+    Carried(Arc<telemetry::Carried>),
 }
 
 impl Traced {
     fn is_traced(&self) -> bool {
         matches!(self, Traced::Yes)
-    }
-}
-
-/// An untraced buy's trace all the same: its message carries this `traceparent` (in the
-/// caller's trace when the request had one), so that a failed or slow order's spans, kept by
-/// the worker, and this buy's own span if it fails or is slow ([`keep_if_failed_or_slow`]),
-/// share one trace. What that span names is noted as the buy goes.
-struct Carried {
-    traceparent: String,
-    product: AtomicU64,
-    user: AtomicU64,
-    ticket: Mutex<Option<Ticket>>,
-}
-
-impl Carried {
-    fn under(caller: Option<&str>) -> Self {
-        let caller = caller.and_then(telemetry::parse_traceparent);
-        Self {
-            traceparent: telemetry::unsampled_traceparent_under(caller.as_ref()),
-            product: AtomicU64::new(0),
-            user: AtomicU64::new(0),
-            ticket: Mutex::new(None),
-        }
-    }
-
-    fn ticket(&self, t: &Ticket) {
-        *self.ticket.lock().unwrap_or_else(|e| e.into_inner()) = Some(t.clone());
     }
 }
 
@@ -178,7 +166,7 @@ impl Carried {
 fn keep_if_failed_or_slow(
     answer: &Result<HttpResponse, ApiError>,
     started: Instant,
-    carried: &Carried,
+    carried: &telemetry::Carried,
 ) {
     let took = started.elapsed();
     let (status, error) = match answer {
@@ -206,22 +194,10 @@ fn keep_if_failed_or_slow(
             if failed { "error" } else { "slow" },
         ))
         .error(error.filter(|_| failed));
-    for (key, n) in [("product_id", &carried.product), ("user_id", &carried.user)] {
-        let n = n.load(Ordering::Relaxed);
-        if n > 0 {
-            span = span.attr(telemetry::KeyValue::new(key, n as i64));
-        }
+    for kv in carried.attributes() {
+        span = span.attr(kv);
     }
-    if let Some(t) = carried
-        .ticket
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .as_ref()
-    {
-        span = span.attr(telemetry::KeyValue::new("seckill.ticket", t.to_string()));
-    }
-    let parent = telemetry::parse_traceparent(&carried.traceparent);
-    span.emit(parent.as_ref());
+    span.emit(carried.parent().as_ref());
 }
 
 /// The steps of [`buy`]; a traced buy runs in its span, and each step gets a span.
@@ -239,7 +215,7 @@ async fn buy_steps(
         Traced::Yes => {
             tracing::Span::current().record("product_id", product.as_i64());
         }
-        Traced::Carried(c) => c.product.store(product.get(), Ordering::Relaxed),
+        Traced::Carried(c) => c.note_product(product.get()),
         Traced::No => {}
     }
 
@@ -284,7 +260,7 @@ async fn buy_steps(
         Traced::Yes => {
             tracing::Span::current().record("user_id", user.as_i64());
         }
-        Traced::Carried(c) => c.user.store(user.get(), Ordering::Relaxed),
+        Traced::Carried(c) => c.note_user(user.get()),
         Traced::No => {}
     }
     let buying = Buying {
@@ -413,7 +389,7 @@ async fn reserve_and_hand_off(
         _ => None,
     };
     if let (Traced::Carried(c), Some(t)) = (&traced, told) {
-        c.ticket(t);
+        c.note_ticket(t.as_str());
     }
     if traced.is_traced() {
         if let Some(t) = told {
@@ -421,7 +397,7 @@ async fn reserve_and_hand_off(
         }
         match &reserved {
             Ok((_, r)) => {
-                span.record("seckill.reservation", tracing::field::debug(r));
+                span.record("seckill.reservation", reservation_label(r));
             }
             Err(e) => {
                 span.record("otel.status_code", "ERROR");

@@ -289,7 +289,8 @@ pub async fn callback(
 }
 
 /// The callback's span, in the order's trace (its row keeps the `traceparent` of its Kafka
-/// message): kept when the order's trace was, and always for a refund due.
+/// message, flagged sampled when the buy was, or when the worker kept a slow order): kept
+/// when the order's trace is, and always for a refund due.
 fn trace_callback(settled: &payments::Settled, started: std::time::SystemTime) {
     let Some(order) = settled
         .traceparent
@@ -300,7 +301,7 @@ fn trace_callback(settled: &payments::Settled, started: std::time::SystemTime) {
     };
     let p = &settled.payment;
     let refund = p.status == PaymentStatus::RefundDue;
-    if !refund && !telemetry::sample_order(Some(&order)) {
+    if !refund && !order.is_sampled() {
         return;
     }
     telemetry::Late::new("payment.callback", started, std::time::SystemTime::now())
@@ -308,6 +309,10 @@ fn trace_callback(settled: &payments::Settled, started: std::time::SystemTime) {
         .attr(telemetry::KeyValue::new(
             "http.route",
             "/v1/payments/callback",
+        ))
+        .attr(telemetry::KeyValue::new(
+            "http.response.status_code",
+            200i64,
         ))
         .attr(telemetry::KeyValue::new("seckill.ticket", p.ticket.clone()))
         .attr(telemetry::KeyValue::new(

@@ -30,7 +30,8 @@ use opentelemetry::trace::{TraceContextExt, TracerProvider as _};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
 use opentelemetry_sdk::Resource;
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 use tracing::Span;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
@@ -269,6 +270,68 @@ pub fn unsampled_traceparent_under(caller: Option<&SpanContext>) -> String {
     match caller {
         Some(c) => format!("00-{:032x}-{span:016x}-00", c.trace_id()),
         None => format!("00-{:032x}-{span:016x}-00", rand::random::<u128>() | 1),
+    }
+}
+
+/// An untraced request's trace all the same (traces on, the sampler said no): the
+/// `traceparent` its next hop carries (in the caller's trace when the request had one), so
+/// that what is kept later, a failed or slow order's spans at the worker and the request's
+/// own span if it fails or is slow, shares one trace; and what that span would name, noted
+/// as the request goes.
+pub struct Carried {
+    pub traceparent: String,
+    product: AtomicU64,
+    user: AtomicU64,
+    ticket: Mutex<Option<String>>,
+}
+
+impl Carried {
+    /// For a request whose own `traceparent` (if any) was `caller`.
+    pub fn under(caller: Option<&str>) -> Self {
+        let caller = caller.and_then(parse_traceparent);
+        Self {
+            traceparent: unsampled_traceparent_under(caller.as_ref()),
+            product: AtomicU64::new(0),
+            user: AtomicU64::new(0),
+            ticket: Mutex::new(None),
+        }
+    }
+
+    pub fn note_product(&self, id: u64) {
+        self.product.store(id, Ordering::Relaxed);
+    }
+
+    pub fn note_user(&self, id: u64) {
+        self.user.store(id, Ordering::Relaxed);
+    }
+
+    pub fn note_ticket(&self, ticket: &str) {
+        *self.ticket.lock().unwrap_or_else(|e| e.into_inner()) = Some(ticket.to_owned());
+    }
+
+    /// `product_id`, `user_id` and `seckill.ticket`, those noted.
+    pub fn attributes(&self) -> Vec<KeyValue> {
+        let mut kv = Vec::new();
+        for (key, n) in [("product_id", &self.product), ("user_id", &self.user)] {
+            let n = n.load(Ordering::Relaxed);
+            if n > 0 {
+                kv.push(KeyValue::new(key, n as i64));
+            }
+        }
+        if let Some(t) = self
+            .ticket
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+        {
+            kv.push(KeyValue::new("seckill.ticket", t));
+        }
+        kv
+    }
+
+    /// The span the next hop is a child of (never exported): a kept span's parent too.
+    pub fn parent(&self) -> Option<SpanContext> {
+        parse_traceparent(&self.traceparent)
     }
 }
 
