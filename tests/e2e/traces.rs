@@ -149,6 +149,29 @@ fn child<'a>(spans: &'a [Got], parent: &Got, name: &str) -> &'a Got {
     })
 }
 
+/// `user` buys `product` with these `traceparent` headers; the ticket (its owner noted).
+async fn buy_with_traceparents(
+    gw: &TestGateway,
+    product: seckill_shared::ProductId,
+    user: u64,
+    traceparents: &[&str],
+) -> String {
+    let mut req = gw
+        .http
+        .post(format!("{}/v1/seckill/{product}", gw.base))
+        .bearer_auth(token(user))
+        .json(&serde_json::json!({ "user_id": user }));
+    for tp in traceparents {
+        req = req.header("traceparent", *tp);
+    }
+    let res = req.send().await.unwrap();
+    assert_eq!(res.status(), StatusCode::ACCEPTED);
+    let body: serde_json::Value = res.json().await.unwrap();
+    let ticket = ticket_of(&body).to_string();
+    gw.owns(&ticket, user);
+    ticket
+}
+
 /// Both processes stop cleanly: each sends what it still buffered before it exits. Returns
 /// what each wrote to stderr (when captured).
 async fn stop(gateway: Proc, worker: Proc) -> (Vec<String>, Vec<String>) {
@@ -270,58 +293,33 @@ async fn unsampled_orders_keep_only_failures_and_a_callers_sampled_trace_is_foll
     let quiet = ticket_of(&body).to_string();
     // A caller that did not sample its own request: the order keeps the caller's trace id.
     let unsampled_caller = "5bf92f3577b34da6a3ce929d0e0e4737";
-    let res = reqwest::Client::new()
-        .post(format!("{}/v1/seckill/{product}", gateway.base))
-        .bearer_auth(token(2))
-        .header(
-            "traceparent",
-            format!("00-{unsampled_caller}-00f067aa0ba902b7-00"),
-        )
-        .json(&serde_json::json!({ "user_id": 2 }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), StatusCode::ACCEPTED);
-    let body: serde_json::Value = res.json().await.unwrap();
-    let failed = ticket_of(&body).to_string();
-    gw.owns(&failed, 2);
+    let failed = buy_with_traceparents(
+        &gw,
+        product,
+        2,
+        &[&format!("00-{unsampled_caller}-00f067aa0ba902b7-00")],
+    )
+    .await;
     // Two `traceparent`s are as none (W3C): not the sampled caller's child.
-    let res = reqwest::Client::new()
-        .post(format!("{}/v1/seckill/{product}", gateway.base))
-        .bearer_auth(token(4))
-        .header(
-            "traceparent",
+    let doubled = buy_with_traceparents(
+        &gw,
+        product,
+        4,
+        &[
             "00-6bf92f3577b34da6a3ce929d0e0e4738-00f067aa0ba902b7-01",
-        )
-        .header(
-            "traceparent",
             "00-6bf92f3577b34da6a3ce929d0e0e4738-00f067aa0ba902b8-01",
-        )
-        .json(&serde_json::json!({ "user_id": 4 }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), StatusCode::ACCEPTED);
-    let body: serde_json::Value = res.json().await.unwrap();
-    let doubled = ticket_of(&body).to_string();
-    gw.owns(&doubled, 4);
+        ],
+    )
+    .await;
     // A shop's front end that traces its own request.
     let caller_trace = "4bf92f3577b34da6a3ce929d0e0e4736";
-    let res = reqwest::Client::new()
-        .post(format!("{}/v1/seckill/{product}", gateway.base))
-        .bearer_auth(token(3))
-        .header(
-            "traceparent",
-            format!("00-{caller_trace}-00f067aa0ba902b7-01"),
-        )
-        .json(&serde_json::json!({ "user_id": 3 }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), StatusCode::ACCEPTED);
-    let body: serde_json::Value = res.json().await.unwrap();
-    let followed = ticket_of(&body).to_string();
-    gw.owns(&followed, 3);
+    let followed = buy_with_traceparents(
+        &gw,
+        product,
+        3,
+        &[&format!("00-{caller_trace}-00f067aa0ba902b7-01")],
+    )
+    .await;
     for t in [&quiet, &followed, &doubled] {
         assert_eq!(gw.settled(t, SETTLE).await["status"], "confirmed");
     }

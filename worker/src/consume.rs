@@ -107,7 +107,7 @@ struct Batch {
     high: BTreeMap<i32, i64>,
     messages: usize,
     gathered: Option<Instant>,
-    /// When its first message came, and when each step that finished ran: for its traces.
+    /// When each step that finished ran: for its traces.
     timings: traces::Timings,
 }
 
@@ -135,10 +135,7 @@ impl Batch {
         let h = self.high.entry(m.partition()).or_insert(m.offset());
         *h = (*h).max(m.offset());
         self.messages += 1;
-        if self.gathered.is_none() {
-            self.gathered = Some(Instant::now());
-            self.timings.gathered = std::time::SystemTime::now();
-        }
+        self.gathered.get_or_insert_with(Instant::now);
     }
 }
 
@@ -372,7 +369,10 @@ impl Pipeline {
                 .observe(gathered.elapsed().as_secs_f64());
         }
         let kept = if seckill_shared::telemetry::enabled() {
-            traces::record(&batch.orders, &report, &batch.timings)
+            let gathered = batch.gathered.map_or_else(std::time::SystemTime::now, |g| {
+                std::time::SystemTime::now() - g.elapsed()
+            });
+            traces::record(&batch.orders, &report, gathered, &batch.timings)
         } else {
             traces::Kept::default()
         };

@@ -19,25 +19,12 @@ use std::time::SystemTime;
 /// When a step ran: (start, end).
 pub(crate) type Took = (SystemTime, SystemTime);
 
-/// When a batch's first message came, and when each of its steps ran (its last run, for a
-/// step that was retried).
-#[derive(Debug, Clone, Copy)]
+/// When each of a batch's steps ran (its last run, for a step that was retried).
+#[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Timings {
-    pub gathered: SystemTime,
     pub claim: Option<Took>,
     pub persist: Option<Took>,
     pub finish: Option<Took>,
-}
-
-impl Default for Timings {
-    fn default() -> Self {
-        Self {
-            gathered: SystemTime::now(),
-            claim: None,
-            persist: None,
-            finish: None,
-        }
-    }
 }
 
 /// Runs `step`, noting when.
@@ -85,8 +72,13 @@ pub(crate) struct Kept {
     pub mark: Vec<String>,
 }
 
-/// Records the spans of the batch's kept orders.
-pub(crate) fn record(orders: &[OrderMessage], report: &BatchReport, t: &Timings) -> Kept {
+/// Records the spans of the batch's kept orders; its first message came at `gathered`.
+pub(crate) fn record(
+    orders: &[OrderMessage],
+    report: &BatchReport,
+    gathered: SystemTime,
+    t: &Timings,
+) -> Kept {
     let mut kept = Kept::default();
     let by_ticket: HashMap<&Ticket, &OrderMessage> =
         orders.iter().map(|o| (&o.ticket, o)).collect();
@@ -108,7 +100,7 @@ pub(crate) fn record(orders: &[OrderMessage], report: &BatchReport, t: &Timings)
     }
     let end = t.finish.map_or_else(SystemTime::now, |f| f.1);
     let size = KeyValue::new("seckill.batch_size", orders.len() as i64);
-    let batch = Late::new("settle.batch", t.gathered, end)
+    let batch = Late::new("settle.batch", gathered, end)
         .attr(size.clone())
         .emit(None);
     let batch_tx = t.persist.and_then(|(start, stop)| {
@@ -121,7 +113,7 @@ pub(crate) fn record(orders: &[OrderMessage], report: &BatchReport, t: &Timings)
     for (order, outcome, parent, why) in keep {
         let (label, reason) = outcome_attributes(outcome);
         let failed = matches!(outcome, Outcome::Failed { .. });
-        let mut span = Late::new("order.settle", t.gathered, end)
+        let mut span = Late::new("order.settle", gathered, end)
             .kind(SpanKind::Consumer)
             .attr(KeyValue::new(
                 "seckill.ticket",

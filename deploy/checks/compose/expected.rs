@@ -114,6 +114,13 @@ pub(crate) fn read_repo_file(name: &str) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
 }
 
+/// A YAML file of the repository (`dir/file`), or why it cannot be read.
+pub(crate) fn read_repo_yaml(dir: &str, file: &str) -> Result<serde_norway::Value, String> {
+    std::fs::read_to_string(repo_root().join(dir).join(file))
+        .map_err(|e| e.to_string())
+        .and_then(|t| serde_norway::from_str(&t).map_err(|e| e.to_string()))
+}
+
 #[derive(Clone, Copy, PartialEq)]
 pub(crate) enum Role {
     Gateway { host_port: u16 },

@@ -66,8 +66,7 @@ pub(crate) fn ha_host_with(var: &str, value: Option<&str>) -> Host {
 
 /// The checker, on `vars`, must reject `text` with a problem mentioning every one of `needles`.
 pub(crate) fn assert_rejected_in(text: &str, vars: &Host, needles: &[&str]) {
-    let problems =
-        check_compose_in(text, vars).expect_err("the checker accepted a broken ha setup");
+    let problems = check_compose_in(text, vars).expect_err("the checker accepted a broken setup");
     assert!(
         problems
             .iter()

@@ -19,6 +19,7 @@ use seckill_shared::telemetry;
 use seckill_shared::{
     db, now_ms, FailureReason, OrderMessage, ProductId, Ticket, TicketStatus, UserId,
 };
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -466,7 +467,7 @@ async fn hand_off(
     let t0 = Instant::now();
     // The order's message carries the trace on (W3C `traceparent`): the `kafka.publish` span's
     // for a traced buy, the carried one for another when traces are on.
-    let (span, traceparent) = match traced {
+    let (span, traceparent): (_, Option<Cow<str>>) = match &traced {
         Traced::Yes => {
             let span = tracing::info_span!(
                 target: telemetry::TRACED,
@@ -479,9 +480,9 @@ async fn hand_off(
                 otel.status_description = tracing::field::Empty,
             );
             let tp = telemetry::traceparent_of(&span);
-            (span, Some(tp))
+            (span, Some(Cow::Owned(tp)))
         }
-        Traced::Carried(c) => (tracing::Span::none(), Some(c.traceparent.clone())),
+        Traced::Carried(c) => (tracing::Span::none(), Some(Cow::Borrowed(&c.traceparent))),
         Traced::No => (tracing::Span::none(), None),
     };
     let published = state

@@ -1,7 +1,7 @@
 //! Prometheus scrapes exactly the gateways and workers that run.
 
 use crate::expected::{
-    repo_root, Host, Role, GATEWAYS, HA_GUARD, PROMETHEUS, PROMETHEUS_CONFIG_VAR, WORKERS,
+    read_repo_yaml, Host, Role, GATEWAYS, HA_GUARD, PROMETHEUS, PROMETHEUS_CONFIG_VAR, WORKERS,
 };
 use crate::yaml::{argv_of, env_of, interpolate_in, is_on, mounts, scalar};
 use serde_norway::Value;
@@ -46,10 +46,7 @@ pub(crate) fn check_prometheus(
             ));
         }
     }
-    let config = match std::fs::read_to_string(repo_root().join("deploy/prometheus").join(&file))
-        .map_err(|e| e.to_string())
-        .and_then(|t| serde_norway::from_str::<Value>(&t).map_err(|e| e.to_string()))
-    {
+    let config = match read_repo_yaml("deploy/prometheus", &file) {
         Ok(c) => c,
         Err(e) => {
             problem(format!("--config.file {file}: {e}"));

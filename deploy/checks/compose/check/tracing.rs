@@ -3,7 +3,7 @@
 //! Jaeger, and Grafana's Jaeger data source reaches Jaeger.
 
 use crate::expected::{
-    repo_root, Host, GATEWAYS, OTEL_COLLECTOR, OTEL_COLLECTOR_CONFIG_VAR, OTLP_ENDPOINT_VAR,
+    read_repo_yaml, Host, GATEWAYS, OTEL_COLLECTOR, OTEL_COLLECTOR_CONFIG_VAR, OTLP_ENDPOINT_VAR,
     TRACING_PROFILE, WORKERS,
 };
 use crate::yaml::{argv_of, env_of, interpolate_in, is_on, mounts, scalar, url_host_port};
@@ -81,10 +81,8 @@ pub(crate) fn check_tracing(
     }
 
     // Grafana's data source, whether the profile is on or not.
-    let file = repo_root().join("deploy/grafana/provisioning/datasources/jaeger.yml");
-    let url = std::fs::read_to_string(&file)
+    let url = read_repo_yaml("deploy/grafana/provisioning/datasources", "jaeger.yml")
         .ok()
-        .and_then(|t| serde_norway::from_str::<Value>(&t).ok())
         .and_then(|d| {
             d.get("datasources")?
                 .as_sequence()?
@@ -127,10 +125,7 @@ fn check_collector(
         ));
         return None;
     };
-    let config = match std::fs::read_to_string(repo_root().join("deploy/otel").join(&file))
-        .map_err(|e| e.to_string())
-        .and_then(|t| serde_norway::from_str::<Value>(&t).map_err(|e| e.to_string()))
-    {
+    let config = match read_repo_yaml("deploy/otel", &file) {
         Ok(c) => c,
         Err(e) => {
             problem(format!("--config {file}: {e}"));
