@@ -7,7 +7,8 @@ teaches its generator the rule: a generated product whose two times are both wel
 of order gets them swapped, or loses `ends_at` when they are equal.
 
 The same for a waiting room's proof of work: `min_bits` must not be above `max_bits` (the
-document says so in words, `NewPow.max_bits`); a generated pair out of order is swapped.
+document says so in words, `NewPow.max_bits`); a generated pair out of order is swapped,
+whole-number floats (`9.0`) included, which JSON Schema counts as integers.
 
 (A product with a waiting room keeps its stock in one bucket: the document says that itself, in
 `NewProduct.not`, so no hook bends those cases.)
@@ -53,6 +54,14 @@ def _instant(value):
     return (minute, s + fraction)
 
 
+def _whole(value) -> bool:
+    """A JSON Schema integer: an int, or a float with no fraction (`9.0`, which the gateway
+    takes as 9), never a bool."""
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+
+
 @schemathesis.hook.apply_to(operation_id="createProduct")
 def map_body(context, body):
     if isinstance(body, dict):
@@ -67,7 +76,7 @@ def map_body(context, body):
         pow_ = room.get("pow") if isinstance(room, dict) else None
         if isinstance(pow_, dict):
             lo, hi = pow_.get("min_bits"), pow_.get("max_bits")
-            if all(isinstance(b, int) and not isinstance(b, bool) for b in (lo, hi)) and lo > hi:
+            if all(_whole(b) for b in (lo, hi)) and lo > hi:
                 body = dict(body)
                 body["waiting_room"] = dict(room)
                 body["waiting_room"]["pow"] = dict(pow_, min_bits=hi, max_bits=lo)
