@@ -106,6 +106,9 @@ pub struct Product {
     pub waiting_room: Option<WaitingRoom>,
     /// How many Redis stock buckets it is split over (1: one piece).
     pub buckets: u16,
+    /// The most units one order (and so one buyer at a time) may take, 1 to
+    /// [`crate::MAX_PER_BUYER`].
+    pub max_per_buyer: u16,
 }
 
 /// A product's waiting room: buyers join a queue, and are admitted to buy in its order.
@@ -140,11 +143,11 @@ impl Pow {
 }
 
 const PRODUCT_BY_ID: &str =
-    "SELECT id, name, stock, initial_stock, starts_at_ms, ends_at_ms, loaded_at_ms, closed_at_ms, price, currency, payment_window_secs, wr_admit_per_sec, wr_max_admitted_factor, wr_opens_at_ms, wr_pow_min_bits, wr_pow_max_bits, wr_pow_target_jps, buckets FROM products WHERE id = ?";
+    "SELECT id, name, stock, initial_stock, starts_at_ms, ends_at_ms, loaded_at_ms, closed_at_ms, price, currency, payment_window_secs, wr_admit_per_sec, wr_max_admitted_factor, wr_opens_at_ms, wr_pow_min_bits, wr_pow_max_bits, wr_pow_target_jps, buckets, max_per_buyer FROM products WHERE id = ?";
 const PRODUCTS_PAGE: &str =
-    "SELECT id, name, stock, initial_stock, starts_at_ms, ends_at_ms, loaded_at_ms, closed_at_ms, price, currency, payment_window_secs, wr_admit_per_sec, wr_max_admitted_factor, wr_opens_at_ms, wr_pow_min_bits, wr_pow_max_bits, wr_pow_target_jps, buckets FROM products WHERE id < ? ORDER BY id DESC LIMIT ?";
+    "SELECT id, name, stock, initial_stock, starts_at_ms, ends_at_ms, loaded_at_ms, closed_at_ms, price, currency, payment_window_secs, wr_admit_per_sec, wr_max_admitted_factor, wr_opens_at_ms, wr_pow_min_bits, wr_pow_max_bits, wr_pow_target_jps, buckets, max_per_buyer FROM products WHERE id < ? ORDER BY id DESC LIMIT ?";
 const PRODUCT_BY_ID_FOR_UPDATE: &str =
-    "SELECT id, name, stock, initial_stock, starts_at_ms, ends_at_ms, loaded_at_ms, closed_at_ms, price, currency, payment_window_secs, wr_admit_per_sec, wr_max_admitted_factor, wr_opens_at_ms, wr_pow_min_bits, wr_pow_max_bits, wr_pow_target_jps, buckets FROM products WHERE id = ? FOR UPDATE";
+    "SELECT id, name, stock, initial_stock, starts_at_ms, ends_at_ms, loaded_at_ms, closed_at_ms, price, currency, payment_window_secs, wr_admit_per_sec, wr_max_admitted_factor, wr_opens_at_ms, wr_pow_min_bits, wr_pow_max_bits, wr_pow_target_jps, buckets, max_per_buyer FROM products WHERE id = ? FOR UPDATE";
 
 /// A row of `products`, as [`PRODUCT_BY_ID`] and its kin select it.
 #[derive(sqlx::FromRow)]
@@ -167,6 +170,7 @@ struct ProductRow {
     wr_pow_max_bits: Option<u8>,
     wr_pow_target_jps: Option<f64>,
     buckets: u16,
+    max_per_buyer: u16,
 }
 
 impl From<ProductRow> for Product {
@@ -194,6 +198,7 @@ impl From<ProductRow> for Product {
                 }),
             }),
             buckets: r.buckets.max(1),
+            max_per_buyer: r.max_per_buyer.max(1),
         }
     }
 }
@@ -224,14 +229,15 @@ pub struct NewProduct {
     pub payment_window_secs: i64,
     pub waiting_room: Option<WaitingRoom>,
     pub buckets: u16,
+    pub max_per_buyer: u16,
 }
 
 pub async fn create_product(pool: &MySqlPool, p: &NewProduct) -> anyhow::Result<ProductId> {
     let pow = p.waiting_room.and_then(|w| w.pow);
     let res = sqlx::query(
         "INSERT INTO products (name, stock, initial_stock, starts_at_ms, ends_at_ms, price, currency, payment_window_secs, \
-         wr_admit_per_sec, wr_max_admitted_factor, wr_opens_at_ms, wr_pow_min_bits, wr_pow_max_bits, wr_pow_target_jps, buckets) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+         wr_admit_per_sec, wr_max_admitted_factor, wr_opens_at_ms, wr_pow_min_bits, wr_pow_max_bits, wr_pow_target_jps, buckets, max_per_buyer) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     )
     .bind(&p.name)
     .bind(p.stock)
@@ -248,6 +254,7 @@ pub async fn create_product(pool: &MySqlPool, p: &NewProduct) -> anyhow::Result<
     .bind(pow.map(|w| w.max_bits))
     .bind(pow.map(|w| w.target_joins_per_sec))
     .bind(p.buckets.max(1))
+    .bind(p.max_per_buyer.max(1))
     .execute(pool)
     .await
     .context("inserting a product")?;
@@ -466,6 +473,8 @@ pub async fn buyer_ticket(
 pub struct SettledTicket {
     pub status: TicketStatus,
     pub user_id: u64,
+    /// Units the order held (a failed ticket's, those it asked for).
+    pub quantity: u16,
     pub order_id: Option<u64>,
     pub reason: Option<String>,
     pub reserved_at_ms: Option<i64>,
@@ -482,6 +491,7 @@ pub async fn settled_ticket(
     struct OrderRow {
         id: i64,
         user_id: i64,
+        quantity: u16,
         reserved_at_ms: i64,
         status: String,
         pay_by_ms: Option<i64>,
@@ -492,10 +502,11 @@ pub async fn settled_ticket(
     #[derive(sqlx::FromRow)]
     struct FailedRow {
         user_id: i64,
+        quantity: u16,
         reason: String,
     }
     let order: Option<OrderRow> = sqlx::query_as(
-        "SELECT id, user_id, reserved_at_ms, status, pay_by_ms, paid_at_ms, cancelled_at_ms, cancel_reason \
+        "SELECT id, user_id, quantity, reserved_at_ms, status, pay_by_ms, paid_at_ms, cancelled_at_ms, cancel_reason \
          FROM orders WHERE ticket = ?",
     )
     .bind(ticket.as_str())
@@ -506,6 +517,7 @@ pub async fn settled_ticket(
         return Ok(Some(SettledTicket {
             status: order_status(&r.status)?.public(),
             user_id: r.user_id as u64,
+            quantity: r.quantity.max(1),
             order_id: Some(r.id as u64),
             reason: r.cancel_reason,
             reserved_at_ms: Some(r.reserved_at_ms),
@@ -515,7 +527,7 @@ pub async fn settled_ticket(
         }));
     }
     let failed: Option<FailedRow> =
-        sqlx::query_as("SELECT user_id, reason FROM failed_tickets WHERE ticket = ?")
+        sqlx::query_as("SELECT user_id, quantity, reason FROM failed_tickets WHERE ticket = ?")
             .bind(ticket.as_str())
             .fetch_optional(pool)
             .await
@@ -523,6 +535,7 @@ pub async fn settled_ticket(
     Ok(failed.map(|r| SettledTicket {
         status: TicketStatus::Failed,
         user_id: r.user_id as u64,
+        quantity: r.quantity.max(1),
         reason: Some(r.reason),
         ..SettledTicket::default()
     }))
@@ -546,6 +559,7 @@ pub async fn record_failure(
     pool: &MySqlPool,
     ticket: &Ticket,
     user: u64,
+    quantity: u16,
     reason: FailureReason,
 ) -> anyhow::Result<Recorded> {
     let mut tx = pool.begin().await.context("starting a transaction")?;
@@ -564,12 +578,13 @@ pub async fn record_failure(
         return Ok(Recorded::Order(order_status(&status)?));
     }
     sqlx::query(
-        "INSERT IGNORE INTO failed_tickets (ticket, product_id, user_id, reason) VALUES (?, ?, ?, ?)",
+        "INSERT IGNORE INTO failed_tickets (ticket, product_id, user_id, reason, quantity) VALUES (?, ?, ?, ?, ?)",
     )
     .bind(ticket.as_str())
     .bind(ticket.product().as_i64())
     .bind(user as i64)
     .bind(reason.as_str())
+    .bind(quantity)
     .execute(&mut *tx)
     .await
     .context("recording a failed ticket")?;

@@ -51,7 +51,7 @@ pub mod waiting_room;
 pub use config::{AuthMode, GatewayMode, LogFormat, Settings};
 pub use domain::{
     home_bucket, BuyerClaims, CancelReason, FailureReason, OrderMessage, OrderStatus, ProductId,
-    Ticket, TicketStatus, UserId, MAX_BUCKETS,
+    Ticket, TicketStatus, UserId, MAX_BUCKETS, MAX_PER_BUYER,
 };
 
 /// Milliseconds since the Unix epoch.

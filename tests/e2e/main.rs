@@ -25,6 +25,7 @@ mod payments;
 mod pipeline;
 mod process;
 mod proof_of_work;
+mod quantity;
 mod recovery;
 mod redis_faults;
 mod rollback;

@@ -145,7 +145,7 @@ async fn a_payment_whose_record_redis_lost_stays_paid_through_a_rebuild() {
         .unwrap();
 
     env.store
-        .paid(&ticket, 77, user.get(), now_ms())
+        .paid(&ticket, 77, user.get(), 1, now_ms())
         .await
         .unwrap();
     let paid = env.store.ticket(&ticket).await.unwrap().expect("a record");
@@ -167,6 +167,7 @@ async fn a_payment_whose_record_redis_lost_stays_paid_through_a_rebuild() {
                     user_id: user.get(),
                     order_id: 77,
                     cancel_reason: None,
+                    quantity: 1,
                 }],
             },
             60,
@@ -198,7 +199,7 @@ async fn an_expire_writes_no_failure_row_beside_an_order() {
     .await
     .unwrap();
 
-    let expired = recovery::expire(&env.store, &env.db, &ticket, user.get(), now_ms() + 1)
+    let expired = recovery::expire(&env.store, &env.db, &ticket, user.get(), 1, now_ms() + 1)
         .await
         .unwrap();
     assert!(expired.is_some(), "Redis still had it pending");

@@ -278,3 +278,67 @@ async fn the_page_does_the_proof_of_work_and_joins() {
     assert_eq!(status, StatusCode::OK, "{view}");
     assert_eq!(view["waiting_room"]["waiting"], 1, "{view}");
 }
+
+/// A product sold up to 3 per buyer: the page offers 1 to 3 units, buys the 3 chosen, and
+/// shows the order's units; the charge is for all of them.
+#[tokio::test]
+async fn the_page_buys_the_units_chosen() {
+    let sale = Sale::new().await;
+    let gw = &sale.gw;
+    let (status, body) = gw
+        .admin_post(
+            "/admin/products",
+            json!({"name": "Socks", "stock": 5, "price": 700, "currency": "EUR",
+                   "payment_window_secs": 600, "max_per_buyer": 3}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let product = ProductId::new(body["id"].as_u64().unwrap()).unwrap();
+    let (status, body) = gw
+        .admin_post(&format!("/admin/products/{product}/preload"), Value::Null)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+
+    let driver = Driver::start().await;
+    let c = driver.browser().await;
+    c.goto(&format!("{}/sale/{product}#token={}", gw.base, token(64)))
+        .await
+        .unwrap();
+    until_attr(&c, "on sale", "#countdown", "data-state", "on_sale").await;
+    assert!(
+        attr(&c, "#quantity-row", "hidden").await.is_none(),
+        "the page offers a quantity"
+    );
+    let choices: Vec<String> = {
+        let mut v = vec![];
+        for o in c.find_all(Locator::Css("#quantity option")).await.unwrap() {
+            v.push(o.text().await.unwrap());
+        }
+        v
+    };
+    assert_eq!(choices, ["1", "2", "3"]);
+    c.find(Locator::Id("quantity"))
+        .await
+        .unwrap()
+        .select_by_value("3")
+        .await
+        .unwrap();
+    screenshot(&c, "quantity-chosen").await;
+    click(&c, "buy").await;
+    until_attr(&c, "the confirmation", "#ticket", "data-state", "confirmed").await;
+    let state = text(&c, "#ticket-state").await;
+    assert_eq!(state.as_deref(), Some("3 units, confirmed"));
+    assert!(
+        attr(&c, "#quantity-row", "hidden").await.is_some(),
+        "no quantity while an order is held"
+    );
+    screenshot(&c, "quantity-confirmed").await;
+    assert_eq!(sale.stocks(product).await, (2, 2));
+    click(&c, "pay").await;
+    eventually("the charge", WAIT, || async {
+        sale.provider.charges().last().map(|ch| ch.amount)
+    })
+    .await;
+    assert_eq!(sale.provider.charges().last().unwrap().amount, 3 * 700);
+    c.close().await.unwrap();
+}

@@ -510,7 +510,7 @@ fn ticket_json(ticket: &str, o: &Order) -> String {
         pay_by_ms: o.pay_by_ms,
         paid_at_ms: o.paid_at_ms,
         cancelled_at_ms: o.cancelled_at_ms,
-        ..TicketBody::pending(&t, UserId::new(o.user).expect("a user id"))
+        ..TicketBody::pending(&t, UserId::new(o.user).expect("a user id"), 1)
     };
     serde_json::to_string(&body).unwrap()
 }
@@ -539,6 +539,7 @@ fn product_json(s: &Sale, cfg: &Config, id: u64) -> String {
         price: 0,
         currency: "CNY".into(),
         payment_window_secs: 0,
+        max_per_buyer: 1,
         waiting_room: cfg.waiting_room.then_some(WaitingRoomView {
             admit_per_sec: 100.0,
             max_admitted_factor: ROOM_FACTOR,

@@ -118,8 +118,14 @@ documented! {
         ApiError::NoWaitingRoom,
         ApiError::UnknownProduct,
     ];
-    /// No unit left.
-    SoldOut => [ApiError::SoldOut];
+    /// No unit left (`sold_out`); or fewer left than the buy's `quantity` (`not_enough_stock`,
+    /// with `left`: nothing was reserved, a smaller buy may go through); or a `quantity` over
+    /// the product's `max_per_buyer` (`quantity_over_limit`, with `max_per_buyer`).
+    SoldOut => [
+        ApiError::SoldOut,
+        ApiError::NotEnoughStock { left: 1 },
+        ApiError::QuantityOverLimit { max_per_buyer: 2 },
+    ];
     /// The user is over the per-user rate limit (`SECKILL_RATE_LIMIT_PER_USER_PER_SEC`,
     /// `SECKILL_RATE_LIMIT_BURST`; for the waiting room
     /// `SECKILL_QUEUE_RATE_LIMIT_PER_USER_PER_SEC`), shared by every gateway, or the client address is over
@@ -289,6 +295,33 @@ pub fn body_schema(description: &str, errors: &[ApiError]) -> Schema {
         .iter()
         .any(|e| matches!(e, ApiError::ChallengeRequired(_)));
     let mut object = ObjectBuilder::new();
+    if errors
+        .iter()
+        .any(|e| matches!(e, ApiError::NotEnoughStock { .. }))
+    {
+        object = object.property(
+            "left",
+            ObjectBuilder::new()
+                .schema_type(Type::Integer)
+                .minimum(Some(1))
+                .description(Some("Units left, for `not_enough_stock`.")),
+        );
+    }
+    if errors
+        .iter()
+        .any(|e| matches!(e, ApiError::QuantityOverLimit { .. }))
+    {
+        object = object.property(
+            "max_per_buyer",
+            ObjectBuilder::new()
+                .schema_type(Type::Integer)
+                .minimum(Some(1))
+                .maximum(Some(100))
+                .description(Some(
+                    "The product's limit of units per buyer, for `quantity_over_limit`.",
+                )),
+        );
+    }
     if with_challenge {
         object = object.property("challenge", Ref::from_schema_name("PowChallenge"));
         if errors.len() == 1 {

@@ -11,6 +11,8 @@ pub(crate) fn every_kind() -> Vec<ApiError> {
         ApiError::PayloadTooLarge,
         ApiError::UnsupportedMediaType,
         ApiError::SoldOut,
+        ApiError::NotEnoughStock { left: 1 },
+        ApiError::QuantityOverLimit { max_per_buyer: 2 },
         ApiError::UnknownProduct,
         ApiError::UnknownTicket,
         ApiError::NotFound,
@@ -60,6 +62,8 @@ pub(crate) fn every_kind() -> Vec<ApiError> {
             | ApiError::PayloadTooLarge
             | ApiError::UnsupportedMediaType
             | ApiError::SoldOut
+            | ApiError::NotEnoughStock { .. }
+            | ApiError::QuantityOverLimit { .. }
             | ApiError::UnknownProduct
             | ApiError::UnknownTicket
             | ApiError::NotFound

@@ -15,6 +15,12 @@ pub enum ApiError {
     UnsupportedMediaType,
     #[error("sold out")]
     SoldOut,
+    /// Fewer units left than the buy asked for (and more than none): nothing was reserved.
+    #[error("only {left} left: fewer units than asked for; nothing was reserved")]
+    NotEnoughStock { left: u64 },
+    /// A buy's `quantity` over the product's `max_per_buyer`.
+    #[error("at most {max_per_buyer} units per buyer of this product")]
+    QuantityOverLimit { max_per_buyer: u16 },
     #[error("unknown product")]
     UnknownProduct,
     #[error("unknown ticket")]
@@ -124,6 +130,8 @@ impl ApiError {
             ApiError::PayloadTooLarge => "payload_too_large",
             ApiError::UnsupportedMediaType => "unsupported_media_type",
             ApiError::SoldOut => "sold_out",
+            ApiError::NotEnoughStock { .. } => "not_enough_stock",
+            ApiError::QuantityOverLimit { .. } => "quantity_over_limit",
             ApiError::UnknownProduct => "unknown_product",
             ApiError::UnknownTicket => "unknown_ticket",
             ApiError::NotFound => "not_found",
@@ -164,6 +172,8 @@ impl ResponseError for ApiError {
             ApiError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::SoldOut
+            | ApiError::NotEnoughStock { .. }
+            | ApiError::QuantityOverLimit { .. }
             | ApiError::NotPayable { .. }
             | ApiError::PaymentWindowClosed
             | ApiError::PaymentInProgress
@@ -206,6 +216,14 @@ impl ResponseError for ApiError {
             | ApiError::ChallengeInvalid(m) => ErrorBody::new(self.code(), m.as_str()),
             ApiError::ChallengeRequired(c) => ErrorBody {
                 challenge: Some((**c).clone()),
+                ..ErrorBody::new(self.code(), self.to_string())
+            },
+            ApiError::NotEnoughStock { left } => ErrorBody {
+                left: Some(*left),
+                ..ErrorBody::new(self.code(), self.to_string())
+            },
+            ApiError::QuantityOverLimit { max_per_buyer } => ErrorBody {
+                max_per_buyer: Some(*max_per_buyer),
                 ..ErrorBody::new(self.code(), self.to_string())
             },
             ApiError::NotPayable { state } | ApiError::NotCancellable { state } => ErrorBody {

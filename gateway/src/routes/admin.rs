@@ -129,6 +129,13 @@ pub async fn create_product(
             "a product with a waiting room keeps its stock in one bucket: leave buckets out, or at 1".into(),
         ));
     }
+    let max_per_buyer = p.max_per_buyer.unwrap_or(1);
+    if !(1..=i64::from(seckill_shared::MAX_PER_BUYER)).contains(&max_per_buyer) {
+        return Err(ApiError::BadRequest(format!(
+            "max_per_buyer must be between 1 and {}",
+            seckill_shared::MAX_PER_BUYER
+        )));
+    }
     let window = p.payment_window_secs.unwrap_or(if p.price.is_some() {
         state.default_payment_window_secs as i64
     } else {
@@ -147,6 +154,7 @@ pub async fn create_product(
             payment_window_secs: window,
             waiting_room,
             buckets: buckets as u16,
+            max_per_buyer: max_per_buyer as u16,
         },
     )
     .await
@@ -277,6 +285,7 @@ pub async fn preload(
                 product.starts_at_ms,
                 product.ends_at_ms,
                 product.buckets,
+                product.max_per_buyer,
             )
             .await
             .map_err(|e| ApiError::unavailable("Redis", e))?
@@ -467,6 +476,7 @@ pub(crate) async fn product_view(
         price: product.price,
         currency: product.currency,
         payment_window_secs: product.payment_window_secs,
+        max_per_buyer: product.max_per_buyer,
         waiting_room,
         starts_at: product
             .starts_at_ms

@@ -1,4 +1,4 @@
-//! `POST /v1/seckill/{product_id}`: buy one unit.
+//! `POST /v1/seckill/{product_id}`: buy an order of 1 to `max_per_buyer` units.
 
 use crate::auth::Buyer;
 use crate::error::{documented as e, ApiError, Object};
@@ -49,8 +49,8 @@ use utoipa::IntoResponses;
     path = "/v1/seckill/{product_id}",
     operation_id = "buy",
     tag = "buy",
-    summary = "Buy one unit",
-    description = "Order of checks: the body; the local sold-out marker (`409` without a network call, and before the token: a sold-out flood costs no verification); the per-address limit (`429`); the buyer's token (`401`; the buyer is its `sub`, and a body `user_id` must equal it, else `403 user_mismatch`); admission (`SECKILL_MAX_IN_FLIGHT`, `503`); the per-user rate limit (`429`); then one atomic reservation in Redis. In `async` mode the order goes to Kafka and the answer is `202` once Kafka has it. In `sync` mode MySQL settles it inside the request: `201` confirmed, or `200` with a failed ticket. A product that Redis lost answers `503` while it is rebuilt from MySQL.",
+    summary = "Buy an order of one or more units",
+    description = "The body's `quantity` (1 to the product's `max_per_buyer`, default 1) is reserved whole or not at all: `409 not_enough_stock` (with `left`) when fewer units are left, `409 quantity_over_limit` (with `max_per_buyer`) when it asks for more than the product allows. A buyer holds one live order per product: buying again answers `200` with the ticket held, whatever quantity is asked. Order of checks: the body; the local sold-out marker (`409` without a network call, and before the token: a sold-out flood costs no verification); the per-address limit (`429`); the buyer's token (`401`; the buyer is its `sub`, and a body `user_id` must equal it, else `403 user_mismatch`); admission (`SECKILL_MAX_IN_FLIGHT`, `503`); the per-user rate limit (`429`); then one atomic reservation in Redis. In `async` mode the order goes to Kafka and the answer is `202` once Kafka has it. In `sync` mode MySQL settles it inside the request: `201` confirmed, or `200` with a failed ticket. A product that Redis lost answers `503` while it is rebuilt from MySQL.",
     params(("product_id" = inline(schema::Id), Path, description = "The product.")),
     request_body = BuyRequest,
     security(("buyer" = [])),
@@ -140,6 +140,8 @@ fn reservation_label(r: &Reservation) -> &'static str {
         Reservation::AdmissionRequired => "admission_required",
         Reservation::NotAdmitted => "not_admitted",
         Reservation::RateLimited { .. } => "rate_limited",
+        Reservation::OverLimit { .. } => "quantity_over_limit",
+        Reservation::NotEnough { .. } => "not_enough_stock",
     }
 }
 
@@ -235,6 +237,16 @@ async fn buy_steps(
     } else {
         tracing::Span::none()
     };
+    let quantity = match body.0 .0.quantity {
+        None => 1,
+        Some(q) if (1..=i64::from(seckill_shared::MAX_PER_BUYER)).contains(&q) => q as u16,
+        Some(_) => {
+            return Err(ApiError::BadRequest(format!(
+                "quantity must be between 1 and {}",
+                seckill_shared::MAX_PER_BUYER
+            )))
+        }
+    };
     let (user, admitted) = identity.in_scope(|| -> Result<_, ApiError> {
         let user = Buyer(state.auth.buyer(&req)?).resolve(body.0 .0.user_id)?;
         // A waiting-room product needs the buyer's admission: its token is verified here,
@@ -267,6 +279,7 @@ async fn buy_steps(
     let buying = Buying {
         product,
         user,
+        quantity,
         admitted,
         limit: None,
         traced,
@@ -346,6 +359,8 @@ async fn admit_and_reserve(
 struct Buying {
     product: ProductId,
     user: UserId,
+    /// Units asked for.
+    quantity: u16,
     admitted: bool,
     limit: Option<UserLimit>,
     traced: Traced,
@@ -359,6 +374,7 @@ async fn reserve_and_hand_off(
     let Buying {
         product,
         user,
+        quantity,
         admitted,
         limit,
         traced,
@@ -380,7 +396,7 @@ async fn reserve_and_hand_off(
         tracing::Span::none()
     };
     let reserved = store
-        .reserve_limited(product, user, now, admitted, limit.as_ref())
+        .reserve_units(product, user, now, admitted, limit.as_ref(), quantity)
         .instrument(span.clone())
         .await;
     // The ticket the buyer is told of: the one reserved, or the one already held.
@@ -416,7 +432,7 @@ async fn reserve_and_hand_off(
 
     match reservation {
         Reservation::Reserved => {
-            let order = OrderMessage::new(ticket.clone(), user, now);
+            let order = OrderMessage::of(ticket.clone(), user, now, quantity);
             let answer = if state.sync_mode {
                 Box::pin(settle_now(&state, order)).await
             } else {
@@ -436,6 +452,18 @@ async fn reserve_and_hand_off(
         Reservation::SoldOut => {
             Box::pin(state.sold_out.on_sold_out(product, &state.store)).await;
             Err(ApiError::SoldOut)
+        }
+        // Some units are left: no sold-out marker (a smaller buy may go through). A product in
+        // buckets held the units it found for this order, and gave them back: every gateway
+        // drops a marker it may have set meanwhile.
+        Reservation::NotEnough { left } => {
+            if state.store.buckets(product).await.unwrap_or(1) > 1 {
+                Box::pin(state.sold_out.publish_not_sold_out(product)).await;
+            }
+            Err(ApiError::NotEnoughStock { left })
+        }
+        Reservation::OverLimit { max_per_buyer } => {
+            Err(ApiError::QuantityOverLimit { max_per_buyer })
         }
         Reservation::UnknownProduct => Err(Box::pin(state.recovery.on_unknown_product(
             &state.store,
@@ -522,7 +550,11 @@ async fn hand_off(
             });
             Ok(HttpResponse::Accepted()
                 .insert_header((header::LOCATION, order_location(&order.ticket)))
-                .json(TicketBody::pending(&order.ticket, order.user_id)))
+                .json(TicketBody::pending(
+                    &order.ticket,
+                    order.user_id,
+                    order.quantity,
+                )))
         }
         Err(e) => {
             tracing::warn!(error = format!("{e:#}"), ticket = %order.ticket, "Kafka did not take the order; giving its unit back");
@@ -541,7 +573,7 @@ async fn failed_publish(state: &AppState, order: &OrderMessage) -> Result<HttpRe
         Ok(Some(rec)) => with_order(state, &order.ticket, rec).await,
         _ => match db::settled_ticket(&state.db, &order.ticket).await {
             Ok(Some(s)) => TicketBody::from_settled(&order.ticket, s),
-            _ => TicketBody::pending(&order.ticket, order.user_id),
+            _ => TicketBody::pending(&order.ticket, order.user_id, order.quantity),
         },
     };
     Ok(HttpResponse::Accepted()
@@ -557,7 +589,7 @@ async fn settle_now(state: &AppState, order: OrderMessage) -> Result<HttpRespons
             if !report.given_back.is_empty() {
                 state.sold_out.publish_not_sold_out(order.product_id).await;
             }
-            let mut body = TicketBody::pending(&order.ticket, order.user_id);
+            let mut body = TicketBody::pending(&order.ticket, order.user_id, order.quantity);
             match report.outcomes.into_iter().next().map(|(_, o)| o) {
                 Some(Outcome::Confirmed { order_id, .. }) => {
                     body.status = TicketStatus::Confirmed;
@@ -592,11 +624,13 @@ async fn settle_now(state: &AppState, order: OrderMessage) -> Result<HttpRespons
                 &state.db,
                 &order.ticket,
                 order.user_id.get(),
+                order.quantity,
             )
             .await
             {
                 Ok(Stuck::Confirmed { order_id }) => {
-                    let mut body = TicketBody::pending(&order.ticket, order.user_id);
+                    let mut body =
+                        TicketBody::pending(&order.ticket, order.user_id, order.quantity);
                     body.status = TicketStatus::Confirmed;
                     body.order_id = Some(order_id);
                     Ok(HttpResponse::Created()
@@ -712,7 +746,7 @@ async fn ensure_in_kafka(
             Err(e) => return Err(ApiError::unavailable("Redis", e)),
         }
     }
-    let order = OrderMessage::new(held.clone(), user, record.created_at_ms);
+    let order = OrderMessage::of(held.clone(), user, record.created_at_ms, record.quantity);
     let traceparent = telemetry::enabled().then(telemetry::unsampled_traceparent);
     let (partition, offset) = match state
         .publisher
@@ -782,7 +816,9 @@ pub async fn current_ticket(
             .await
             .map_err(|e| ApiError::unavailable("MySQL", e))?
             .map(|s| TicketBody::from_settled(ticket, s))
-            .unwrap_or_else(|| TicketBody::pending(ticket, user))),
+            // Neither store has it now (Redis lost the record of an order in flight): what
+            // is known is that it is pending; its quantity comes back with its record.
+            .unwrap_or_else(|| TicketBody::pending(ticket, user, 1))),
         Err(e) => Err(ApiError::unavailable("Redis", e)),
     }
 }

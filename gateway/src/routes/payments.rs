@@ -34,6 +34,7 @@ async fn owned_order(
             Ok(Some(r)) if owner(r.user_id) => Ok(db::SettledTicket {
                 status: r.status,
                 user_id: r.user_id,
+                quantity: r.quantity,
                 ..Default::default()
             }),
             Ok(_) => Err(ApiError::UnknownTicket),
@@ -124,7 +125,8 @@ pub async fn pay(
                 ticket: ticket.to_string(),
                 user_id: order.user_id,
                 status: PaymentStatus::Unsent,
-                amount: product.price,
+                // The order's whole amount: every unit at the product's price.
+                amount: product.price * i64::from(order.quantity.max(1)),
                 currency: product.currency,
             }
         }
@@ -341,11 +343,14 @@ pub(crate) async fn follow(state: &AppState, settled: &payments::Settled, now: i
         .inc();
     match p.status {
         PaymentStatus::Succeeded => {
-            if let (Ok(t), Some(order_id)) = (Ticket::parse(&p.ticket), settled.paid_order) {
+            if let (Ok(t), Some((order_id, quantity))) =
+                (Ticket::parse(&p.ticket), settled.paid_order)
+            {
                 let paid = [cancel::PaidOrder {
                     id: order_id,
                     ticket: t,
                     user_id: p.user_id,
+                    quantity,
                 }];
                 if let Err(e) = cancel::follow_paid(&state.store, &state.db, &paid, now).await {
                     tracing::warn!(error = format!("{e:#}"), ticket = %paid[0].ticket, "Redis did not follow a payment yet; a worker's next round does it");

@@ -64,6 +64,7 @@ pub async fn view(
                 starts_at_ms: p.starts_at_ms,
                 ends_at_ms: p.ends_at_ms,
                 payment_window_secs: p.payment_window_secs,
+                max_per_buyer: p.max_per_buyer,
                 waiting_room: p.waiting_room.is_some(),
                 queue_opens_at_ms: p.waiting_room.map(|w| w.opens_at_ms),
                 now_ms: now,

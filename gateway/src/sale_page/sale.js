@@ -152,6 +152,8 @@ function tick() {
   const canBuy = state === 'on_sale' && !!token && !holds && (!product.waiting_room || !!admission);
   $('buy').disabled = !canBuy;
   $('buy').hidden = holds || state === 'ended' || (product.waiting_room && !!ticket);
+  $('quantity-row').hidden = $('buy').hidden || !(product.max_per_buyer > 1);
+  $('quantity').disabled = !canBuy;
   if (product.waiting_room) {
     const opens = product.queue_opens_at_ms || 0;
     const joined = $('queue').dataset.state !== 'none';
@@ -276,7 +278,7 @@ function showTicket(t) {
     cancelled: 'cancelled',
     failed: 'failed' + (t.reason ? ' (' + t.reason + ')' : ''),
   };
-  $('ticket-state').textContent = words[t.status] || t.status;
+  $('ticket-state').textContent = (t.quantity > 1 ? t.quantity + ' units, ' : '') + (words[t.status] || t.status);
   const payable = t.status === 'confirmed' && t.pay_by_ms != null;
   $('pay-by').textContent = payable ? 'Pay by ' + new Date(t.pay_by_ms - clockOffset).toLocaleTimeString() + '.' : '';
   $('pay').hidden = !payable;
@@ -294,7 +296,9 @@ function followTicket(t) {
 async function buy() {
   $('buy').disabled = true;
   const headers = admission ? { 'Seckill-Admission': admission.token } : {};
-  const r = await api('POST', '/v1/seckill/' + productId, { headers, body: {} });
+  const quantity = Number($('quantity').value) || 1;
+  const body = quantity > 1 ? { quantity } : {};
+  const r = await api('POST', '/v1/seckill/' + productId, { headers, body });
   if (r.status === 202 || r.status === 200 || r.status === 201) {
     say('');
     followTicket(r.data);
@@ -365,6 +369,14 @@ async function start() {
   document.title = product.name + ' · flash sale';
   $('name').textContent = product.name;
   $('price').textContent = money(product.price, product.currency);
+  if (product.max_per_buyer > 1) {
+    for (let n = 1; n <= product.max_per_buyer; n++) {
+      const o = document.createElement('option');
+      o.value = o.textContent = String(n);
+      $('quantity').append(o);
+    }
+    $('price').textContent += ' each, up to ' + product.max_per_buyer + ' per buyer';
+  }
   $('queue').hidden = !product.waiting_room;
   $('join').addEventListener('click', join);
   $('buy').addEventListener('click', buy);

@@ -46,6 +46,11 @@ pub struct NewProduct {
     #[serde(default, deserialize_with = "whole::optional_i64")]
     #[schema(nullable = false, minimum = 1, maximum = 64, examples(4))]
     pub buckets: Option<i64>,
+    /// The most units one buyer may take, in one order, 1 to 100 (default 1). A buyer holds
+    /// at most one live order of a product, of 1 to this many units (`quantity` of a buy).
+    #[serde(default, deserialize_with = "whole::optional_i64")]
+    #[schema(nullable = false, minimum = 1, maximum = 100, examples(2))]
+    pub max_per_buyer: Option<i64>,
 }
 
 /// A product's waiting room. Every field has a default.
@@ -139,7 +144,7 @@ pub struct ProductView {
     /// `null` until preloaded (or once Redis lost it).
     #[schema(required = true)]
     pub stock_redis: Option<i64>,
-    /// Redis: tickets reserved and not yet settled.
+    /// Redis: units reserved and not yet settled (an order of several units counts each).
     pub pending: i64,
     /// Redis: units sold, paid or not yet.
     pub confirmed: i64,
@@ -159,6 +164,8 @@ pub struct ProductView {
     pub currency: String,
     /// 0: no payment window, orders are final once confirmed.
     pub payment_window_secs: i64,
+    /// The most units one buyer may take, in one order.
+    pub max_per_buyer: u16,
     /// Its waiting room, with `admitted`: buyers admitted who have not bought (Redis).
     #[schema(required = true)]
     pub waiting_room: Option<WaitingRoomView>,

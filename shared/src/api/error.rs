@@ -19,6 +19,12 @@ pub struct ErrorBody {
     /// The proof of work to do, for `challenge_required`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub challenge: Option<crate::api::waiting_room::PowChallenge>,
+    /// Units left, for `not_enough_stock`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub left: Option<u64>,
+    /// The product's limit, for `quantity_over_limit`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_per_buyer: Option<u16>,
 }
 
 impl ErrorBody {
@@ -28,6 +34,8 @@ impl ErrorBody {
             message: message.into(),
             state: None,
             challenge: None,
+            left: None,
+            max_per_buyer: None,
         }
     }
 

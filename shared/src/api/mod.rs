@@ -41,12 +41,12 @@ mod tests {
     #[test]
     fn answers_read_back_as_written() {
         let ticket = crate::Ticket::parse("42-9f86d081884c7d659a2feaa0c55ad015").unwrap();
-        let body = TicketBody::pending(&ticket, crate::UserId::new(7).unwrap());
+        let body = TicketBody::pending(&ticket, crate::UserId::new(7).unwrap(), 1);
         assert_eq!(round_trip(&body), body);
         let json = serde_json::to_value(&body).unwrap();
         assert_eq!(
             json,
-            serde_json::json!({"ticket": ticket.as_str(), "status": "pending", "product_id": 42, "user_id": 7})
+            serde_json::json!({"ticket": ticket.as_str(), "status": "pending", "product_id": 42, "user_id": 7, "quantity": 1})
         );
         let queue = QueueBody {
             queue_id: "0".repeat(32),

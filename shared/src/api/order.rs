@@ -17,6 +17,11 @@ pub struct BuyRequest {
     #[serde(default, deserialize_with = "whole::optional_user_id")]
     #[schema(schema_with = schema::id)]
     pub user_id: Option<UserId>,
+    /// Units to buy in this order, 1 to the product's `max_per_buyer` (default 1): all of
+    /// them are reserved at once, or none (`409 not_enough_stock` says how many are left).
+    #[serde(default, deserialize_with = "whole::optional_i64")]
+    #[schema(nullable = false, minimum = 1, maximum = 100, examples(1))]
+    pub quantity: Option<i64>,
 }
 
 /// The body of `202`, `200` and `GET /v1/orders/{ticket}`.
@@ -32,6 +37,9 @@ pub struct TicketBody {
     pub product_id: u64,
     #[schema(schema_with = schema::id)]
     pub user_id: u64,
+    /// Units the order holds.
+    #[schema(minimum = 1, maximum = 100)]
+    pub quantity: u16,
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(schema_with = schema::order_id)]
     pub order_id: Option<u64>,
@@ -62,16 +70,18 @@ pub struct TicketBody {
 }
 
 impl TicketBody {
-    pub fn pending(ticket: &Ticket, user: UserId) -> Self {
-        Self::new(ticket, TicketStatus::Pending, user.get())
+    /// A pending ticket of `quantity` units.
+    pub fn pending(ticket: &Ticket, user: UserId, quantity: u16) -> Self {
+        Self::new(ticket, TicketStatus::Pending, user.get(), quantity)
     }
 
-    fn new(ticket: &Ticket, status: TicketStatus, user_id: u64) -> Self {
+    fn new(ticket: &Ticket, status: TicketStatus, user_id: u64, quantity: u16) -> Self {
         Self {
             ticket: ticket.as_str().to_owned(),
             status,
             product_id: ticket.product().get(),
             user_id,
+            quantity,
             order_id: None,
             reason: None,
             reserved_at_ms: None,
@@ -91,7 +101,7 @@ impl TicketBody {
             confirmed_at_ms: r.confirmed_at_ms,
             paid_at_ms: r.paid_at_ms,
             cancelled_at_ms: r.cancelled_at_ms,
-            ..Self::new(ticket, r.status, r.user_id)
+            ..Self::new(ticket, r.status, r.user_id, r.quantity)
         }
     }
 
@@ -114,7 +124,7 @@ impl TicketBody {
             pay_by_ms: s.pay_by_ms,
             paid_at_ms: s.paid_at_ms,
             cancelled_at_ms: s.cancelled_at_ms,
-            ..Self::new(ticket, s.status, s.user_id)
+            ..Self::new(ticket, s.status, s.user_id, s.quantity)
         }
     }
 }

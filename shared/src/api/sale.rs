@@ -23,6 +23,8 @@ pub struct SaleView {
     pub ends_at_ms: Option<i64>,
     /// A confirmed order must be paid within this; 0: the order is final.
     pub payment_window_secs: i64,
+    /// The most units one buyer may take, in one order (a buy's `quantity`).
+    pub max_per_buyer: u16,
     /// Buyers join its waiting room, and buy once admitted.
     pub waiting_room: bool,
     /// When the waiting room opens, ms since the Unix epoch.

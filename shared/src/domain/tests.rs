@@ -119,12 +119,36 @@ fn order_message_round_trips_and_checks_version() {
     let bytes = m.encode();
     assert!(String::from_utf8_lossy(&bytes).contains("\"v\":1"));
     assert_eq!(OrderMessage::decode(&bytes).unwrap(), m);
+    assert!(!String::from_utf8_lossy(&bytes).contains("quantity"));
     let mut v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
-    v["v"] = 2.into();
+    v["v"] = 3.into();
     assert!(OrderMessage::decode(v.to_string().as_bytes()).is_err());
     v["v"] = 1.into();
     v["product_id"] = 4.into();
     assert!(OrderMessage::decode(v.to_string().as_bytes()).is_err());
+}
+
+/// An order of several units is version 2 with its quantity; one of one unit is written as
+/// before quantities, and a quantity out of range is refused.
+#[test]
+fn an_order_of_several_units_carries_its_quantity() {
+    let t = Ticket::generate(ProductId::new(3).unwrap());
+    let m = OrderMessage::of(t, UserId::new(5).unwrap(), 1000, 4);
+    let bytes = m.encode();
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(
+        text.contains("\"v\":2") && text.contains("\"quantity\":4"),
+        "{text}"
+    );
+    assert_eq!(OrderMessage::decode(&bytes).unwrap(), m);
+    let mut v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    for bad in [0, 101] {
+        v["quantity"] = bad.into();
+        assert!(
+            OrderMessage::decode(v.to_string().as_bytes()).is_err(),
+            "{bad}"
+        );
+    }
 }
 
 /// Each enum's text, pinned: it is stored in Redis and MySQL and shown in the API, so a

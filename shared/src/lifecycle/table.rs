@@ -14,7 +14,7 @@ pub const TRANSITIONS: &[Transition] = &[
             Step {
                 store: Store::Redis,
                 op: "reserve.lua",
-                effect: "if stock > 0 and the buyer is not in `buyers`: stock -= 1, \
+                effect: "if stock >= q (the order's units) and the buyer is not in `buyers`: stock -= q, \
                          buyers[user] = ticket, record = pending (no location); else refuse. \
                          A state another Redis run wrote (epoch.lua) sells nothing: its stock \
                          is dropped, the buy gets 503 and the product is rebuilt",
@@ -49,7 +49,7 @@ pub const TRANSITIONS: &[Transition] = &[
                 effect: "(publish failed) only if still pending, not located on its record \
                          (a buy again's locate_held.lua), and the state is this \
                          Redis run's (else the stock key is dropped: rebuilt): record = \
-                         failed(kafka_unavailable), buyer freed, stock += 1. Else the record \
+                         failed(kafka_unavailable), buyer freed, stock += q. Else the record \
                          is read: failed by another actor (the sweeper's expire, a worker): \
                          answer 503. Otherwise the next step",
                 crash_leaves: "(a crash before it: as after publish) failed in Redis alone, \
@@ -163,8 +163,8 @@ pub const TRANSITIONS: &[Transition] = &[
                 effect: "lock the product row; an order row exists -> its status decides \
                          (confirmed: Confirmed, paid: Paid, cancelled: Cancelled); else a \
                          failed_tickets row -> Failed(its reason); else the buyer holds a \
-                         live order -> Failed(duplicate_user); else MySQL stock <= 0 -> \
-                         Failed(out_of_stock); else insert the order (confirmed), stock -= 1. \
+                         live order -> Failed(duplicate_user); else MySQL stock < q -> \
+                         Failed(out_of_stock); else insert the order (confirmed), stock -= q. \
                          A failure inserts its failed_tickets row",
                 crash_leaves: "MySQL has decided, Redis is still processing: a redelivery \
                                or the sweeper runs this transaction again and finds the same \
@@ -180,9 +180,9 @@ pub const TRANSITIONS: &[Transition] = &[
                 effect: "Confirmed: confirm.lua (only processing -> confirmed); Paid: \
                          paid.lua (processing or confirmed -> paid); Cancelled: cancel.lua; \
                          Failed: compensate.lua (only \
-                         pending/processing -> failed(reason), buyer freed, stock += 1; for \
+                         pending/processing -> failed(reason), buyer freed, stock += q; for \
                          out_of_stock 'heal': no unit back, unless the stock is below zero \
-                         after a rebuild)",
+                         after a rebuild: then up to q, to zero)",
                 crash_leaves: "nothing left to do",
                 before: Some(
                     "'heal' never gave a unit back: a stock a rebuild set below zero \
@@ -204,7 +204,7 @@ pub const TRANSITIONS: &[Transition] = &[
                 effect: "only if still pending, not located on its record (a buy again's \
                          locate_held.lua), and the state is this Redis run's (else the stock \
                          key is dropped: rebuilt): record = failed(expired), buyer freed, \
-                         stock += 1",
+                         stock += q",
                 crash_leaves: "failed(expired) in Redis only: a late message's claim skips \
                                it, MySQL never hears of the ticket",
                 before: Some("it also acted on another run's (maybe old) state"),
@@ -256,7 +256,7 @@ pub const TRANSITIONS: &[Transition] = &[
                 store: Store::Redis,
                 op: "confirm.lua / compensate.lua 'any'",
                 effect: "an order: confirm.lua; else compensate.lua 'any' (processing -> \
-                         failed(lost), buyer freed, stock += 1)",
+                         failed(lost), buyer freed, stock += q)",
                 crash_leaves: "nothing left to do",
                 before: None,
             },
@@ -273,7 +273,7 @@ pub const TRANSITIONS: &[Transition] = &[
                 store: Store::MySql,
                 op: "MySQL tx (cancel)",
                 effect: "the product's row locked first (as a batch does), then only a \
-                         confirmed order row: -> cancelled, restore_due = 1, MySQL stock += 1",
+                         confirmed order row: -> cancelled, restore_due = 1, MySQL stock += q",
                 crash_leaves: "restore_due = 1: the restore_due recovery runs cancel.lua",
                 before: Some(
                     "the expiry locked the orders' rows first, then the product's: a batch \
@@ -285,7 +285,7 @@ pub const TRANSITIONS: &[Transition] = &[
                 store: Store::Redis,
                 op: "cancel.lua",
                 effect: "pending, processing or confirmed -> cancelled, buyer freed, \
-                         stock += 1 (a worker's later confirm.lua then leaves it alone); \
+                         stock += q (a worker's later confirm.lua then leaves it alone); \
                          else nothing",
                 crash_leaves: "restore_due = 1: the recovery runs cancel.lua again (a no-op) \
                                and clears it",
@@ -449,9 +449,9 @@ pub const TRANSITIONS: &[Transition] = &[
             Step {
                 store: Store::Redis,
                 op: "rebuild.lua + commit",
-                effect: "stock = MySQL stock less the tickets in flight (a product in \
+                effect: "stock = MySQL stock less the units in flight (a product in \
                          buckets, whose buckets never go below zero: split over them, or, \
-                         below zero, no stock key until the tickets in flight settle); \
+                         below zero, no stock key until the orders in flight settle); \
                          meta: counters, loaded_at = now, run_id = this Redis run; the \
                          commit releases the row lock",
                 crash_leaves: "nothing left to do",

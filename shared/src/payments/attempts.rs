@@ -43,8 +43,8 @@ pub struct Settled {
     pub payment: Payment,
     /// This callback changed it (a repeat changes nothing).
     pub changed: bool,
-    /// The order this callback paid, if it did.
-    pub paid_order: Option<u64>,
+    /// The order this callback paid, if it did, and its units.
+    pub paid_order: Option<(u64, u16)>,
     /// The order's trace (W3C `traceparent`), read only when traces are on: the callback's
     /// span joins it.
     pub traceparent: Option<String>,
@@ -422,12 +422,13 @@ pub async fn settle(
             .await
             .context("paying the order")?;
             if paid.rows_affected() == 1 {
-                let id: i64 = sqlx::query_scalar("SELECT id FROM orders WHERE ticket = ?")
-                    .bind(&payment.ticket)
-                    .fetch_one(&mut *tx)
-                    .await
-                    .context("reading the paid order")?;
-                paid_order = Some(id as u64);
+                let (id, quantity): (i64, u16) =
+                    sqlx::query_as("SELECT id, quantity FROM orders WHERE ticket = ?")
+                        .bind(&payment.ticket)
+                        .fetch_one(&mut *tx)
+                        .await
+                        .context("reading the paid order")?;
+                paid_order = Some((id as u64, quantity.max(1)));
                 PaymentStatus::Succeeded
             } else {
                 PaymentStatus::RefundDue

@@ -21,11 +21,13 @@ use sqlx::mysql::MySqlPool;
 use sqlx::{Acquire, Executor, MySql, QueryBuilder};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// A cancelled order whose unit must go back in Redis.
+/// A cancelled order whose units must go back in Redis.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cancelled {
     pub id: i64,
     pub ticket: Ticket,
+    /// Units the order held.
+    pub quantity: u16,
     pub reason: CancelReason,
     /// The deadline it missed (payment timeout).
     pub pay_by_ms: Option<i64>,
@@ -41,6 +43,7 @@ struct DueRow {
     product_id: i64,
     pay_by_ms: Option<i64>,
     traceparent: Option<String>,
+    quantity: u16,
 }
 
 /// Cancels up to `limit` orders whose payment deadline passed by `now_ms`, oldest deadline
@@ -80,7 +83,7 @@ pub async fn cancel_overdue(
         .await
         .context("locking the products")?;
     let mut q = QueryBuilder::<MySql>::new(
-        "SELECT id, ticket, product_id, pay_by_ms, traceparent FROM orders \
+        "SELECT id, ticket, product_id, pay_by_ms, traceparent, quantity FROM orders \
          WHERE status = 'confirmed' AND pay_by_ms <= ",
     );
     q.push_bind(now_ms).push(" AND product_id IN (");
@@ -117,7 +120,7 @@ pub async fn cancel_overdue(
     );
     let mut per_product: BTreeMap<i64, i64> = BTreeMap::new();
     for d in &due {
-        *per_product.entry(d.product_id).or_default() += 1;
+        *per_product.entry(d.product_id).or_default() += i64::from(d.quantity.max(1));
     }
     for (product, n) in &per_product {
         sqlx::query("UPDATE products SET stock = stock + ? WHERE id = ?")
@@ -134,6 +137,7 @@ pub async fn cancel_overdue(
                 id: d.id,
                 ticket: Ticket::parse(&d.ticket)
                     .map_err(|e| anyhow::anyhow!("a stored ticket: {e}"))?,
+                quantity: d.quantity.max(1),
                 reason: CancelReason::PaymentTimeout,
                 pay_by_ms: d.pay_by_ms,
                 traceparent: d.traceparent,
@@ -184,14 +188,16 @@ pub async fn cancel_by_buyer(
         id: i64,
         status: String,
         pay_by_ms: Option<i64>,
+        quantity: u16,
     }
-    let row: Option<OrderRow> =
-        sqlx::query_as("SELECT id, status, pay_by_ms FROM orders WHERE ticket = ? AND user_id = ?")
-            .bind(ticket.as_str())
-            .bind(user.as_i64())
-            .fetch_optional(&mut *tx)
-            .await
-            .context("reading the order")?;
+    let row: Option<OrderRow> = sqlx::query_as(
+        "SELECT id, status, pay_by_ms, quantity FROM orders WHERE ticket = ? AND user_id = ?",
+    )
+    .bind(ticket.as_str())
+    .bind(user.as_i64())
+    .fetch_optional(&mut *tx)
+    .await
+    .context("reading the order")?;
     let Some(row) = row else {
         return Ok(BuyerCancel::NoOrder);
     };
@@ -200,15 +206,18 @@ pub async fn cancel_by_buyer(
             &row.status,
         )?));
     }
-    sqlx::query("UPDATE products SET stock = stock + 1 WHERE id = ?")
+    let quantity = row.quantity.max(1);
+    sqlx::query("UPDATE products SET stock = stock + ? WHERE id = ?")
+        .bind(quantity)
         .bind(ticket.product().as_i64())
         .execute(&mut *tx)
         .await
-        .context("putting the unit back in MySQL")?;
+        .context("putting the units back in MySQL")?;
     tx.commit().await.context("committing the cancel")?;
     Ok(BuyerCancel::Cancelled(Cancelled {
         id: row.id,
         ticket: ticket.clone(),
+        quantity,
         reason: CancelReason::BuyerCancelled,
         pay_by_ms: row.pay_by_ms,
         traceparent: None,
@@ -228,9 +237,10 @@ pub async fn restore_due(
         ticket: String,
         cancel_reason: Option<String>,
         pay_by_ms: Option<i64>,
+        quantity: u16,
     }
     let rows: Vec<RestoreRow> = sqlx::query_as(
-        "SELECT id, ticket, cancel_reason, pay_by_ms FROM orders \
+        "SELECT id, ticket, cancel_reason, pay_by_ms, quantity FROM orders \
          WHERE restore_due = 1 AND status = 'cancelled' AND cancelled_at_ms <= ? LIMIT ?",
     )
     .bind(before_ms)
@@ -244,6 +254,7 @@ pub async fn restore_due(
                 id: r.id,
                 ticket: Ticket::parse(&r.ticket)
                     .map_err(|e| anyhow::anyhow!("a stored ticket: {e}"))?,
+                quantity: r.quantity.max(1),
                 reason: r
                     .cancel_reason
                     .as_deref()
@@ -271,12 +282,12 @@ pub async fn give_back(
         let given = futures::future::join_all(
             chunk
                 .iter()
-                .map(|c| store.cancel(&c.ticket, c.id as u64, c.reason, now_ms)),
+                .map(|c| store.cancel(&c.ticket, c.id as u64, c.quantity, c.reason, now_ms)),
         )
         .await;
         for (c, given) in chunk.iter().zip(given) {
             if given? {
-                *back.entry(c.ticket.product()).or_default() += 1;
+                *back.entry(c.ticket.product()).or_default() += u64::from(c.quantity);
             }
         }
     }
@@ -291,6 +302,8 @@ pub struct PaidOrder {
     pub id: u64,
     pub ticket: Ticket,
     pub user_id: u64,
+    /// Units the order holds.
+    pub quantity: u16,
 }
 
 /// Paid orders whose `paid.lua` may not have run (the gateway that applied the payment
@@ -306,9 +319,10 @@ pub async fn paid_due(
         id: i64,
         ticket: String,
         user_id: i64,
+        quantity: u16,
     }
     let rows: Vec<PaidRow> = sqlx::query_as(
-        "SELECT id, ticket, user_id FROM orders \
+        "SELECT id, ticket, user_id, quantity FROM orders \
          WHERE restore_due = 1 AND status = 'paid' AND paid_at_ms <= ? LIMIT ?",
     )
     .bind(before_ms)
@@ -323,6 +337,7 @@ pub async fn paid_due(
                 ticket: Ticket::parse(&r.ticket)
                     .map_err(|e| anyhow::anyhow!("a stored ticket: {e}"))?,
                 user_id: r.user_id as u64,
+                quantity: r.quantity.max(1),
             })
         })
         .collect()
@@ -339,7 +354,13 @@ pub async fn follow_paid(
 ) -> anyhow::Result<()> {
     for order in paid {
         store
-            .paid(&order.ticket, order.id, order.user_id, now_ms)
+            .paid(
+                &order.ticket,
+                order.id,
+                order.user_id,
+                order.quantity,
+                now_ms,
+            )
             .await?;
     }
     let ids: Vec<i64> = paid.iter().map(|order| order.id as i64).collect();

@@ -8,11 +8,13 @@ use crate::store::TicketStore;
 impl TicketStore {
     /// Makes Redis follow an order MySQL cancelled: the ticket becomes `cancelled` (from
     /// `confirmed`, or still `processing` or `pending`), its buyer is free and its unit goes
-    /// back on sale, once however often this runs. `true` when this call gave the unit back.
+    /// back on sale, once however often this runs. `true` when this call gave the units back
+    /// (`quantity`, MySQL's).
     pub async fn cancel(
         &self,
         ticket: &Ticket,
         order_id: u64,
+        quantity: u16,
         reason: CancelReason,
         now_ms: i64,
     ) -> anyhow::Result<bool> {
@@ -21,6 +23,7 @@ impl TicketStore {
                 keys: self.ticket_keys(ticket),
                 ticket,
                 order_id,
+                quantity,
                 reason,
                 now_ms,
                 ticket_ttl_secs: self.ticket_ttl_secs,
@@ -37,6 +40,7 @@ impl TicketStore {
         ticket: &Ticket,
         order_id: u64,
         user_id: u64,
+        quantity: u16,
         now_ms: i64,
     ) -> anyhow::Result<bool> {
         self.run(&Paid {
@@ -44,6 +48,7 @@ impl TicketStore {
             ticket,
             order_id,
             user_id,
+            quantity,
             now_ms,
             ticket_ttl_secs: self.ticket_ttl_secs,
         })

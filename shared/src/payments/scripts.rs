@@ -13,6 +13,8 @@ pub struct Cancel<'a> {
     pub keys: ProductKeys,
     pub ticket: &'a Ticket,
     pub order_id: u64,
+    /// Units the order holds (MySQL's).
+    pub quantity: u16,
     pub reason: CancelReason,
     pub now_ms: i64,
     /// How long a record that had no expiry lives now (s).
@@ -44,7 +46,8 @@ impl RedisScript for Cancel<'_> {
             .arg(self.reason.as_str())
             .arg(self.now_ms)
             .arg(self.ticket_ttl_secs)
-            .arg(self.order_id);
+            .arg(self.order_id)
+            .arg(self.quantity);
     }
 
     fn reply(value: Value) -> anyhow::Result<Cancelled> {
@@ -60,6 +63,8 @@ pub struct Paid<'a> {
     pub order_id: u64,
     /// The buyer, for a record Redis lost.
     pub user_id: u64,
+    /// Units the order holds (MySQL's).
+    pub quantity: u16,
     pub now_ms: i64,
     /// How long a record that had no expiry lives now (s).
     pub ticket_ttl_secs: u64,
@@ -86,7 +91,8 @@ impl RedisScript for Paid<'_> {
             .arg(self.ticket.as_str())
             .arg(self.order_id)
             .arg(self.ticket_ttl_secs)
-            .arg(self.user_id);
+            .arg(self.user_id)
+            .arg(self.quantity);
     }
 
     fn reply(value: Value) -> anyhow::Result<bool> {

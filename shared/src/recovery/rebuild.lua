@@ -1,20 +1,36 @@
 -- Reconcile: rebuild a product's Redis state from MySQL after Redis lost it (or drifted).
 -- Ticket records of settled orders are recreated first (by the caller, in batches); this
 -- script then sets the counters and the stock in one step.
--- Stock = MySQL stock less the tickets still in flight in Redis (pending or processing).
+-- Stock = MySQL stock less the units still in flight in Redis (tickets pending or
+-- processing, each with its `qty`: the records are read in the bucket's slot).
 -- KEYS: 1 stock, 2 meta, 3 pending
 -- ARGV: 1 MySQL stock, 2 initial stock, 3 sold rows (confirmed or paid), 4 failed rows,
 --       5 starts_at ms or '', 6 ends_at ms or '', 7 now (ms): `loaded_at`, so that claim.lua
 --       adopts the orders reserved before this rebuild whose records Redis lost,
---       8 paid rows, 9 cancelled rows, 10 how many stock buckets the product has
+--       8 paid units, 9 cancelled units, 10 how many stock buckets the product has,
+--       11 max_per_buyer
+-- Every counter counts units: 3 is the units of the orders confirmed or paid, 4 of the
+-- failed tickets.
 -- A product split into buckets is rebuilt one bucket at a time, each with its share: then
 -- ARGV[1] is the bucket's stock itself, ARGV[2] is '' (the bucket's initial is what it holds:
 -- stock, in flight and sold), ARGV[3], 4, 8 and 9 are the bucket's, and the loans start over.
 -- Returns the new stock.
-local in_flight = redis.call('ZCARD', KEYS[3])
+-- The units in flight in this bucket: each pending ticket's `qty` (1 when it has none). The
+-- meta's `pending_extra` (units beyond one per ticket) is set from them, afresh.
+local function units_in_flight(pending, meta)
+  local prefix = string.sub(meta, 1, -5)
+  local tickets = redis.call('ZRANGE', pending, 0, -1)
+  local extra = 0
+  for _, t in ipairs(tickets) do
+    extra = extra + tonumber(redis.call('HGET', prefix .. 't:' .. t, 'qty') or '1') - 1
+  end
+  redis.call('HSET', meta, 'pending_extra', extra)
+  return #tickets + extra
+end
+local in_flight = units_in_flight(KEYS[3], KEYS[2])
 local stock = tonumber(ARGV[1]) - in_flight
 local initial = ARGV[2]
-redis.call('HSET', KEYS[2], 'buckets', ARGV[10])
+redis.call('HSET', KEYS[2], 'buckets', ARGV[10], 'max_per_buyer', ARGV[11])
 if ARGV[10] ~= '1' then
   stock = tonumber(ARGV[1])
   initial = stock + in_flight + tonumber(ARGV[3])

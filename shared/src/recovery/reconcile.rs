@@ -108,16 +108,18 @@ async fn run_reconcile(
         id: i64,
         status: String,
         cancel_reason: Option<String>,
+        quantity: u16,
     }
     #[derive(sqlx::FromRow)]
     struct FailedRow {
         ticket: String,
         user_id: i64,
         reason: String,
+        quantity: u16,
     }
     let mut orders: BTreeMap<OrderStatus, Vec<RestoredOrder>> = BTreeMap::new();
     for r in sqlx::query_as::<_, OrderRow>(
-        "SELECT ticket, user_id, id, status, cancel_reason FROM orders WHERE product_id = ?",
+        "SELECT ticket, user_id, id, status, cancel_reason, quantity FROM orders WHERE product_id = ?",
     )
     .bind(product.as_i64())
     .fetch_all(&mut *tx)
@@ -141,11 +143,12 @@ async fn run_reconcile(
             user_id: r.user_id as u64,
             order_id: r.id as u64,
             cancel_reason,
+            quantity: r.quantity.max(1),
         });
     }
     let mut failed: Vec<RestoredFailure> = vec![];
     for r in sqlx::query_as::<_, FailedRow>(
-        "SELECT ticket, user_id, reason FROM failed_tickets WHERE product_id = ?",
+        "SELECT ticket, user_id, reason, quantity FROM failed_tickets WHERE product_id = ?",
     )
     .bind(product.as_i64())
     .fetch_all(&mut *tx)
@@ -160,6 +163,7 @@ async fn run_reconcile(
             user_id: r.user_id as u64,
             reason: FailureReason::parse(&r.reason)
                 .with_context(|| format!("unknown failure reason {:?} in MySQL", r.reason))?,
+            quantity: r.quantity.max(1),
         });
     }
 
@@ -174,8 +178,14 @@ async fn run_reconcile(
         .restore_settled(product, Settled::Failed(&failed), ttl)
         .await?;
     let pruned = store.prune_pending(product).await?;
-    let count = |s: OrderStatus| orders.get(&s).map_or(0, |l| l.len() as i64);
+    // Every counter counts units.
+    let count = |s: OrderStatus| {
+        orders
+            .get(&s)
+            .map_or(0, |l| l.iter().map(|o| i64::from(o.quantity)).sum::<i64>())
+    };
     let sold = count(OrderStatus::Confirmed) + count(OrderStatus::Paid);
+    let failed_units = failed.iter().map(|f| i64::from(f.quantity)).sum::<i64>();
     // The waiting room before the stock: a buy finds no stock until the room is in place.
     store
         .set_waiting_room(product, p.waiting_room.as_ref())
@@ -192,9 +202,10 @@ async fn run_reconcile(
                     sold,
                     paid: count(OrderStatus::Paid),
                     cancelled: count(OrderStatus::Cancelled),
-                    failed: failed.len() as i64,
+                    failed: failed_units,
                     starts_at_ms: p.starts_at_ms,
                     ends_at_ms: p.ends_at_ms,
+                    max_per_buyer: p.max_per_buyer,
                 },
             )
             .await?
@@ -236,6 +247,7 @@ async fn rebuild_buckets(
         Rebuild {
             starts_at_ms: p.starts_at_ms,
             ends_at_ms: p.ends_at_ms,
+            max_per_buyer: p.max_per_buyer,
             ..Rebuild::default()
         };
         n as usize
@@ -245,19 +257,20 @@ async fn rebuild_buckets(
             let Some(b) = each.get_mut(o.ticket.bucket() as usize) else {
                 continue;
             };
+            let q = i64::from(o.quantity);
             match status {
-                OrderStatus::Confirmed => b.sold += 1,
+                OrderStatus::Confirmed => b.sold += q,
                 OrderStatus::Paid => {
-                    b.sold += 1;
-                    b.paid += 1;
+                    b.sold += q;
+                    b.paid += q;
                 }
-                OrderStatus::Cancelled => b.cancelled += 1,
+                OrderStatus::Cancelled => b.cancelled += q,
             }
         }
     }
     for f in failed {
         if let Some(b) = each.get_mut(f.ticket.bucket() as usize) {
-            b.failed += 1;
+            b.failed += i64::from(f.quantity);
         }
     }
     let mut in_flight = 0;
@@ -275,7 +288,7 @@ async fn rebuild_buckets(
         // until the orders in flight have settled (the sweep settles the overdue ones); the
         // sweep or a buy then finds the product lost and rebuilds it. No bucket is written
         // meanwhile, not even at 0: a unit given back to it would be sold.
-        tracing::warn!(%product, mysql_stock = p.stock, in_flight, "more tickets in flight than MySQL stock: the buckets stay frozen until they settle");
+        tracing::warn!(%product, mysql_stock = p.stock, in_flight, "more units in flight than MySQL stock: the buckets stay frozen until they settle");
         return Ok(0);
     }
     let mut total = 0;

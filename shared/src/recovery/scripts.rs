@@ -15,6 +15,8 @@ pub struct RestoredOrder {
     pub order_id: u64,
     /// `orders.cancel_reason`, for a cancelled order.
     pub cancel_reason: Option<CancelReason>,
+    /// Units the order holds.
+    pub quantity: u16,
 }
 
 /// A ticket MySQL failed (a `failed_tickets` row), as reconcile restores it.
@@ -23,6 +25,8 @@ pub struct RestoredFailure {
     pub ticket: Ticket,
     pub user_id: u64,
     pub reason: FailureReason,
+    /// Units the ticket asked for.
+    pub quantity: u16,
 }
 
 /// Settled tickets of one kind, for `restore.lua` (one status per call).
@@ -77,9 +81,9 @@ impl RedisScript for Restore<'_> {
             Settled::Orders { status, .. } => status.as_str(),
             Settled::Failed(_) => "failed",
         };
-        call.key(k.buyers()).key(k.pending());
+        call.key(k.buyers()).key(k.pending()).key(k.meta());
         call.arg(status).arg(self.ttl_secs);
-        // Quadruples: ticket, user, order id or failure reason, cancel reason or ''.
+        // Quintuples: ticket, user, order id or failure reason, cancel reason or '', units.
         match self.settled {
             Settled::Orders { orders, .. } => {
                 for o in orders {
@@ -87,7 +91,8 @@ impl RedisScript for Restore<'_> {
                     call.arg(o.ticket.as_str())
                         .arg(o.user_id)
                         .arg(o.order_id)
-                        .arg(o.cancel_reason.map_or("", CancelReason::as_str));
+                        .arg(o.cancel_reason.map_or("", CancelReason::as_str))
+                        .arg(o.quantity);
                 }
             }
             Settled::Failed(failed) => {
@@ -96,7 +101,8 @@ impl RedisScript for Restore<'_> {
                     call.arg(f.ticket.as_str())
                         .arg(f.user_id)
                         .arg(f.reason.as_str())
-                        .arg("");
+                        .arg("")
+                        .arg(f.quantity);
                 }
             }
         }
@@ -112,13 +118,16 @@ impl RedisScript for Restore<'_> {
 pub struct Rebuild {
     pub mysql_stock: i64,
     pub initial: i64,
-    /// Orders holding a unit: confirmed or paid.
+    /// Units of the orders confirmed or paid.
     pub sold: i64,
+    /// Units paid, cancelled, and of the failed tickets.
     pub paid: i64,
     pub cancelled: i64,
     pub failed: i64,
     pub starts_at_ms: Option<i64>,
     pub ends_at_ms: Option<i64>,
+    /// The most units one buyer may take.
+    pub max_per_buyer: u16,
 }
 
 /// `rebuild.lua`: reconcile's last step for one bucket, its counters and stock from MySQL.
@@ -162,7 +171,8 @@ impl RedisScript for RebuildBucket<'_> {
             .arg(self.now_ms)
             .arg(m.paid)
             .arg(m.cancelled)
-            .arg(self.buckets);
+            .arg(self.buckets)
+            .arg(m.max_per_buyer.max(1));
     }
 
     fn reply(value: Value) -> anyhow::Result<i64> {

@@ -25,6 +25,7 @@ pub async fn settle_stuck(
     db: &MySqlPool,
     ticket: &Ticket,
     user: u64,
+    quantity: u16,
 ) -> anyhow::Result<Stuck> {
     let mut tx = db.begin().await.context("starting a transaction")?;
     sqlx::query("SELECT id FROM products WHERE id = ? FOR UPDATE")
@@ -61,11 +62,12 @@ pub async fn settle_stuck(
         Some(r) => FailureReason::parse(&r)
             .with_context(|| format!("unknown failure reason {r:?} in MySQL"))?,
         None => {
-            sqlx::query("INSERT INTO failed_tickets (ticket, product_id, user_id, reason) VALUES (?, ?, ?, ?)")
+            sqlx::query("INSERT INTO failed_tickets (ticket, product_id, user_id, reason, quantity) VALUES (?, ?, ?, ?, ?)")
                 .bind(ticket.as_str())
                 .bind(ticket.product().as_i64())
                 .bind(user as i64)
                 .bind(FailureReason::Lost.as_str())
+                .bind(quantity)
                 .execute(&mut *tx)
                 .await
                 .context("recording a lost ticket")?;

@@ -193,8 +193,9 @@ pub async fn sweep(
             match decide(&record, location, now, rules, committed) {
                 SweepAction::Leave => {}
                 SweepAction::Expire => {
-                    if expire(store, db, &ticket, record.user_id, cutoff).await? == Some(true) {
-                        *report.given_back.entry(product).or_default() += 1;
+                    let (user, quantity) = (record.user_id, record.quantity);
+                    if expire(store, db, &ticket, user, quantity, cutoff).await? == Some(true) {
+                        *report.given_back.entry(product).or_default() += u64::from(quantity);
                     }
                 }
                 SweepAction::Complete => {
@@ -243,10 +244,11 @@ pub async fn sweep(
 /// The order of an unsettled ticket, as its reservation recorded it: what the sweeper
 /// writes when it completes the ticket ([`SweepAction::Complete`]).
 pub fn from_reservation(ticket: &Ticket, record: &TicketRecord) -> anyhow::Result<OrderMessage> {
-    Ok(OrderMessage::new(
+    Ok(OrderMessage::of(
         ticket.clone(),
         UserId::new(record.user_id).context("a reservation's user")?,
         record.created_at_ms,
+        record.quantity,
     ))
 }
 
@@ -260,13 +262,14 @@ pub async fn expire(
     db: &MySqlPool,
     ticket: &Ticket,
     user: u64,
+    quantity: u16,
     cutoff_ms: i64,
 ) -> anyhow::Result<Option<bool>> {
     let expired = store
         .expire_pending(ticket, FailureReason::Expired, cutoff_ms)
         .await?;
     if expired.is_some() {
-        record_expired(store, db, ticket, user).await?;
+        record_expired(store, db, ticket, user, quantity).await?;
         tracing::warn!(%ticket, "stale reservation expired: its order never reached Kafka");
     }
     Ok(expired)
@@ -313,9 +316,10 @@ async fn record_expired(
     db: &MySqlPool,
     ticket: &Ticket,
     user: u64,
+    quantity: u16,
 ) -> anyhow::Result<()> {
     if let db::Recorded::Failed(reason) =
-        db::record_failure(db, ticket, user, FailureReason::Expired).await?
+        db::record_failure(db, ticket, user, quantity, FailureReason::Expired).await?
     {
         if reason != FailureReason::Expired && store.follow_failure(ticket, reason).await? {
             tracing::warn!(%ticket, %reason, "expired ticket takes MySQL's earlier reason");

@@ -280,6 +280,7 @@ mod tests {
                     rate,
                     burst,
                 }),
+                quantity: 1,
             },
             reply: oneshot::channel().0,
         }

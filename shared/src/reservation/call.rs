@@ -6,7 +6,7 @@ use crate::domain::{Ticket, UserId};
 /// that ask for another step are `ReserveStep`'s).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reservation {
-    /// `{1}`: a unit is the buyer's, the ticket `pending`.
+    /// `{1}`: the units asked for are the buyer's, the ticket `pending`.
     Reserved,
     /// `{2, ticket}`: the user already holds this live ticket.
     AlreadyHolds(Ticket),
@@ -25,6 +25,11 @@ pub enum Reservation {
     /// `{11, ms}`: the buyer's per-user limit, taken in the same call ([`UserLimit`]): no
     /// token; the next comes after this many ms.
     RateLimited { retry_after_ms: u64 },
+    /// `{12, max}`: more units asked for than the product's `max_per_buyer`.
+    OverLimit { max_per_buyer: u16 },
+    /// `{13, left}`: fewer units left than asked for (none taken); for a product in buckets,
+    /// the units all the buckets could gather.
+    NotEnough { left: u64 },
 }
 
 /// The buyer's per-user limit, taken inside the reservation script when Redis is one server
@@ -57,6 +62,8 @@ pub(crate) struct ReserveCall {
     pub admission_verified: bool,
     pub buckets: u16,
     pub limit: Option<UserLimit>,
+    /// Units asked for.
+    pub quantity: u16,
 }
 
 /// One buyer's reply from `reserve.lua` (`{0, error}`, its step failed, is an error).

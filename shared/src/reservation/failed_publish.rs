@@ -103,6 +103,7 @@ pub async fn decide(
         db,
         ticket,
         order.user_id.get(),
+        order.quantity,
         FailureReason::KafkaUnavailable,
     )
     .await;

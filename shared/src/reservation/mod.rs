@@ -14,36 +14,12 @@ pub use lanes::BatchObserver;
 
 use crate::domain::{FailureReason, Ticket, UserId};
 use crate::store::TicketStore;
-use call::{ReserveCall, ReserveStep};
 use scripts::{Release, Released};
 
 /// The per-user token bucket, a Lua function prepended to the scripts that take a token.
 pub const TOKEN_BUCKET_LUA: &str = include_str!("token_bucket.lua");
 
 impl TicketStore {
-    /// Runs the reservation script once, in `ticket`'s bucket (batched with other buyers of
-    /// that bucket, `batch.rs`), assuming the product has `buckets` buckets. See
-    /// [`Self::reserve`].
-    async fn reserve_step(
-        &self,
-        ticket: &Ticket,
-        user: UserId,
-        now_ms: i64,
-        admission_verified: bool,
-        buckets: u16,
-        limit: Option<&UserLimit>,
-    ) -> anyhow::Result<ReserveStep> {
-        self.reserve_batched(ReserveCall {
-            ticket: ticket.clone(),
-            user,
-            now_ms,
-            admission_verified,
-            buckets,
-            limit: limit.cloned(),
-        })
-        .await
-    }
-
     /// Gives back a reservation that never reached Kafka and marks its ticket failed with
     /// `reason`; a waiting-room buyer is admitted again for `admission_ttl_ms` (the buy did
     /// not happen). `true` when it was released (with its unit, or without one while the

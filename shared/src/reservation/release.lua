@@ -16,7 +16,8 @@
 -- is rebuilt) and nothing changes.
 -- KEYS: 1 stock, 2 meta, 3 buyers, 4 pending, 5 ticket record, 6 admitted, 7 done (waiting room)
 -- ARGV: 1 user id, 2 ticket, 3 reason, 4 record ttl (s), 5 now (ms), 6 admission ttl (ms)
--- Returns 1 when released with its unit, 2 when released without it (product not loaded),
+-- An order of several units (`qty`) gives all of them back; `failed` counts units.
+-- Returns 1 when released with its units, 2 when released without them (product not loaded),
 -- 0 when the ticket had already moved on (or a buy again located it).
 if redis.call('HGET', KEYS[5], 'status') ~= 'pending' then return 0 end
 -- Located on the record (locate_held.lua): a buy again published it and answered 200 while
@@ -35,11 +36,14 @@ if redis.call('HGET', KEYS[3], ARGV[1]) == ARGV[2] then
     redis.call('ZADD', KEYS[6], tonumber(ARGV[5]) + tonumber(ARGV[6]), ARGV[1])
   end
 end
-redis.call('ZREM', KEYS[4], ARGV[2])
+local q = tonumber(redis.call('HGET', KEYS[5], 'qty') or '1')
+if redis.call('ZREM', KEYS[4], ARGV[2]) == 1 and q > 1 then
+  redis.call('HINCRBY', KEYS[2], 'pending_extra', 1 - q)
+end
 redis.call('HSET', KEYS[5], 'status', 'failed', 'reason', ARGV[3])
 notify(KEYS[5])
 redis.call('EXPIRE', KEYS[5], ARGV[4])
-redis.call('HINCRBY', KEYS[2], 'failed', 1)
+redis.call('HINCRBY', KEYS[2], 'failed', q)
 if redis.call('EXISTS', KEYS[1]) == 0 then return 2 end
-redis.call('INCR', KEYS[1])
+redis.call('INCRBY', KEYS[1], q)
 return 1

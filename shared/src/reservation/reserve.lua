@@ -1,5 +1,5 @@
--- Reserve one unit of a product for each of several buyers of one stock bucket, atomically
--- and in order (the gateway sends the buys that arrive together in one call: `batch.rs`).
+-- Reserve an order of one or more units (all of them or none) of a product for each of several
+-- buyers of one stock bucket, atomically and in order (the gateway sends the buys that arrive together in one call: `batch.rs`).
 -- The product's stock, meta and the Redis time are read once per call, the buyers hash and
 -- the buyers' rate-limit buckets once per call too (HMGET, MGET), and the stock, buyers and
 -- pending set written once at its end; each buyer then costs its ticket record (HSET) and,
@@ -28,10 +28,13 @@
 --       flags include 2
 -- ARGV: 1 ticket ttl (s, for a `borrowing` record), 2 the located entry of earlier orders
 --       ('' for none), 3 the limit's rate and 4 its burst ('' when no buyer of the call takes
---       a token: every buyer of a call has its gateway's limit), then 5 per buyer: user id,
+--       a token: every buyer of a call has its gateway's limit), then 6 per buyer: user id,
 --       ticket, now (ms), flags (the sum of 1: the gateway verified the buyer's admission
 --       token, and 2: the buyer takes a token, its bucket's key following its record's), how
---       many buckets the caller assumed
+--       many buckets the caller assumed, and the units asked for (q)
+-- An order of q > 1 units has `qty` on its record, and adds q - 1 to the meta's
+-- `pending_extra`: the units in flight are the pending set's size plus that (every script that
+-- takes a ticket out of the pending set takes its q - 1 off too).
 -- Returns one reply per buyer, in order, {code} or {code, value}:
 --   1 reserved, {2, ticket} the user already holds this live ticket, 3 sold out,
 --   4 unknown product, 5 sale not started, 6 sale ended,
@@ -40,13 +43,16 @@
 --   9 this bucket is empty: the buyer's place is held (`borrowing`), borrow a unit elsewhere,
 --   {10, buckets} the product has that many buckets, not the number assumed: ask again,
 --   {11, ms} the buyer's rate limit: no token, the next comes in that many ms,
+--   {12, max} more units asked for than the product's `max_per_buyer` (max),
+--   {13, left} fewer units left than asked for, but some (a product in one bucket; in
+--   buckets, the order borrows instead: 9),
 --   {0, error} this buyer's step failed
 -- A waiting-room product is only bought by an admitted buyer, checked here before the stock
 -- is touched. Buying ends the admission; and since admitted-not-bought must stay within
--- ceil(factor × units left), the latest admissions go back to the head of the queue when the
--- units left shrink below that.
+-- ceil(factor × units left / max_per_buyer) (each admission may take max_per_buyer units), the
+-- latest admissions go back to the head of the queue when the units left shrink below that.
 local left = tonumber(redis.call('GET', KEYS[1]))
-local meta = redis.call('HMGET', KEYS[2], 'starts_at', 'ends_at', 'wr_rate', 'wr_factor', 'buckets', 'run_id')
+local meta = redis.call('HMGET', KEYS[2], 'starts_at', 'ends_at', 'wr_rate', 'wr_factor', 'buckets', 'run_id', 'max_per_buyer')
 -- A state another run of this server wrote may be old (a restart from a snapshot, a failover
 -- to a lagging replica: see epoch.lua). No unit is sold from it: its stock is dropped, so the
 -- product counts as lost (4: the gateway answers `503` and rebuilds it from MySQL).
@@ -56,11 +62,13 @@ if left and meta[6] and meta[6] ~= string.match(redis.call('INFO', 'server'), 'r
   left = nil
 end
 local buckets = meta[5] or '1'
+local most = tonumber(meta[7] or '1')
 local clock, clock_s
-local taken = 0
+-- Units taken by this call, and the units beyond one per order (`pending_extra`).
+local taken, extra = 0, 0
 -- Written at the end: user -> ticket (also what this call already gave each user), the
--- pending set's score/member pairs, and the new pending records (key, user, reserved at: three
--- entries each).
+-- pending set's score/member pairs, and the new pending records (key, user, reserved at, units:
+-- four entries each).
 local held, pending, records = {}, {}, {}
 
 -- Read once for all buyers: their tickets (HMGET) and rate-limit buckets (MGET); a bucket
@@ -108,7 +116,7 @@ end
 -- A reservation's reply: one table for every buyer reserved (the reply is only read).
 local RESERVED = {1}
 
-local function reserve(record, limiter, user, ticket, now_s, admitted, assumed, i)
+local function reserve(record, limiter, user, ticket, now_s, admitted, assumed, q_s, i)
   if limiter then
     local wait = take(limiter)
     if wait > 0 then return {11, wait} end
@@ -117,6 +125,8 @@ local function reserve(record, limiter, user, ticket, now_s, admitted, assumed, 
   if buckets ~= assumed then return {10, buckets} end
   local h = held[user] or found.tickets[i]
   if h then return {2, h} end
+  local q = tonumber(q_s) or 1
+  if q > most then return {12, most} end
   local now = tonumber(now_s)
   if meta[1] and now < tonumber(meta[1]) then return {5} end
   if meta[2] and now >= tonumber(meta[2]) then return {6} end
@@ -125,16 +135,20 @@ local function reserve(record, limiter, user, ticket, now_s, admitted, assumed, 
     local until_ms = redis.call('ZSCORE', KEYS[5], user)
     if (not until_ms) or tonumber(until_ms) <= now then return {8} end
   end
-  if left <= 0 then
-    if buckets == '1' then return {3} end
+  if left < q then
+    if buckets == '1' then
+      if left <= 0 then return {3} end
+      return {13, left}
+    end
     redis.call('HSET', record, 'status', 'borrowing', 'user_id', user, 'created_at', now_s)
+    if q > 1 then redis.call('HSET', record, 'qty', q_s) end
     redis.call('EXPIRE', record, ARGV[1])
     redis.call('ZADD', KEYS[8], now_s, ticket)
     held[user] = ticket
     return {9}
   end
   -- Computed before any write, so that a damaged factor fails this buyer with nothing written.
-  local cap = meta[3] and math.ceil(tonumber(meta[4]) * math.max(left - 1, 0))
+  local cap = meta[3] and math.ceil(tonumber(meta[4]) * math.max(left - q, 0) / most)
   if meta[3] then
     redis.call('ZREM', KEYS[5], user)
     redis.call('HSET', KEYS[6], user, 'bought')
@@ -149,12 +163,13 @@ local function reserve(record, limiter, user, ticket, now_s, admitted, assumed, 
       redis.call('HINCRBY', KEYS[2], 'wr_returned', 1)
     end
   end
-  left = left - 1
-  taken = taken + 1
+  left = left - q
+  taken = taken + q
+  extra = extra + q - 1
   pending[#pending + 1] = now_s
   pending[#pending + 1] = ticket
   local r = #records
-  records[r + 1], records[r + 2], records[r + 3] = record, user, now_s
+  records[r + 1], records[r + 2], records[r + 3], records[r + 4] = record, user, now_s, q
   held[user] = ticket
   return RESERVED
 end
@@ -167,7 +182,7 @@ if ARGV[2] ~= '' then redis.call('RPUSH', KEYS[9], ARGV[2]) end
 -- and buckets.
 local recs, flags, users, limiters = {}, {}, {}, {}
 local k = 10
-for i = 5, #ARGV, 5 do
+for i = 5, #ARGV, 6 do
   local n = #recs + 1
   local f = tonumber(ARGV[i + 3]) or 0
   recs[n], flags[n], users[n] = k, f, ARGV[i]
@@ -187,10 +202,10 @@ end
 
 local out = {}
 for n = 1, #recs do
-  local i, f = 5 * n, flags[n]
+  local i, f = 6 * n - 1, flags[n]
   local limiter = f >= 2 and KEYS[recs[n] + 1] or nil
   local ok, reply = pcall(reserve, KEYS[recs[n]], limiter, ARGV[i], ARGV[i + 1], ARGV[i + 2],
-    f % 2 == 1, ARGV[i + 4], n)
+    f % 2 == 1, ARGV[i + 4], ARGV[i + 5], n)
   if not ok then
     if type(reply) == 'table' then reply = reply.err end
     reply = {0, tostring(reply)}
@@ -199,6 +214,7 @@ for n = 1, #recs do
 end
 -- The stock first, as the one-buyer script did: if it cannot be taken, nothing else is written.
 if taken > 0 then redis.call('DECRBY', KEYS[1], taken) end
+if extra > 0 then redis.call('HINCRBY', KEYS[2], 'pending_extra', extra) end
 local buyers = {}
 for user, ticket in pairs(held) do
   buyers[#buyers + 1] = user
@@ -206,8 +222,13 @@ for user, ticket in pairs(held) do
 end
 if #buyers > 0 then redis.call('HSET', KEYS[3], unpack(buyers)) end
 if #pending > 0 then redis.call('ZADD', KEYS[4], unpack(pending)) end
-for r = 1, #records, 3 do
-  redis.call('HSET', records[r], 'status', 'pending', 'user_id', records[r + 1], 'created_at',
-    records[r + 2])
+for r = 1, #records, 4 do
+  if records[r + 3] > 1 then
+    redis.call('HSET', records[r], 'status', 'pending', 'user_id', records[r + 1], 'created_at',
+      records[r + 2], 'qty', records[r + 3])
+  else
+    redis.call('HSET', records[r], 'status', 'pending', 'user_id', records[r + 1], 'created_at',
+      records[r + 2])
+  end
 end
 return out

@@ -66,7 +66,8 @@ impl RedisScript for Reserve<'_> {
                 .arg(c.ticket.as_str())
                 .arg(c.now_ms)
                 .arg(flags)
-                .arg(c.buckets);
+                .arg(c.buckets)
+                .arg(c.quantity);
             if let Some(l) = &c.limit {
                 call.key(&l.key);
             }
@@ -107,6 +108,12 @@ fn buyer_reply(v: &[Value]) -> Reply {
         }
         11 => Reservation::RateLimited {
             retry_after_ms: extra().parse().context("the wait in Redis")?,
+        },
+        12 => Reservation::OverLimit {
+            max_per_buyer: extra().parse().context("max_per_buyer in Redis")?,
+        },
+        13 => Reservation::NotEnough {
+            left: extra().parse().context("the units left in Redis")?,
         },
         other => anyhow::bail!("reservation script returned unknown code {other}"),
     };
@@ -164,21 +171,24 @@ impl RedisScript for Release<'_> {
     }
 }
 
-/// `borrow.lua`: one unit from a donor bucket for a ticket whose home bucket is empty.
+/// `borrow.lua`: up to `want` units from a donor bucket for a ticket whose home bucket has
+/// fewer than its order asks for.
 pub struct Borrow<'a> {
     /// The donor bucket's keys.
     pub keys: ProductKeys,
     pub ticket: &'a Ticket,
+    /// Units still missing.
+    pub want: u16,
 }
 
 /// What `borrow.lua` answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Borrowed {
-    /// `0`: this bucket has no unit for the ticket (empty, or the loan was voided).
+    /// `{0}`: this bucket has no unit for the ticket (empty, or the loan was voided).
     NoUnit,
-    /// `1`: the unit is the ticket's (taken now, or by an earlier try).
-    Lent,
-    /// `2`: the bucket is not loaded (lost, or being rebuilt): its units are unknown.
+    /// `{1, n}`: n units are the ticket's (taken now, or by an earlier try).
+    Lent(u16),
+    /// `{2}`: the bucket is not loaded (lost, or being rebuilt): its units are unknown.
     NotLoaded,
 }
 
@@ -193,14 +203,18 @@ impl RedisScript for Borrow<'_> {
 
     fn args(&self, call: &mut ScriptInvocation<'static>) {
         donor_args(&self.keys, self.ticket, call);
+        call.arg(self.want);
     }
 
     fn reply(value: Value) -> anyhow::Result<Borrowed> {
-        Ok(match script::int(value)? {
-            0 => Borrowed::NoUnit,
-            1 => Borrowed::Lent,
-            2 => Borrowed::NotLoaded,
-            other => anyhow::bail!("{other} is no reply of borrow.lua"),
+        let reply: Vec<i64> = script::parse(value)?;
+        Ok(match reply.as_slice() {
+            [0] => Borrowed::NoUnit,
+            [1, n] if (1..=i64::from(crate::MAX_PER_BUYER)).contains(n) => {
+                Borrowed::Lent(*n as u16)
+            }
+            [2] => Borrowed::NotLoaded,
+            other => anyhow::bail!("{other:?} is no reply of borrow.lua"),
         })
     }
 }
@@ -215,8 +229,8 @@ pub struct Void<'a> {
 
 impl RedisScript for Void<'_> {
     const NAME: &'static str = "void";
-    /// `true` (`1`) when a unit went back on sale, `false` (`0`) otherwise.
-    type Reply = bool;
+    /// How many units went back on sale.
+    type Reply = u64;
 
     fn script() -> &'static Script {
         static SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("void.lua")));
@@ -227,12 +241,13 @@ impl RedisScript for Void<'_> {
         donor_args(&self.keys, self.ticket, call);
     }
 
-    fn reply(value: Value) -> anyhow::Result<bool> {
-        script::changed(value)
+    fn reply(value: Value) -> anyhow::Result<u64> {
+        let n = script::int(value)?;
+        u64::try_from(n).with_context(|| format!("{n} is no reply of void.lua"))
     }
 }
 
-/// `borrow.lua` and `void.lua` take the same keys and argument.
+/// `borrow.lua` and `void.lua` take the same keys and first argument.
 fn donor_args(k: &ProductKeys, ticket: &Ticket, call: &mut ScriptInvocation<'static>) {
     call.key(k.stock())
         .key(k.meta())
@@ -248,10 +263,15 @@ pub enum BorrowEnd {
     Lent,
     /// `none`: no bucket had a unit: `borrowing` → `failed` (`out_of_stock`).
     None,
-    /// `voiding`: the sweeper takes the ticket over: `borrowing` → `voiding`.
+    /// `voiding`: the sweeper (or the gateway, for an order the buckets could not fill)
+    /// takes the ticket over: `borrowing` → `voiding`.
     Voiding,
     /// `void`: its donors are voided: `voiding` → `failed` (`expired`).
     Void,
+    /// `void`, by the gateway: the buckets together had fewer units than the order asks for,
+    /// and those it borrowed went back: `voiding` → `failed` (`out_of_stock`).
+    #[strum(serialize = "void")]
+    Short,
 }
 
 /// `settle_borrow.lua`: the end of a borrow, in the buyer's home bucket.
@@ -284,6 +304,11 @@ impl RedisScript for SettleBorrow<'_> {
             .key(k.ticket(self.ticket))
             .arg(self.ticket.as_str())
             .arg(mode);
+        match self.end {
+            BorrowEnd::Void => call.arg(FailureReason::Expired.as_str()),
+            BorrowEnd::Short => call.arg(FailureReason::OutOfStock.as_str()),
+            _ => call,
+        };
     }
 
     fn reply(value: Value) -> anyhow::Result<bool> {
@@ -307,6 +332,10 @@ mod tests {
     #[test]
     fn every_reservation_code_is_named_and_others_refused() {
         let done = |code| match reply(code, None).unwrap() {
+            ReserveStep::Done(r) => r,
+            _ => panic!("{code} is a decision"),
+        };
+        let done_with = |code, extra| match reply(code, Some(extra)).unwrap() {
             ReserveStep::Done(r) => r,
             _ => panic!("{code} is a decision"),
         };
@@ -335,6 +364,13 @@ mod tests {
         ));
         assert!(reply(0, Some("boom")).is_err());
         assert!(reply(12, None).is_err());
+        assert!(reply(13, None).is_err());
+        assert_eq!(
+            done_with(12, "4"),
+            Reservation::OverLimit { max_per_buyer: 4 }
+        );
+        assert_eq!(done_with(13, "3"), Reservation::NotEnough { left: 3 });
+        assert!(reply(14, None).is_err());
         assert!(reply(2, Some("not a ticket")).is_err());
         assert!(reply(10, None).is_err());
     }
@@ -342,6 +378,6 @@ mod tests {
     #[test]
     fn borrow_ends_are_the_scripts_words() {
         let words: Vec<&str> = BorrowEnd::VARIANTS.iter().map(|&e| e.into()).collect();
-        assert_eq!(words, ["lent", "none", "voiding", "void"]);
+        assert_eq!(words, ["lent", "none", "voiding", "void", "void"]);
     }
 }

@@ -15,8 +15,11 @@ use std::time::Duration;
 pub struct ProductCounts {
     pub stock: Option<i64>,
     pub initial: Option<i64>,
+    /// Units reserved and not settled yet (of the `pending_orders`).
     pub pending: i64,
-    /// Units sold: confirmed, paid or not yet.
+    /// Tickets reserved and not settled yet.
+    pub pending_orders: i64,
+    /// Units sold: confirmed, paid or not yet. Every counter counts units.
     pub confirmed: i64,
     pub paid: i64,
     pub cancelled: i64,
@@ -39,7 +42,11 @@ pub struct BucketCounts {
     pub stock: Option<i64>,
     /// The bucket's share of the stock when loaded or rebuilt.
     pub initial: Option<i64>,
+    /// Units in flight: the pending tickets' and, beyond one each, the meta's
+    /// `pending_extra`.
     pub pending: i64,
+    /// Tickets in flight.
+    pub pending_orders: i64,
     pub confirmed: i64,
     pub paid: i64,
     pub cancelled: i64,
@@ -74,6 +81,7 @@ impl TicketStore {
         starts_at_ms: Option<i64>,
         ends_at_ms: Option<i64>,
         buckets: u16,
+        max_per_buyer: u16,
     ) -> anyhow::Result<i64> {
         let buckets = buckets.max(1);
         self.learn_buckets(product, buckets);
@@ -87,6 +95,7 @@ impl TicketStore {
                     ends_at_ms,
                     now_ms: crate::now_ms(),
                     buckets,
+                    max_per_buyer,
                 })
                 .await?;
         }
@@ -139,6 +148,7 @@ impl TicketStore {
             stock: each.iter().map(|b| b.stock).sum::<Option<i64>>(),
             initial: each.iter().map(|b| b.initial).sum::<Option<i64>>(),
             pending: sum(|b| b.pending),
+            pending_orders: sum(|b| b.pending_orders),
             confirmed: sum(|b| b.confirmed),
             paid: sum(|b| b.paid),
             cancelled: sum(|b| b.cancelled),
@@ -185,7 +195,8 @@ impl TicketStore {
             bucket,
             stock,
             initial: int("initial")?,
-            pending,
+            pending: pending + int("pending_extra")?.unwrap_or(0),
+            pending_orders: pending,
             confirmed: int("confirmed")?.unwrap_or(0),
             paid: int("paid")?.unwrap_or(0),
             cancelled: int("cancelled")?.unwrap_or(0),

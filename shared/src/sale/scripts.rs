@@ -17,6 +17,8 @@ pub struct Preload {
     pub now_ms: i64,
     /// How many buckets the product has.
     pub buckets: u16,
+    /// The most units one buyer may take.
+    pub max_per_buyer: u16,
 }
 
 impl RedisScript for Preload {
@@ -39,7 +41,8 @@ impl RedisScript for Preload {
             .arg(script::opt_ms(self.starts_at_ms))
             .arg(script::opt_ms(self.ends_at_ms))
             .arg(self.now_ms)
-            .arg(self.buckets);
+            .arg(self.buckets)
+            .arg(self.max_per_buyer.max(1));
     }
 
     fn reply(value: Value) -> anyhow::Result<i64> {

@@ -20,7 +20,10 @@
 -- The failed record expires ARGV[5] seconds later (a pending record has no expiry of its own).
 -- KEYS: 1 stock, 2 meta, 3 buyers, 4 pending, 5 ticket record
 -- ARGV: 1 ticket, 2 reason, 3 mode, 4 reserved-before cutoff (ms), 5 record ttl (s)
--- Returns 1 when compensated and the unit went back, 2 when compensated without giving a
+-- An order of several units (`qty`) gives all of them back (and takes them off the meta's
+-- `pending_extra` and onto `failed`, which counts units); 'heal' on a stock below zero gives
+-- back as many as bring it to zero, at most the order's.
+-- Returns 1 when compensated and its units went back, 2 when compensated without giving a
 -- unit back, 0 when the ticket had already settled, is claimed or is gone.
 local status = redis.call('HGET', KEYS[5], 'status')
 if ARGV[3] == 'pending_only' then
@@ -41,12 +44,16 @@ elseif status ~= 'pending' and status ~= 'processing' then
 end
 local user = redis.call('HGET', KEYS[5], 'user_id')
 if user and redis.call('HGET', KEYS[3], user) == ARGV[1] then redis.call('HDEL', KEYS[3], user) end
-redis.call('ZREM', KEYS[4], ARGV[1])
+local q = tonumber(redis.call('HGET', KEYS[5], 'qty') or '1')
+if redis.call('ZREM', KEYS[4], ARGV[1]) == 1 and q > 1 then
+  redis.call('HINCRBY', KEYS[2], 'pending_extra', 1 - q)
+end
 redis.call('HSET', KEYS[5], 'status', 'failed', 'reason', ARGV[2])
 notify(KEYS[5])
 redis.call('EXPIRE', KEYS[5], ARGV[5])
-redis.call('HINCRBY', KEYS[2], 'failed', 1)
+redis.call('HINCRBY', KEYS[2], 'failed', q)
 local left = tonumber(redis.call('GET', KEYS[1]))
 if not left or (ARGV[3] == 'heal' and left >= 0) then return 2 end
-redis.call('INCR', KEYS[1])
+if ARGV[3] == 'heal' then q = math.min(q, -left) end
+redis.call('INCRBY', KEYS[1], q)
 return 1

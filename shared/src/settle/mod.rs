@@ -204,16 +204,22 @@ impl Settler {
                     ..
                 } => {
                     self.store
-                        .paid(&m.ticket, *order_id, m.user_id.get(), crate::now_ms())
+                        .paid(
+                            &m.ticket,
+                            *order_id,
+                            m.user_id.get(),
+                            m.quantity,
+                            crate::now_ms(),
+                        )
                         .await?;
                 }
                 Outcome::Cancelled { order_id, reason }
                     if self
                         .store
-                        .cancel(&m.ticket, *order_id, *reason, crate::now_ms())
+                        .cancel(&m.ticket, *order_id, m.quantity, *reason, crate::now_ms())
                         .await? =>
                 {
-                    *report.given_back.entry(m.product_id).or_default() += 1;
+                    *report.given_back.entry(m.product_id).or_default() += u64::from(m.quantity);
                 }
                 _ => {}
             }
@@ -235,7 +241,7 @@ impl Settler {
                 .compensate_with(&m.ticket, *reason, give_back)
                 .await?
             {
-                *report.given_back.entry(m.product_id).or_default() += 1;
+                *report.given_back.entry(m.product_id).or_default() += u64::from(m.quantity);
             }
         }
         report.outcomes.extend(

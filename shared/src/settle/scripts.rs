@@ -69,7 +69,8 @@ impl RedisScript for Claim<'_> {
             call.key(k.ticket(&m.ticket));
             call.arg(m.ticket.as_str())
                 .arg(m.user_id.get())
-                .arg(m.reserved_at_ms);
+                .arg(m.reserved_at_ms)
+                .arg(m.quantity);
         }
         call.arg(self.ticket_ttl_secs);
     }

@@ -177,7 +177,8 @@ impl Settler {
                     Some(FailureReason::UnknownProduct)
                 } else if holders.contains(&key) {
                     Some(FailureReason::DuplicateUser)
-                } else if stock[&key.0] <= 0 {
+                } else if stock[&key.0] < i64::from(m.quantity) {
+                    // All of the order's units, or none.
                     Some(FailureReason::OutOfStock)
                 } else {
                     None
@@ -188,8 +189,9 @@ impl Settler {
                         fail(r)
                     }
                     None => {
-                        *stock.get_mut(&key.0).expect("checked above") -= 1;
-                        *sold.entry(key.0).or_default() += 1;
+                        let q = i64::from(m.quantity);
+                        *stock.get_mut(&key.0).expect("checked above") -= q;
+                        *sold.entry(key.0).or_default() += q;
                         holders.insert(key);
                         accepted.push(m);
                         None // filled in after the insert
@@ -203,7 +205,7 @@ impl Settler {
         if !accepted.is_empty() {
             for chunk in pow2_chunks(&accepted) {
                 let mut q = QueryBuilder::<MySql>::new(
-                    "INSERT INTO orders (ticket, product_id, user_id, reserved_at_ms, pay_by_ms, traceparent) ",
+                    "INSERT INTO orders (ticket, product_id, user_id, reserved_at_ms, pay_by_ms, traceparent, quantity) ",
                 );
                 q.push_values(chunk, |mut b, m| {
                     b.push_bind(m.ticket.as_str())
@@ -211,7 +213,8 @@ impl Settler {
                         .push_bind(m.user_id.as_i64())
                         .push_bind(m.reserved_at_ms)
                         .push_bind(pay_by(m.product_id.as_i64()))
-                        .push_bind(m.traceparent.as_deref());
+                        .push_bind(m.traceparent.as_deref())
+                        .push_bind(m.quantity);
                 });
                 let res = q
                     .build()
@@ -250,13 +253,14 @@ impl Settler {
         }
         for chunk in pow2_chunks(&failures) {
             let mut q = QueryBuilder::<MySql>::new(
-                "INSERT IGNORE INTO failed_tickets (ticket, product_id, user_id, reason) ",
+                "INSERT IGNORE INTO failed_tickets (ticket, product_id, user_id, reason, quantity) ",
             );
             q.push_values(chunk, |mut b, (m, reason)| {
                 b.push_bind(m.ticket.as_str())
                     .push_bind(m.product_id.as_i64())
                     .push_bind(m.user_id.as_i64())
-                    .push_bind(reason.as_str());
+                    .push_bind(reason.as_str())
+                    .push_bind(m.quantity);
             });
             q.build()
                 .execute(&mut *tx)

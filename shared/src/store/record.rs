@@ -71,6 +71,9 @@ pub struct TicketRecord {
     pub state: RecordStatus,
     pub status: TicketStatus,
     pub user_id: u64,
+    /// Units the order holds: the record's `qty`, 1 when it has none (every order of one
+    /// unit, and every record written before quantities).
+    pub quantity: u16,
     pub order_id: Option<u64>,
     pub reason: Option<String>,
     pub created_at_ms: i64,
@@ -99,6 +102,7 @@ impl TicketRecord {
             state,
             status: state.public(),
             user_id: num("user_id").unwrap_or_default() as u64,
+            quantity: num("qty").map_or(1, |q| q.clamp(1, i64::from(crate::MAX_PER_BUYER)) as u16),
             order_id: num("order_id").map(|v| v as u64),
             reason: h.get("reason").cloned(),
             created_at_ms: num("created_at").unwrap_or_default(),

@@ -7,7 +7,9 @@
 -- early joiner, first come first served. The queue is sorted by score.
 -- Admission, after the start: `admit_per_sec` places a second (credit accrues with time, at
 -- most one second's worth banked), the lowest scores first, while admitted-not-bought stays
--- within ceil(factor × units left). An admission lasts ARGV[6] ms; one that lapses is
+-- within ceil(factor × units left / max_per_buyer): an admission allows one order of up to
+-- max_per_buyer units. The units in flight are the pending set's size and the meta's
+-- `pending_extra`. An admission lasts ARGV[6] ms; one that lapses is
 -- `expired` (the place is given up). reserve.lua ends an admission when its buyer buys.
 --
 -- KEYS: 1 stock, 2 meta, 3 pending, 4 queue (zset user -> score), 5 admitted (zset user ->
@@ -49,7 +51,12 @@ if not stock then return {'unknown_product'} end
 stock = tonumber(stock)
 local m = redis.call('HMGET', KEYS[2], 'wr_rate', 'wr_factor', 'wr_opens', 'starts_at', 'wr_credit', 'wr_last',
   'wr_obs_t', 'wr_obs_a', 'wr_obs', 'wr_admitted', 'wr_returned', 'ends_at',
-  'wr_pow_min', 'wr_pow_max', 'wr_pow_target', 'wr_jw', 'wr_jc', 'wr_jp')
+  'wr_pow_min', 'wr_pow_max', 'wr_pow_target', 'wr_jw', 'wr_jc', 'wr_jp', 'max_per_buyer',
+  'pending_extra')
+local most = tonumber(m[19] or '1')
+local function units_in_flight()
+  return redis.call('ZCARD', KEYS[3]) + tonumber(m[20] or '0')
+end
 if not m[1] then return {'no_waiting_room'} end
 local rate, factor, opens = tonumber(m[1]), tonumber(m[2]), tonumber(m[3] or '0')
 local starts = tonumber(m[4] or m[3] or '0')
@@ -99,7 +106,7 @@ if now >= starts and not ended then
   local credit = tonumber(m[5] or '0') + (now - last) * rate / 1000
   local bank = math.max(rate, 1)
   if credit > bank then credit = bank end
-  local room = math.ceil(factor * math.max(stock, 0)) - redis.call('ZCARD', KEYS[5])
+  local room = math.ceil(factor * math.max(stock, 0) / most) - redis.call('ZCARD', KEYS[5])
   local n = math.min(math.floor(credit), room)
   local total = tonumber(m[10] or '0')
   if n > 0 then
@@ -124,7 +131,7 @@ local sold_out = 0
 if stock <= 0 and redis.call('ZCARD', KEYS[3]) == 0 then sold_out = 1 end
 if ARGV[3] == 'tick' then
   return {'tick', m[10] or '0', sold_out, tostring(rate), tostring(starts), m[9] or '',
-    stock, redis.call('ZCARD', KEYS[3]), redis.call('ZCARD', KEYS[5]), m[11] or '0', ended and 1 or 0}
+    stock, units_in_flight(), redis.call('ZCARD', KEYS[5]), m[11] or '0', ended and 1 or 0}
 end
 
 local id = redis.call('HGET', KEYS[7], user)
@@ -139,7 +146,7 @@ if not rank then return {'none'} end
 local unlikely = 0
 if now < starts then
   rank = -1
-elseif rank + 1 + redis.call('ZCARD', KEYS[5]) > math.max(stock, 0) + redis.call('ZCARD', KEYS[3]) then
+elseif rank + 1 + redis.call('ZCARD', KEYS[5]) > math.max(stock, 0) + units_in_flight() then
   unlikely = 1
 end
 return {'waiting', id, rank, sold_out, tostring(rate), tostring(starts), m[9] or '', unlikely,

@@ -30,6 +30,7 @@ fn selling_out() -> Bounds {
     Bounds {
         units: 2,
         owners: vec![0, 1, 2],
+        quantities: vec![],
         workers: 1,
         sweepers: 1,
         may_crash: vec![Actor::Gateway, Actor::Worker],
@@ -50,6 +51,7 @@ fn concurrent_settles() -> Bounds {
     Bounds {
         units: 2,
         owners: vec![0, 1],
+        quantities: vec![],
         workers: 2,
         sweepers: 2,
         may_crash: vec![Actor::Worker, Actor::Sweeper],
@@ -69,8 +71,9 @@ fn concurrent_settles() -> Bounds {
 /// the expiry, a cancel, and two pay requests.
 fn after_the_sale() -> Bounds {
     Bounds {
-        units: 1,
+        units: 2,
         owners: vec![0],
+        quantities: vec![2],
         workers: 1,
         sweepers: 1,
         may_crash: CRASHING.to_vec(),
@@ -89,8 +92,9 @@ fn after_the_sale() -> Bounds {
 /// One ticket, 2 workers and 2 sweepers racing the expiry and a cancel.
 fn cancels_racing_settles() -> Bounds {
     Bounds {
-        units: 1,
+        units: 2,
         owners: vec![0],
+        quantities: vec![2],
         workers: 2,
         sweepers: 2,
         may_crash: CRASHING.to_vec(),
@@ -111,6 +115,7 @@ fn buying_again() -> Bounds {
     Bounds {
         units: 1,
         owners: vec![0, 0],
+        quantities: vec![],
         workers: 1,
         sweepers: 1,
         may_crash: vec![Actor::Worker, Actor::Buyer],
@@ -132,6 +137,7 @@ fn buying_again_after_a_crash() -> Bounds {
     Bounds {
         units: 1,
         owners: vec![0, 1],
+        quantities: vec![],
         workers: 1,
         sweepers: 1,
         may_crash: vec![Actor::Gateway],
@@ -165,6 +171,7 @@ fn redis_faults_in_the_sale(losses: u8, rollbacks: u8) -> Bounds {
     Bounds {
         units: 1,
         owners: vec![0, 1],
+        quantities: vec![],
         workers: 1,
         sweepers: 1,
         may_crash: vec![Actor::Gateway, Actor::Reconcile],
@@ -194,8 +201,9 @@ fn kafka_failing_with_redis_faults(losses: u8, rollbacks: u8) -> Bounds {
 /// old, 2 workers racing the reconcile.
 fn redis_faults_after_the_sale(losses: u8, rollbacks: u8) -> Bounds {
     Bounds {
-        units: 1,
+        units: 2,
         owners: vec![0],
+        quantities: vec![2],
         workers: 1,
         sweepers: 1,
         may_crash: vec![Actor::Worker, Actor::Reconcile],
@@ -208,6 +216,28 @@ fn redis_faults_after_the_sale(losses: u8, rollbacks: u8) -> Bounds {
         redis_losses: losses,
         redis_rollbacks: rollbacks,
         buys_again: 0,
+    }
+}
+
+/// Orders of several units (issue 38): 3 units for orders of 2, 1 and 2, so that an order
+/// meets fewer units than it asks for, with Kafka failing, losing and redelivering, and
+/// crashes. (The scenarios after the sale, with cancels, expiry, payments and Redis faults,
+/// sell one order of 2 units.)
+fn orders_of_several_units() -> Bounds {
+    Bounds {
+        quantities: vec![2, 1, 2],
+        units: 3,
+        ..selling_out()
+    }
+}
+
+/// Orders of 2 and 1 units while Redis loses its data (`losses`) or comes back old
+/// (`rollbacks`): the rebuild counts the units in flight.
+fn several_units_with_redis_faults(losses: u8, rollbacks: u8) -> Bounds {
+    Bounds {
+        units: 3,
+        quantities: vec![2, 1],
+        ..redis_faults_in_the_sale(losses, rollbacks)
     }
 }
 
@@ -245,6 +275,7 @@ fn minimal() -> Bounds {
     Bounds {
         units: 1,
         owners: vec![0],
+        quantities: vec![],
         workers: 1,
         sweepers: 1,
         may_crash: vec![],
@@ -510,6 +541,11 @@ fn fixed_model_keeps_every_promise() {
             "Kafka failing, buying again",
             buying_again_with_kafka_failing(),
         ),
+        ("orders of several units", orders_of_several_units()),
+        (
+            "several units, Redis lost",
+            several_units_with_redis_faults(1, 0),
+        ),
     ];
     // The scenarios run side by side; each explores every state within its bounds.
     let reached: Vec<Vec<&'static str>> = std::thread::scope(|scope| {
@@ -581,6 +617,9 @@ fn explore_one() {
         "kafka-lost" => kafka_failing_with_redis_faults(1, 0),
         "kafka-old" => kafka_failing_with_redis_faults(0, 1),
         "kafka-again" => buying_again_with_kafka_failing(),
+        "units" => orders_of_several_units(),
+        "units-lost" => several_units_with_redis_faults(1, 0),
+        "units-old" => several_units_with_redis_faults(0, 1),
         other => panic!("unknown scenario {other:?}"),
     };
     let start = Instant::now();

@@ -159,8 +159,15 @@ impl Actor {
                 match action {
                     SweepAction::Leave => (Step::Done, did),
                     SweepAction::Expire => {
-                        let expired =
-                            recovery::expire(&env.store, &env.db, t, record.user_id, now).await?;
+                        let expired = recovery::expire(
+                            &env.store,
+                            &env.db,
+                            t,
+                            record.user_id,
+                            record.quantity,
+                            now,
+                        )
+                        .await?;
                         (Step::Done, format!("{did}, expired: {expired:?}"))
                     }
                     SweepAction::Complete => {
@@ -220,7 +227,7 @@ impl Actor {
                     ticket: t.to_string(),
                     user_id: b.order.user_id.get(),
                     status: payment::PaymentStatus::Unsent,
-                    amount: 500,
+                    amount: 500 * i64::from(b.order.quantity),
                     currency: "EUR".into(),
                 };
                 let key = format!("key-{}", p.payment_id);
@@ -239,7 +246,7 @@ impl Actor {
                         .expect("a recorded payment");
                 let did = format!("callback: {:?}", settled.payment.status);
                 match settled.paid_order {
-                    Some(order) => (Step::Paid(order), did),
+                    Some((order, _)) => (Step::Paid(order), did),
                     None => (Step::Done, did),
                 }
             }
@@ -248,6 +255,7 @@ impl Actor {
                     id: order,
                     ticket: t.clone(),
                     user_id: b.order.user_id.get(),
+                    quantity: b.order.quantity,
                 };
                 cancel::follow_paid(&env.store, &env.db, &[paid], now).await?;
                 (Step::Done, "paid.lua, restore_due cleared".to_owned())

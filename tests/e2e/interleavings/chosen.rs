@@ -100,6 +100,7 @@ async fn a_sweeper_that_loses_to_a_worker_leaves_no_failure_row() {
         &bench.env.db,
         &t,
         record.user_id,
+        record.quantity,
         now_ms(),
     )
     .await
@@ -287,6 +288,7 @@ async fn an_expire_beside_a_release_row_takes_its_reason() {
         &bench.env.db,
         t,
         user,
+        1,
         seckill_shared::FailureReason::KafkaUnavailable,
     )
     .await
@@ -295,7 +297,7 @@ async fn an_expire_beside_a_release_row_takes_its_reason() {
         row,
         seckill_shared::db::Recorded::Failed(seckill_shared::FailureReason::KafkaUnavailable)
     );
-    let expired = recovery::expire(&bench.env.store, &bench.env.db, t, user, now_ms())
+    let expired = recovery::expire(&bench.env.store, &bench.env.db, t, user, 1, now_ms())
         .await
         .unwrap();
     assert_eq!(

@@ -10,6 +10,7 @@ use seckill_shared::locations::Located;
 use seckill_shared::payments::cancel;
 use seckill_shared::recovery;
 use seckill_shared::reservation::failed_publish::Verdict;
+use seckill_shared::reservation::Reservation;
 use seckill_shared::settle::Settler;
 use seckill_shared::store::RecordStatus;
 use seckill_shared::{now_ms, OrderMessage, ProductId, UserId};
@@ -62,14 +63,23 @@ impl Bench {
         Self { env, gw }
     }
 
-    /// A new sale of `stock` units with a payment window, and one reservation per entry of
-    /// `located` (`true`: Kafka acknowledged it and the location is known).
+    /// A new sale of `stock` units with a payment window, and one reservation of one unit per
+    /// entry of `located` (`true`: Kafka acknowledged it and the location is known).
     pub(crate) async fn sale(&self, stock: i64, located: &[bool]) -> Sale {
+        let orders: Vec<(bool, u16)> = located.iter().map(|&l| (l, 1)).collect();
+        self.sale_of(stock, &orders).await
+    }
+
+    /// [`Bench::sale`] with orders of several units: one reservation per entry of `orders`,
+    /// (located, units); the product sells up to the largest of them per buyer.
+    pub(crate) async fn sale_of(&self, stock: i64, orders: &[(bool, u16)]) -> Sale {
+        let most = orders.iter().map(|o| o.1).max().unwrap_or(1);
         let (status, body) = self
             .gw
             .admin_post(
                 "/admin/products",
-                json!({"name": "raced item", "stock": stock, "price": 500, "currency": "EUR", "payment_window_secs": 600}),
+                json!({"name": "raced item", "stock": stock, "price": 500, "currency": "EUR",
+                       "payment_window_secs": 600, "max_per_buyer": most}),
             )
             .await;
         assert_eq!(status, StatusCode::CREATED, "{body}");
@@ -80,16 +90,21 @@ impl Bench {
             .await;
         assert_eq!(status, StatusCode::OK, "{body}");
         let mut bought = Vec::new();
-        for (i, &located) in located.iter().enumerate() {
+        for (i, &(located, quantity)) in orders.iter().enumerate() {
             let user = UserId::new(100 + i as u64).unwrap();
             // Reserved a moment ago, so that every deadline of the sweeper has passed.
             let at = now_ms() - 10;
-            let (ticket, _) = self
+            let (ticket, reserved) = self
                 .env
                 .store
-                .reserve(product, user, at, false)
+                .reserve_units(product, user, at, false, None, quantity)
                 .await
                 .unwrap();
+            assert_eq!(
+                reserved,
+                Reservation::Reserved,
+                "the sale's stock fits its orders"
+            );
             let offset = located.then_some(i as i64);
             if let Some(offset) = offset {
                 let l = Located {
@@ -101,7 +116,7 @@ impl Bench {
                 self.env.store.locate(product, &[l]).await.unwrap();
             }
             bought.push(Bought {
-                order: OrderMessage::new(ticket, user, at),
+                order: OrderMessage::of(ticket, user, at, quantity),
                 offset,
             });
         }
@@ -128,6 +143,9 @@ pub(crate) struct Seen {
     pub(crate) order: Option<(String, bool)>,
     order_id: Option<u64>,
     failed: Option<String>,
+    /// The units the Redis record, the order row or the failure row holds.
+    redis_units: Option<u16>,
+    mysql_units: Option<u16>,
     /// Payments of the ticket: (in progress, succeeded).
     payments: (i64, i64),
 }
@@ -150,10 +168,13 @@ impl Stage {
         for b in &self.sale.bought {
             let t = b.order.ticket.as_str();
             let record = env.store.ticket(&b.order.ticket).await?;
-            let row = sqlx::query("SELECT id, status, restore_due FROM orders WHERE ticket = ?")
-                .bind(t)
-                .fetch_optional(&env.db)
-                .await?;
+            let row = sqlx::query(
+                "SELECT id, status, restore_due, quantity FROM orders WHERE ticket = ?",
+            )
+            .bind(t)
+            .fetch_optional(&env.db)
+            .await?;
+            let order_units = row.as_ref().map(|r| r.get::<u16, _>("quantity"));
             let order_id = row.as_ref().map(|r| r.get::<i64, _>("id") as u64);
             let order = row.map(|r| {
                 (
@@ -168,12 +189,16 @@ impl Stage {
             .bind(t)
             .fetch_one(&env.db)
             .await?;
-            let failed = sqlx::query("SELECT reason FROM failed_tickets WHERE ticket = ?")
-                .bind(t)
-                .fetch_optional(&env.db)
-                .await?
-                .map(|r| r.get::<String, _>("reason"));
+            let failed_row =
+                sqlx::query("SELECT reason, quantity FROM failed_tickets WHERE ticket = ?")
+                    .bind(t)
+                    .fetch_optional(&env.db)
+                    .await?;
+            let failed_units = failed_row.as_ref().map(|r| r.get::<u16, _>("quantity"));
+            let failed = failed_row.map(|r| r.get::<String, _>("reason"));
             out.push(Seen {
+                redis_units: record.as_ref().map(|r| r.quantity),
+                mysql_units: order_units.or(failed_units),
                 redis: record.as_ref().map(|r| r.state),
                 redis_order_id: record.as_ref().and_then(|r| r.order_id),
                 redis_reason: record.and_then(|r| r.reason),
@@ -190,7 +215,11 @@ impl Stage {
     async fn check_always(&self, env: &TestEnv) -> anyhow::Result<Option<String>> {
         let seen = self.seen(env).await?;
         let p = self.sale.product;
-        let held = seen.iter().filter(|s| holds_unit(s.redis)).count() as i64;
+        let held: i64 = seen
+            .iter()
+            .filter(|s| holds_unit(s.redis))
+            .map(|s| i64::from(s.redis_units.unwrap_or(1)))
+            .sum();
         let redis_stock = env.store.stock(p).await?.unwrap_or(-1);
         if redis_stock + held != self.sale.initial {
             return Ok(Some(format!(
@@ -198,10 +227,11 @@ impl Stage {
                 self.sale.initial
             )));
         }
-        let sold = seen
+        let sold: i64 = seen
             .iter()
             .filter(|s| matches!(&s.order, Some((st, _)) if st != "cancelled"))
-            .count() as i64;
+            .map(|s| i64::from(s.mysql_units.unwrap_or(1)))
+            .sum();
         let mysql_stock = env.mysql_stock(p).await;
         if mysql_stock + sold != self.sale.initial {
             return Ok(Some(format!(
@@ -210,6 +240,13 @@ impl Stage {
             )));
         }
         for (s, b) in seen.iter().zip(&self.sale.bought) {
+            let q = b.order.quantity;
+            if s.redis_units.is_some_and(|u| u != q) || s.mysql_units.is_some_and(|u| u != q) {
+                return Ok(Some(format!(
+                    "{}: an order of {q} units is held as another number: {s:?}",
+                    b.order.ticket
+                )));
+            }
             if s.payments.0 > 1 || s.payments.1 > 1 {
                 return Ok(Some(format!(
                     "{}: two payments in progress or succeeded at once: {s:?}",

@@ -62,7 +62,7 @@ async fn a_sweeper_that_read_no_location_before_a_buy_again_leaves_the_ticket() 
     assert_eq!(body["ticket"], ticket.as_str());
     // The sweeper's expire, as it decided from its read.
     let expired =
-        seckill_shared::recovery::expire(&env.store, &env.db, &ticket, user.get(), now_ms())
+        seckill_shared::recovery::expire(&env.store, &env.db, &ticket, user.get(), 1, now_ms())
             .await
             .unwrap();
     assert_eq!(expired, None, "the ticket answered 200 is left alone");

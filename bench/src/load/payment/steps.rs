@@ -141,7 +141,7 @@ mod tests {
         TicketView {
             status,
             pay_by_ms,
-            ..TicketView::pending(&ticket, seckill_shared::UserId::new(1).unwrap())
+            ..TicketView::pending(&ticket, seckill_shared::UserId::new(1).unwrap(), 1)
         }
     }
 

@@ -351,6 +351,10 @@ mod tests {
                 assert_eq!(keys, ["error", "message", "state"]);
             } else if matches!(e, crate::error::ApiError::ChallengeRequired(_)) {
                 assert_eq!(keys, ["challenge", "error", "message"]);
+            } else if matches!(e, crate::error::ApiError::NotEnoughStock { .. }) {
+                assert_eq!(keys, ["error", "left", "message"]);
+            } else if matches!(e, crate::error::ApiError::QuantityOverLimit { .. }) {
+                assert_eq!(keys, ["error", "max_per_buyer", "message"]);
             } else {
                 assert_eq!(keys, ["error", "message"]);
             }

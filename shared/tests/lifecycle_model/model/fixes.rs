@@ -128,6 +128,9 @@ pub struct Bounds {
     /// One entry per ticket: the buyer who buys it. A buyer with two entries may buy again
     /// once its first ticket no longer holds a unit (`reserve.lua` refuses while it does).
     pub owners: Vec<u8>,
+    /// One entry per ticket: the units its order asks for (empty, or a ticket without an
+    /// entry: one unit). An order takes all of them at once, or none.
+    pub quantities: Vec<u8>,
     pub workers: u8,
     /// At least one: the "no ticket is stuck" property lets sweeper 1 run alone.
     pub sweepers: u8,

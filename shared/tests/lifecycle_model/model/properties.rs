@@ -49,18 +49,8 @@ pub(crate) fn properties() -> Vec<Property<Seckill>> {
     vec![
         Property::always(UNIT_IN_ONE_PLACE, |m: &Seckill, s: &State| {
             let units = m.bounds.units as usize;
-            let held_in_redis = s
-                .records
-                .iter()
-                .flatten()
-                .filter(|r| r.status.holds_unit())
-                .count();
-            let held_in_mysql = s
-                .orders
-                .iter()
-                .flatten()
-                .filter(|o| o.status.holds_unit())
-                .count();
+            let held_in_redis = m.units_held(&s.records, |r| r.status.holds_unit());
+            let held_in_mysql = m.units_held(&s.orders, |o| o.status.holds_unit());
             // Redis's side only while its state is this run's: an old or lost one sells
             // nothing until it is rebuilt.
             (!Seckill::trusted(s) || s.redis_stock as i32 + held_in_redis as i32 <= units as i32)
@@ -123,18 +113,8 @@ pub(crate) fn properties() -> Vec<Property<Seckill>> {
                 return true;
             }
             let units = m.bounds.units as usize;
-            let held_in_redis = s
-                .records
-                .iter()
-                .flatten()
-                .filter(|r| r.status.holds_unit())
-                .count();
-            let held_in_mysql = s
-                .orders
-                .iter()
-                .flatten()
-                .filter(|o| o.status.holds_unit())
-                .count();
+            let held_in_redis = m.units_held(&s.records, |r| r.status.holds_unit());
+            let held_in_mysql = m.units_held(&s.orders, |o| o.status.holds_unit());
             let buyers_right = (0..s.buyers.len() as u8).all(|u| {
                 let live = m.tickets().find(|&t| {
                     m.owner(t) == u && s.orders[t as usize].is_some_and(|o| o.status.holds_unit())

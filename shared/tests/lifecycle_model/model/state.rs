@@ -384,4 +384,23 @@ impl Seckill {
     pub(crate) fn owner(&self, ticket: u8) -> u8 {
         self.bounds.owners[ticket as usize]
     }
+
+    /// The units of `ticket`'s order.
+    pub(crate) fn qty(&self, ticket: u8) -> u8 {
+        self.bounds
+            .quantities
+            .get(ticket as usize)
+            .copied()
+            .unwrap_or(1)
+    }
+
+    /// The units held by the tickets whose entry `holds` says so: a record or an order.
+    pub(crate) fn units_held<T>(&self, entries: &[Option<T>], holds: impl Fn(&T) -> bool) -> usize {
+        entries
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.as_ref().is_some_and(&holds))
+            .map(|(t, _)| usize::from(self.qty(t as u8)))
+            .sum()
+    }
 }

@@ -31,7 +31,7 @@ impl Seckill {
 
     /// `reserve.lua`.
     pub(crate) fn reserve(&self, s: &mut State, t: u8) {
-        s.redis_stock -= 1;
+        s.redis_stock -= self.qty(t) as i8;
         s.created[t as usize] = s.clock;
         s.buyers[self.owner(t) as usize] = Some(t);
         s.records[t as usize] = Some(Record {
@@ -66,10 +66,16 @@ impl Seckill {
         }
         record.status = RecordStatus::Failed(reason);
         self.free_buyer(s, t);
-        // No unit goes back to a stock key that is gone (the rebuild counts it).
+        // No unit goes back to a stock key that is gone (the rebuild counts it). 'heal' lifts
+        // a stock below zero by as many units as bring it to zero, at most the order's.
+        let q = self.qty(t) as i8;
         let lifts = self.fixes.heal_lifts_negative && s.redis_stock < 0;
-        if (mode != Compensate::Heal || lifts) && s.loaded {
-            s.redis_stock += 1;
+        if s.loaded {
+            if mode != Compensate::Heal {
+                s.redis_stock += q;
+            } else if lifts {
+                s.redis_stock += q.min(-s.redis_stock);
+            }
         }
         true
     }
@@ -95,7 +101,7 @@ impl Seckill {
                 *slot = Some(t);
             }
             if s.loaded {
-                s.redis_stock -= 1;
+                s.redis_stock -= self.qty(t) as i8;
             }
             return true;
         }
@@ -131,7 +137,7 @@ impl Seckill {
         });
         let failure = if holds_live_order {
             Some(FailReason::DuplicateUser)
-        } else if s.mysql_stock == 0 {
+        } else if s.mysql_stock < self.qty(t) {
             Some(FailReason::OutOfStock)
         } else {
             None
@@ -146,7 +152,7 @@ impl Seckill {
                     status: OrderStatus::Confirmed,
                     restore_due: false,
                 });
-                s.mysql_stock -= 1;
+                s.mysql_stock -= self.qty(t);
                 Outcome::Confirmed
             }
         }
@@ -186,7 +192,7 @@ impl Seckill {
         if Self::move_record(s, t, from, RecordStatus::Cancelled) {
             self.free_buyer(s, t);
             if s.loaded {
-                s.redis_stock += 1;
+                s.redis_stock += self.qty(t) as i8;
             }
         }
     }
@@ -271,12 +277,7 @@ impl Seckill {
 
     /// `rebuild.lua`: the stock from what the reconcile read, less what is in flight now.
     fn rebuild_lua(&self, s: &mut State, read: &MySqlRead) {
-        let in_flight = s
-            .records
-            .iter()
-            .flatten()
-            .filter(|r| r.status.in_flight())
-            .count() as i8;
+        let in_flight = self.units_held(&s.records, |r| r.status.in_flight()) as i8;
         s.redis_stock = read.stock as i8 - in_flight;
         s.clock += 1;
         s.meta = Some(Meta {

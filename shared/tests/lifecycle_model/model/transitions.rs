@@ -60,7 +60,7 @@ impl Model for Seckill {
         for t in self.tickets() {
             if s.gateways[t as usize] == Slot::Free
                 && Self::trusted(s)
-                && s.redis_stock > 0
+                && s.redis_stock >= self.qty(t) as i8
                 && s.buyers[self.owner(t) as usize].is_none()
             {
                 actions.push(Action::Buy(t));
@@ -293,7 +293,7 @@ impl Model for Seckill {
                 let order = s.orders[ticket as usize].as_mut().unwrap();
                 order.status = OrderStatus::Cancelled;
                 order.restore_due = true;
-                s.mysql_stock += 1;
+                s.mysql_stock += self.qty(ticket);
                 let job = Job {
                     transition: TransitionId::Cancel,
                     ticket,
