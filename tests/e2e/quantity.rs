@@ -362,3 +362,105 @@ async fn an_order_borrows_its_units_across_buckets_or_gives_them_all_back() {
     let units: i64 = order_rows(&env, p).await.iter().map(|r| r.2).sum();
     assert_eq!(units, 8);
 }
+
+/// A waiting room of a product sold up to 3 per buyer: the admitted who have not bought stay
+/// within `ceil(factor × units left / 3)`, each admitted buyer buys 1 to 3 units (fewer when
+/// told `not_enough_stock`), and every unit is sold.
+#[tokio::test]
+async fn a_waiting_room_admits_by_the_units_its_buyers_may_take() {
+    use crate::waiting_room::{join, rfc3339};
+    use futures::StreamExt;
+    let env = TestEnv::new().await;
+    let gw = env.gateway().await;
+    let _worker = env.worker().await;
+    const STOCK: i64 = 12;
+    const BUYERS: u64 = 30;
+    let p = product(
+        &gw,
+        json!({"name": "x", "stock": STOCK, "max_per_buyer": 3,
+               "starts_at": rfc3339(seckill_shared::now_ms() + 2000),
+               "waiting_room": {"admit_per_sec": 40, "max_admitted_factor": 1}}),
+    )
+    .await;
+    let mut entries = vec![];
+    for user in 1..=BUYERS {
+        let (status, body) = join(&gw, p, user).await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+        entries.push((user, body["queue_id"].as_str().unwrap().to_owned()));
+    }
+    let sampler = {
+        let store = env.store.clone();
+        tokio::spawn(async move {
+            let mut samples = 0;
+            loop {
+                let (admitted, stock) = store.admitted_and_stock(p).await.unwrap();
+                let cap = (stock.max(0) as f64 / 3.0).ceil() as u64;
+                assert!(
+                    admitted <= cap,
+                    "{admitted} admitted with {stock} units left"
+                );
+                samples += 1;
+                if stock == 0 && admitted == 0 && samples > 10 {
+                    return samples;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+    };
+    let gw = &gw;
+    let bought: Vec<u64> = futures::stream::iter(entries)
+        .map(|(user, id)| async move {
+            let mut want = 1 + user % 3;
+            loop {
+                let (status, body) = gw
+                    .get_as(&format!("/v1/seckill/{p}/queue/{id}"), Some(user))
+                    .await;
+                if status == StatusCode::TOO_MANY_REQUESTS {
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                    continue;
+                }
+                assert_eq!(status, StatusCode::OK, "{body}");
+                match body["state"].as_str().unwrap() {
+                    "admitted" => {
+                        let res = gw
+                            .http
+                            .post(format!("{}/v1/seckill/{p}", gw.base))
+                            .bearer_auth(token(user))
+                            .header(
+                                "Seckill-Admission",
+                                body["admission_token"].as_str().unwrap(),
+                            )
+                            .json(&json!({ "quantity": want }))
+                            .send()
+                            .await
+                            .unwrap();
+                        let status = res.status();
+                        let b: Value = res.json().await.unwrap();
+                        match (status, b["error"].as_str()) {
+                            (StatusCode::ACCEPTED, _) => return want,
+                            (StatusCode::CONFLICT, Some("not_enough_stock")) => {
+                                want = b["left"].as_u64().unwrap();
+                            }
+                            // Taken back to the head of the line to keep the cap, or sold out.
+                            (StatusCode::FORBIDDEN | StatusCode::CONFLICT, _) => {}
+                            _ => panic!("{status} {b}"),
+                        }
+                    }
+                    "sold_out" => return 0,
+                    "waiting" => tokio::time::sleep(Duration::from_millis(100)).await,
+                    other => panic!("unexpected state {other}: {body}"),
+                }
+            }
+        })
+        .buffer_unordered(BUYERS as usize)
+        .collect()
+        .await;
+    assert_eq!(bought.iter().sum::<u64>(), STOCK as u64, "{bought:?}");
+    assert!(sampler.await.unwrap() > 10);
+    eventually("every order confirmed", SETTLE, || async {
+        (counts(gw, p).await == (0, 0, 0, STOCK)).then_some(())
+    })
+    .await;
+    let units: i64 = order_rows(&env, p).await.iter().map(|r| r.2).sum();
+    assert_eq!(units, STOCK);
+}
