@@ -70,7 +70,8 @@ elif five or cut:
              f"{(first_out - window[1]) / 1e6:+.1f} s from its end)") if window else "with no fault window to excuse them"
     fails.append(f"{five} answers 5xx and {cut} requests without a readable answer {where}")
 
-# A 409 sold_out is allowed only while no unit is free. The admin samples bracket each 409:
+# A 409 sold_out (or not_enough_stock, for an order of q units) is allowed only while no unit
+# (fewer than q) is free. The admin samples bracket each 409:
 # the last one read before it was sent and the first one read after it was answered. When
 # both show units in Redis and in MySQL, the later no more in Redis than the earlier, and no
 # unit came back between them (failed and cancelled unchanged), the stores had free units the
@@ -95,8 +96,10 @@ if samples:
             continue
         judged_409 += 1
         a, b = samples[i]["view"], samples[j]["view"]
-        if min(a.get("stock_redis") or 0, a.get("stock_db") or 0) > 0 \
-                and min(b.get("stock_redis") or 0, b.get("stock_db") or 0) > 0 \
+        # An order of q units is refused (not_enough_stock) while fewer than q are free.
+        q = o.get("quantity", 1)
+        if min(a.get("stock_redis") or 0, a.get("stock_db") or 0) >= q \
+                and min(b.get("stock_redis") or 0, b.get("stock_db") or 0) >= q \
                 and b["stock_redis"] <= a["stock_redis"] \
                 and (b.get("failed"), b.get("cancelled")) == (a.get("failed"), a.get("cancelled")):
             wrong_409.append(f"user {o.get('user_id')} at {recv} ms: Redis had {a['stock_redis']} then {b['stock_redis']} units")
@@ -108,6 +111,11 @@ try:
     a = json.load(open(at("audit.json")))
     ok, checks, rows, sold = a["ok"], a["checks"], a["order_rows"], a["sold_out_reached"]
     made, kept, outcomes = a["promises"]["made"], a["promises"]["kept"], a["promises"]["outcomes"]
+    # Units (an order may hold several): promised and kept, sold, and left in each store.
+    units_made = a["promises"].get("units_made", made)
+    units_kept = a["promises"].get("units_kept", kept)
+    units_sold = a.get("units_sold", rows)
+    left = a.get("units_left") or {}
     settle = a["settle_ms"]
     status = {str(c["id"]): c["status"] for c in checks}
     if ok is not True or audit_rc != "0":
@@ -127,8 +135,8 @@ try:
         fails.append(f"sold out reached: {sold}")
     if room:
         # Every unit sold, and the waiting-room checks ran and passed (not skipped).
-        if rows != a.get("initial_stock"):
-            fails.append(f"order rows {rows}, not the stock {a.get('initial_stock')}: not every unit sold")
+        if units_sold != a.get("initial_stock"):
+            fails.append(f"units sold {units_sold} (order rows {rows}), not the stock {a.get('initial_stock')}: not every unit sold")
         for c in ("13", "14", "15"):
             if status.get(c) != "PASS":
                 fails.append(f"waiting-room check {c}: {status.get(c, 'not run')}")
@@ -150,6 +158,12 @@ try:
     sold_cell = {True: "yes", False: "**no**"}.get(sold, "?")
     if payment:
         sold_cell = f"all paid at {reached_s:.1f} s" if sold and reached_s is not None else "**no**" if not sold else "all paid"
+    if units_made != made:
+        # Orders of several units: each count with its units.
+        made, kept = f"{made} ({units_made} units)", f"{kept} ({units_kept} units)"
+        rows = f"{rows} ({units_sold} units sold; left redis={left.get('redis')} mysql={left.get('mysql')})"
+    if kept != made and units_kept != units_made:
+        fails.append(f"units kept {units_kept} of {units_made} promised")
 except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
     fails.append(f"audit: no usable audit.json (exit status {audit_rc}; {type(e).__name__}: {e})")
     made = kept = rows = "?"

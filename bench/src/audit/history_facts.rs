@@ -79,6 +79,7 @@ pub fn history_facts(lines: &[Line], product: ProductId) -> anyhow::Result<(Hist
                         user,
                         other_users: Default::default(),
                         settled: None,
+                        quantity: r.quantity,
                     });
             }
             Line::Settled(s) => settled.push(s),

@@ -52,6 +52,9 @@ fn order_row(r: &sqlx::mysql::MySqlRow, payment_window: bool) -> anyhow::Result<
         })
         .transpose()?;
     o.restore_due = r.get::<i8, _>("restore_due") != 0;
+    if let Ok(q) = r.try_get::<u16, _>("quantity") {
+        o.quantity = q.max(1);
+    }
     Ok(o)
 }
 
@@ -84,7 +87,11 @@ pub(super) async fn mysql_facts(
     } else {
         1
     };
-    let query = if payment_window {
+    let quantities = schema_has(pool, "orders", Some("quantity")).await?;
+    let query = if payment_window && quantities {
+        "SELECT id, ticket, user_id, status, pay_by_ms, paid_at_ms, cancelled_at_ms, \
+         cancel_reason, restore_due, quantity FROM orders WHERE product_id = ? ORDER BY id"
+    } else if payment_window {
         "SELECT id, ticket, user_id, status, pay_by_ms, paid_at_ms, cancelled_at_ms, \
          cancel_reason, restore_due FROM orders WHERE product_id = ? ORDER BY id"
     } else {
@@ -98,17 +105,32 @@ pub(super) async fn mysql_facts(
         .iter()
         .map(|r| order_row(r, payment_window))
         .collect::<anyhow::Result<_>>()?;
-    let failed: Vec<(String, i64)> =
-        sqlx::query("SELECT ticket, user_id FROM failed_tickets WHERE product_id = ?")
-            .bind(product.as_i64())
-            .fetch_all(pool)
-            .await
-            .context("reading failed tickets")?
-            .into_iter()
-            .map(|r| (r.get("ticket"), r.get("user_id")))
-            .collect();
-    let failed_users = failed.iter().map(|(_, u)| *u as u64).collect();
-    let failed_tickets = failed.into_iter().map(|(t, _)| t).collect();
+    let failed_query = if quantities {
+        "SELECT ticket, user_id, quantity FROM failed_tickets WHERE product_id = ?"
+    } else {
+        "SELECT ticket, user_id, 1 AS quantity FROM failed_tickets WHERE product_id = ?"
+    };
+    let failed: Vec<(String, i64, i64)> = sqlx::query(failed_query)
+        .bind(product.as_i64())
+        .fetch_all(pool)
+        .await
+        .context("reading failed tickets")?
+        .into_iter()
+        .map(|r| {
+            let q = r
+                .try_get::<u16, _>("quantity")
+                .map(i64::from)
+                .or_else(|_| r.try_get::<i64, _>("quantity"))
+                .unwrap_or(1);
+            (r.get("ticket"), r.get("user_id"), q)
+        })
+        .collect();
+    let failed_users = failed.iter().map(|(_, u, _)| *u as u64).collect();
+    let mut failed_units = std::collections::BTreeMap::new();
+    for (_, u, q) in &failed {
+        *failed_units.entry(*u as u64).or_insert(0) += q;
+    }
+    let failed_tickets = failed.into_iter().map(|(t, _, _)| t).collect();
     let payments = if schema_has(pool, "payments", None).await? {
         // A ticket is `<product>-<hex>`: the prefix finds the product's payments, those of
         // tickets without an order row too.
@@ -144,6 +166,7 @@ pub(super) async fn mysql_facts(
         orders,
         failed_tickets,
         failed_users,
+        failed_units,
         payments,
         buckets,
         closed,

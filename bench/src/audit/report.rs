@@ -20,6 +20,11 @@ pub(super) struct Report<'a> {
     history_requests: u64,
     history_tickets: usize,
     order_rows: usize,
+    /// The units of the order rows confirmed or paid (sold), and cancelled.
+    units_sold: i64,
+    units_cancelled: i64,
+    /// Units left at the end: Redis's stock key (`null` without one) and MySQL's stock.
+    units_left: UnitsLeft,
     pub(super) promises: Promises,
     /// The summary's `sold_out_reached`; `null` without a summary or an `--until-sold-out` load.
     sold_out_reached: Option<bool>,
@@ -30,6 +35,13 @@ pub(super) struct Report<'a> {
     settle_ms: Option<SettleMs>,
     notes: &'a [String],
     checks: &'a [CheckResult],
+}
+
+/// Units left in each store.
+#[derive(Serialize)]
+struct UnitsLeft {
+    redis: Option<i64>,
+    mysql: i64,
 }
 
 pub(super) fn report<'a>(
@@ -47,6 +59,12 @@ pub(super) fn report<'a>(
         history_requests: input.history.requests,
         history_tickets: input.history.tickets.len(),
         order_rows: input.mysql.orders.len(),
+        units_sold: input.mysql.sold(),
+        units_cancelled: input.mysql.count(seckill_shared::OrderStatus::Cancelled),
+        units_left: UnitsLeft {
+            redis: input.redis.stock,
+            mysql: input.mysql.stock,
+        },
         promises: checks::promises(input),
         sold_out_reached: input.history.sold_out_reached,
         sale_end_checked_by: input.history.sale_end_checked_by,
@@ -149,6 +167,7 @@ mod tests {
                 orders: vec![OrderRow::confirmed(10, T1, 1)],
                 failed_tickets: [T2.to_owned()].into_iter().collect(),
                 failed_users: Default::default(),
+                failed_units: Default::default(),
                 payments: vec![],
                 buckets: 1,
                 closed: false,

@@ -11,6 +11,9 @@ pub struct SettledLine {
     pub status: String,
     pub order_id: Option<u64>,
     pub reason: Option<String>,
+    /// Units the order holds (1 in a history from before quantities).
+    #[serde(default = "one")]
+    pub quantity: u16,
     /// When the load tool received the answer that issued the ticket (its `202` if it saw
     /// one), µs since the epoch, client clock.
     #[serde(default)]
@@ -31,9 +34,16 @@ pub struct RequestLine {
     pub recv_at_us: u64,
     pub gateway: String,
     pub user_id: Option<u64>,
+    /// Units the buy asked for (1 in a history from before quantities).
+    #[serde(default = "one")]
+    pub quantity: u16,
     pub status: Option<u16>,
     pub ticket: Option<String>,
     pub error: Option<String>,
+}
+
+fn one() -> u16 {
+    1
 }
 
 /// How `load --until-sold-out` made sure the sale was over before it stopped offering fresh

@@ -17,6 +17,8 @@ pub struct RequestRecord {
     pub gateway: u16,
     /// `None` for a `--path-get` run.
     pub user_id: Option<u64>,
+    /// Units the buy asked for.
+    pub quantity: u16,
     /// `None` when no HTTP answer came (transport error).
     pub status: Option<u16>,
     pub ticket: Option<Box<str>>,
@@ -30,9 +32,15 @@ struct RequestLineOut<'a> {
     recv_at_us: u64,
     gateway: &'a str,
     user_id: Option<u64>,
+    #[serde(skip_serializing_if = "is_one")]
+    quantity: u16,
     status: Option<u16>,
     ticket: Option<&'a str>,
     error: Option<&'a str>,
+}
+
+fn is_one(q: &u16) -> bool {
+    *q == 1
 }
 
 enum Msg {
@@ -151,6 +159,7 @@ fn write_request(w: &mut impl Write, r: &RequestRecord, gateways: &[String]) -> 
         recv_at_us: r.recv_at_us,
         gateway: gateways.get(r.gateway as usize).map_or("?", |s| s.as_str()),
         user_id: r.user_id,
+        quantity: r.quantity,
         status: r.status,
         ticket: r.ticket.as_deref(),
         error: r.error.as_deref(),
@@ -179,6 +188,7 @@ mod tests {
                 recv_at_us: 2,
                 gateway: 1,
                 user_id: Some(7),
+                quantity: 1,
                 status: Some(202),
                 ticket: Some("3-00000000000000000000000000000001".into()),
                 error: None,
@@ -188,6 +198,7 @@ mod tests {
                 recv_at_us: 4,
                 gateway: 0,
                 user_id: Some(8),
+                quantity: 1,
                 status: None,
                 ticket: None,
                 error: Some("connection refused".into()),

@@ -142,10 +142,16 @@ pub struct LoadArgs {
     #[arg(long, conflicts_with = "path_get")]
     pub double_pay: bool,
 
-    /// Seed of the run's random choices (which buyers pay, which cancel): the same seed picks
-    /// the same buyers. Default: a random seed, shown in the summary.
+    /// Seed of the run's random choices (which buyers pay, which cancel, how many units each
+    /// buys): the same seed picks the same buyers. Default: a random seed, shown in the summary.
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
+
+    /// Units per order: `N`, or `A-B` for a quantity drawn uniformly in A to B for each buyer
+    /// (seeded: a buyer who buys again asks the same). An order of one unit sends no
+    /// `quantity`, as before quantities. The product's `max_per_buyer` must allow B.
+    #[arg(long, default_value = "1", value_parser = QuantityMix::parse, value_name = "N|A-B", conflicts_with = "path_get")]
+    pub quantity: QuantityMix,
 
     /// --pay-rate: a buyer whose ticket is still `confirmed` this long after its last payment
     /// attempt (declined, or refused while another was in progress) pays again with a new key.
@@ -288,6 +294,47 @@ pub struct LoadArgs {
     /// --waiting-room with --admin-token: how often to sample the admin view.
     #[arg(long, default_value_t = 200, value_name = "MS")]
     pub wr_sample_ms: u64,
+}
+
+/// `--quantity`: the units each buyer's order asks for, drawn in `lo..=hi`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QuantityMix {
+    pub lo: u16,
+    pub hi: u16,
+}
+
+impl QuantityMix {
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let num = |t: &str| {
+            t.trim()
+                .parse::<u16>()
+                .ok()
+                .filter(|q| (1..=seckill_shared::MAX_PER_BUYER).contains(q))
+                .ok_or_else(|| {
+                    format!(
+                        "{t:?} is not a quantity of 1 to {}",
+                        seckill_shared::MAX_PER_BUYER
+                    )
+                })
+        };
+        let (lo, hi) = match s.split_once('-') {
+            Some((a, b)) => (num(a)?, num(b)?),
+            None => (num(s)?, num(s)?),
+        };
+        if lo > hi {
+            return Err(format!("{s:?}: the least is above the most"));
+        }
+        Ok(Self { lo, hi })
+    }
+
+    /// The units `user` asks for, in the run seeded with `seed`.
+    pub fn of(self, seed: u64, user: u64) -> u16 {
+        if self.lo == self.hi {
+            return self.lo;
+        }
+        let span = u64::from(self.hi - self.lo) + 1;
+        self.lo + (super::draw::mixed(seed, user, 7) % span) as u16
+    }
 }
 
 pub(super) fn validate(args: &LoadArgs) -> anyhow::Result<()> {

@@ -18,6 +18,11 @@ pub(super) fn picked(seed: u64, user: u64, stream: u64, rate: f64) -> bool {
     (x as f64) / ((1u64 << 53) as f64) < rate
 }
 
+/// A seeded 64-bit draw for `user`, independent for each `stream`.
+pub(super) fn mixed(seed: u64, user: u64, stream: u64) -> u64 {
+    splitmix64(seed ^ splitmix64(user) ^ stream)
+}
+
 /// A good 64-bit mix (Steele, Lea and Flood's SplitMix64 finaliser).
 fn splitmix64(x: u64) -> u64 {
     let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);

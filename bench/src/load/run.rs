@@ -158,6 +158,7 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<Summary> {
     let history_path = (!args.no_history).then_some(args.history.as_path());
     let writer = HistoryWriter::create(history_path, gateway_names)?;
 
+    let seed = args.seed.unwrap_or_else(rand::random);
     let payers =
         (mode == Mode::Buy && (args.pay_rate > 0.0 || args.cancel_rate > 0.0)).then(|| {
             Arc::new(Payers::new(
@@ -165,7 +166,7 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<Summary> {
                 gateways.clone(),
                 args.pay_rate,
                 args.cancel_rate,
-                args.seed.unwrap_or_else(rand::random),
+                seed,
                 PayPolicy {
                     retry_after_ms: args.pay_retry_after_ms.min(i64::MAX as u64) as i64,
                     grace_ms: (args.pay_grace_secs * 1000.0) as i64,
@@ -187,6 +188,7 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<Summary> {
         timeout: (args.timeout > 0.0).then(|| Duration::from_secs_f64(args.timeout)),
         targets,
         plan,
+        quantity: (args.quantity, seed),
         next: AtomicU64::new(0),
         stop: AtomicBool::new(false),
         counts: Default::default(),
@@ -451,6 +453,12 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<Summary> {
             confirmed: count("confirmed"),
             failed: count("failed"),
             unsettled: count("pending"),
+            units_issued: settled.iter().map(|l| u64::from(l.quantity)).sum(),
+            units_confirmed: settled
+                .iter()
+                .filter(|l| l.status == "confirmed")
+                .map(|l| u64::from(l.quantity))
+                .sum(),
         },
         payments,
         settle_s,

@@ -36,6 +36,8 @@ pub(super) struct Shared {
     /// Per gateway: the URL every request of this run goes to.
     pub(super) targets: Vec<Target>,
     pub(super) plan: Plan,
+    /// `--quantity`, and the run's seed it draws with.
+    pub(super) quantity: (super::args::QuantityMix, u64),
     pub(super) next: AtomicU64,
     pub(super) stop: AtomicBool,
     pub(super) counts: [AtomicU64; Outcome::COUNT],
@@ -122,7 +124,13 @@ pub(super) async fn worker(shared: Arc<Shared>, id: usize) -> WorkerResult {
                 if bodies.capacity() < 64 {
                     bodies.reserve(8192);
                 }
-                let _ = write!(bodies, "{{\"user_id\":{}}}", slot.user);
+                let (mix, seed) = shared.quantity;
+                let q = mix.of(seed, slot.user);
+                let _ = if q == 1 {
+                    write!(bodies, "{{\"user_id\":{}}}", slot.user)
+                } else {
+                    write!(bodies, "{{\"user_id\":{},\"quantity\":{q}}}", slot.user)
+                };
                 // Presigned, or signed here: before the request's clock starts.
                 let auth = shared.tokens.as_ref().map(|t| t.header(slot.user));
                 (Some(bodies.split().freeze()), auth)
@@ -197,6 +205,10 @@ pub(super) async fn worker(shared: Arc<Shared>, id: usize) -> WorkerResult {
                 recv_at_us: sent_at_us + service_us,
                 gateway: gw as u16,
                 user_id: (shared.mode == Mode::Buy).then_some(slot.user),
+                quantity: match shared.mode {
+                    Mode::Buy => shared.quantity.0.of(shared.quantity.1, slot.user),
+                    Mode::Get => 1,
+                },
                 status,
                 ticket,
                 error: error.map(Into::into),

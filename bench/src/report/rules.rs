@@ -283,6 +283,7 @@ mod tests {
             confirmed: n,
             failed: 0,
             unsettled: 0,
+            ..Default::default()
         };
         r.e2e = Some(E2eLatency {
             count: n,

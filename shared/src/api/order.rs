@@ -37,8 +37,9 @@ pub struct TicketBody {
     pub product_id: u64,
     #[schema(schema_with = schema::id)]
     pub user_id: u64,
-    /// Units the order holds.
-    #[schema(minimum = 1, maximum = 100)]
+    /// Units the order holds. (Read as 1 from a gateway built before quantities.)
+    #[serde(default = "crate::api::whole::one")]
+    #[schema(required = true, minimum = 1, maximum = 100)]
     pub quantity: u16,
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(schema_with = schema::order_id)]

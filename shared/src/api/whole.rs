@@ -48,3 +48,8 @@ pub fn i64<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
     let n = number(d, WHAT)?;
     i64::try_from(n).map_err(|_| D::Error::custom(format!("{n} is out of range")))
 }
+
+/// `1`: the default of a ticket's `quantity` in an answer from a build before quantities.
+pub fn one() -> u16 {
+    1
+}

@@ -67,9 +67,11 @@ pub(super) fn issue(input: &mut AuditInput, n: u64, user: u64, end: &str) {
     input.history.tickets.insert(
         t.clone(),
         HistoryTicket {
+            quantity: 1,
             user,
             other_users: BTreeSet::new(),
             settled: Some(SettledLine {
+                quantity: 1,
                 ticket: t.clone(),
                 user_id: user,
                 status: if end == "confirmed" {

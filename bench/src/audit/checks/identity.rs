@@ -168,6 +168,7 @@ mod tests {
         two.history.tickets.insert(
             ticket(6),
             HistoryTicket {
+                quantity: 1,
                 user: 1,
                 other_users: BTreeSet::new(),
                 settled: None,

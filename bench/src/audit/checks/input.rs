@@ -136,6 +136,15 @@ pub struct HistoryTicket {
     pub other_users: BTreeSet<u64>,
     /// What the buyer saw when the polling ended.
     pub settled: Option<SettledLine>,
+    /// The units the first answered buy asked for.
+    pub quantity: u16,
+}
+
+impl HistoryTicket {
+    /// The units the ticket holds: as its settled answer says, else as its buy asked.
+    pub fn units(&self) -> i64 {
+        i64::from(self.settled.as_ref().map_or(self.quantity, |s| s.quantity))
+    }
 }
 
 /// What the history file says.
@@ -178,7 +187,7 @@ pub struct RedisFacts {
     pub stock: Option<i64>,
     /// `initial` in the meta hash, for information.
     pub initial: Option<i64>,
-    /// Cardinality of the pending set.
+    /// Units in flight: the pending set's tickets, each with its quantity.
     pub pending: i64,
     /// The `confirmed` counter in the meta hash: units sold (confirmed or paid).
     pub confirmed: i64,
@@ -205,6 +214,8 @@ pub struct OrderRow {
     pub cancel_reason: Option<CancelReason>,
     /// The cancel committed, and its unit may not be back in Redis yet.
     pub restore_due: bool,
+    /// Units the order holds.
+    pub quantity: u16,
 }
 
 impl OrderRow {
@@ -220,6 +231,7 @@ impl OrderRow {
             cancelled_at_ms: None,
             cancel_reason: None,
             restore_due: false,
+            quantity: 1,
         }
     }
 
@@ -254,6 +266,8 @@ pub struct MysqlFacts {
     pub failed_tickets: BTreeSet<String>,
     /// Their buyers.
     pub failed_users: BTreeSet<u64>,
+    /// The units of their failed tickets, by buyer.
+    pub failed_units: BTreeMap<u64, i64>,
     /// Every `payments` row of a ticket of the product (none before payments existed).
     pub payments: Vec<PaymentRow>,
     /// How many Redis stock buckets the product is split over.
@@ -264,14 +278,22 @@ pub struct MysqlFacts {
 }
 
 impl MysqlFacts {
-    /// Order rows in `status`.
+    /// The units of the order rows in `status` (every Redis counter counts units too).
     pub fn count(&self, status: OrderStatus) -> i64 {
-        self.orders.iter().filter(|o| o.status == status).count() as i64
+        self.orders
+            .iter()
+            .filter(|o| o.status == status)
+            .map(|o| i64::from(o.quantity))
+            .sum()
     }
 
-    /// Order rows holding a unit: confirmed or paid.
+    /// The units of the order rows holding theirs: confirmed or paid.
     pub fn sold(&self) -> i64 {
-        self.orders.iter().filter(|o| o.sold()).count() as i64
+        self.orders
+            .iter()
+            .filter(|o| o.sold())
+            .map(|o| i64::from(o.quantity))
+            .sum()
     }
 }
 

@@ -16,6 +16,9 @@ pub struct Promises {
     /// Tickets per outcome: `confirmed`, `paid`, `cancelled:<reason>`, `failed:<reason>`,
     /// `pending` and `unknown` (`confirmed`, `pending` and `unknown` always present).
     pub outcomes: BTreeMap<String, u64>,
+    /// The units of the tickets made, and of those kept.
+    pub units_made: u64,
+    pub units_kept: u64,
 }
 
 impl Promises {
@@ -35,11 +38,14 @@ pub fn promises(input: &AuditInput) -> Promises {
     for key in ["confirmed", "pending", "unknown"] {
         p.outcomes.insert(key.to_owned(), 0);
     }
-    for ticket in input.history.tickets.keys() {
+    for (ticket, h) in &input.history.tickets {
         let state = input.state(ticket);
+        let units = h.units().max(0) as u64;
         p.made += 1;
+        p.units_made += units;
         if input.kept(ticket, state) {
             p.kept += 1;
+            p.units_kept += units;
         }
         *p.outcomes.entry(state.outcome()).or_default() += 1;
     }
@@ -112,14 +118,15 @@ pub fn promise_kept(input: &AuditInput) -> CheckResult {
 /// reason, and those cancelled: their units went back on sale) are no more than the units the
 /// sale had.
 pub fn promises_within_stock(input: &AuditInput) -> CheckResult {
-    let made = input.history.tickets.len() as i64;
+    // In units: an order of several holds each.
+    let made: i64 = input.history.tickets.values().map(|t| t.units()).sum();
     let (mut failed, mut cancelled) = (0, 0);
-    for t in input.history.tickets.keys() {
+    for (t, h) in &input.history.tickets {
         let state = input.state(t);
         if input.allowed_failure(t, state) {
-            failed += 1;
+            failed += h.units();
         } else if matches!(state, TicketState::Cancelled { .. }) {
-            cancelled += 1;
+            cancelled += h.units();
         }
     }
     let held = made - failed - cancelled;
@@ -135,8 +142,8 @@ pub fn promises_within_stock(input: &AuditInput) -> CheckResult {
     );
     if held > initial {
         r.problems.push(format!(
-            "{} more promises held than units: {held} tickets did not end in an allowed failure \
-             or a cancel",
+            "{} more units promised and held than the sale had: {held} units of tickets did not \
+             end in an allowed failure or a cancel",
             held - initial
         ));
     }
@@ -157,6 +164,7 @@ mod tests {
         input.history.tickets.insert(
             ticket(7),
             HistoryTicket {
+                quantity: 1,
                 user: 7,
                 other_users: BTreeSet::new(),
                 settled: None,
@@ -237,6 +245,7 @@ mod tests {
         over.history.tickets.insert(
             ticket(6),
             HistoryTicket {
+                quantity: 1,
                 user: 6,
                 other_users: BTreeSet::new(),
                 settled: None,
@@ -246,7 +255,7 @@ mod tests {
             .insert(ticket(6), TicketState::Pending { user_id: 6 });
         let r = promises_within_stock(&over);
         assert_eq!(r.status, Status::Fail);
-        assert!(r.problems[0].starts_with("1 more promises"), "{r:?}");
+        assert!(r.problems[0].starts_with("1 more units promised"), "{r:?}");
 
         // A failure the run does not allow still counts against the units.
         let mut strict = healthy();
@@ -338,6 +347,6 @@ mod tests {
         );
         let r = promises_within_stock(&held);
         assert_eq!(r.status, Status::Fail);
-        assert!(r.problems[0].starts_with("1 more promises"), "{r:?}");
+        assert!(r.problems[0].starts_with("1 more units promised"), "{r:?}");
     }
 }

@@ -27,17 +27,19 @@ pub fn sale_ended(input: &AuditInput) -> CheckResult {
     // A unit left over is excused only as one a buyer reserved without being told (the last
     // request went unanswered) whose ticket then failed, giving the unit back after the load
     // was done with that buyer.
-    let unanswered = h
+    // In units: an order of several gives each back.
+    let unanswered: i64 = h
         .last_unanswered_users
         .iter()
-        .filter(|u| input.mysql.failed_users.contains(u))
-        .count() as i64;
-    let allowed_failures = input
+        .filter_map(|u| input.mysql.failed_units.get(u))
+        .sum();
+    let allowed_failures: i64 = input
         .history
         .tickets
-        .keys()
-        .filter(|t| input.allowed_failure(t, input.state(t)))
-        .count() as i64;
+        .iter()
+        .filter(|(t, _)| input.allowed_failure(t, input.state(t)))
+        .map(|(_, h)| h.units())
+        .sum();
     let late_cancels = late_cancels(input);
     let (allowed, excused) = match h.sale_end_checked_by {
         Some(_) => (
@@ -143,7 +145,8 @@ fn late_cancels(input: &AuditInput) -> i64 {
         .iter()
         .filter(|o| o.status == OrderStatus::Cancelled)
         .filter(|o| o.cancelled_at_ms.is_none_or(|at| at > last_ms))
-        .count() as i64
+        .map(|o| i64::from(o.quantity))
+        .sum()
 }
 
 #[cfg(test)]
@@ -201,6 +204,7 @@ mod tests {
             "no ticket of theirs failed"
         );
         unanswered.mysql.failed_users.insert(9);
+        unanswered.mysql.failed_units.insert(9, 1);
         assert_eq!(sale_ended(&unanswered).status, Status::Pass);
         unanswered.redis.stock = Some(2);
         assert_eq!(sale_ended(&unanswered).status, Status::Fail);
@@ -208,6 +212,7 @@ mod tests {
         let mut answered_later = left.clone();
         answered_later.history.unanswered_users.insert(9);
         answered_later.mysql.failed_users.insert(9);
+        answered_later.mysql.failed_units.insert(9, 1);
         assert_eq!(sale_ended(&answered_later).status, Status::Fail);
         // Checked by probes: the same rule, and a hint.
         let mut probes = left.clone();

@@ -26,8 +26,8 @@ pub fn stores_agree(input: &AuditInput) -> CheckResult {
     if rd.confirmed != sold && !keys_gone {
         problems.add(|| {
             format!(
-                "redis confirmed counter {} != {sold} MySQL order rows confirmed or paid \
-                 ({:+})",
+                "redis confirmed counter {} != {sold} units of MySQL order rows confirmed or \
+                 paid ({:+})",
                 rd.confirmed,
                 rd.confirmed - sold
             )
@@ -48,12 +48,7 @@ pub fn stores_agree(input: &AuditInput) -> CheckResult {
         Some(_) => {}
     }
     if rd.pending != 0 {
-        problems.add(|| {
-            format!(
-                "{} tickets still pending in Redis after settling",
-                rd.pending
-            )
-        });
+        problems.add(|| format!("{} units still pending in Redis after settling", rd.pending));
     }
     // What MySQL's CHECK constraints also hold, asserted here from the rows themselves: a
     // database without them (an older schema, a MySQL that ignores CHECK) is judged alike.
@@ -74,8 +69,8 @@ pub fn stores_agree(input: &AuditInput) -> CheckResult {
     if my.stock + sold != initial {
         problems.add(|| {
             format!(
-                "MySQL stock {} + {sold} order rows confirmed or paid = {} != initial stock \
-                 {initial} ({:+})",
+                "MySQL stock {} + {sold} units of order rows confirmed or paid = {} != initial \
+                 stock {initial} ({:+})",
                 my.stock,
                 my.stock + sold,
                 my.stock + sold - initial
@@ -97,6 +92,20 @@ pub fn stores_agree(input: &AuditInput) -> CheckResult {
                 state.label(),
                 row.id
             )),
+            // What the buyer was told it holds is what MySQL holds.
+            (Some(_), Some(row))
+                if input.history.tickets.get(ticket.as_str()).is_some_and(|h| {
+                    h.settled
+                        .as_ref()
+                        .is_some_and(|s| s.quantity != row.quantity)
+                }) =>
+            {
+                Some(format!(
+                    "ticket {ticket} was answered as an order of another number of units than \
+                     its order row's {}",
+                    row.quantity
+                ))
+            }
             (Some(_), Some(_)) | (None, None) => None,
             (None, Some(row)) => Some(format!(
                 "order row {} belongs to ticket {ticket}, which is {}",
@@ -180,7 +189,7 @@ mod tests {
         let r = stores_agree(&counter);
         assert_eq!(r.status, Status::Fail);
         assert!(
-            r.problems[0].contains("!= 3 MySQL order rows confirmed or paid (-1)"),
+            r.problems[0].contains("!= 3 units of MySQL order rows confirmed or paid (-1)"),
             "{r:?}"
         );
         assert!(r.problems[1].contains("!= MySQL stock 0 (+1)"), "{r:?}");
@@ -293,7 +302,8 @@ mod tests {
         let r = stores_agree(&counted);
         assert_eq!(r.status, Status::Fail);
         assert!(
-            r.problems[0].contains("counter 4 != 3 MySQL order rows confirmed or paid (+1)"),
+            r.problems[0]
+                .contains("counter 4 != 3 units of MySQL order rows confirmed or paid (+1)"),
             "{r:?}"
         );
 

@@ -374,6 +374,7 @@ mod tests {
             input.history.tickets.insert(
                 t.into(),
                 HistoryTicket {
+                    quantity: 1,
                     user: u,
                     other_users: Default::default(),
                     settled: None,

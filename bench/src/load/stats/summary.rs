@@ -13,6 +13,11 @@ pub struct TicketTotals {
     pub failed: u64,
     /// Still pending when polling stopped (or was skipped).
     pub unsettled: u64,
+    /// The units of the issued tickets, and of the confirmed ones (`--quantity`).
+    #[serde(default)]
+    pub units_issued: u64,
+    #[serde(default)]
+    pub units_confirmed: u64,
 }
 
 /// End-to-end latency of the confirmed tickets: from the `202` arriving at the load tool
@@ -233,6 +238,7 @@ mod tests {
     fn e2e_latency_runs_from_the_202_to_the_confirmation() {
         let line = |status: &str, answered_us: u64, reserved_ms: i64, confirmed_ms: Option<i64>| {
             crate::history::SettledLine {
+                quantity: 1,
                 ticket: "1-00".into(),
                 user_id: 1,
                 status: status.into(),

@@ -282,6 +282,7 @@ impl Room {
                     recv_at_us: sent_at_us + service_us,
                     gateway: *gw as u16,
                     user_id: Some(user),
+                    quantity: 1,
                     status: a.status,
                     ticket: ticket.clone(),
                     error: a.error.as_deref().map(Into::into),

@@ -238,6 +238,12 @@ pub async fn run(args: LoadArgs, tokens: Option<BuyerTokens>) -> anyhow::Result<
             confirmed: count("confirmed"),
             failed: count("failed"),
             unsettled: count("pending"),
+            units_issued: settled.iter().map(|l| u64::from(l.quantity)).sum(),
+            units_confirmed: settled
+                .iter()
+                .filter(|l| l.status == "confirmed")
+                .map(|l| u64::from(l.quantity))
+                .sum(),
         },
         payments: None,
         settle_s,

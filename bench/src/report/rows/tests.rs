@@ -70,6 +70,7 @@ fn e2e_with_nothing_confirmed_is_invalid_not_met() {
         confirmed: 0,
         failed: 0,
         unsettled: 1000,
+        ..Default::default()
     };
     f9.e2e = Some(E2eLatency::default());
     f9.arrival = Some(open_arrival_at_100());
@@ -132,6 +133,7 @@ fn an_end_to_end_figure_on_an_invalid_base_is_invalid() {
         confirmed: 1000,
         failed: 0,
         unsettled: 0,
+        ..Default::default()
     };
     f9.e2e = Some(E2eLatency {
         count: 1000,
