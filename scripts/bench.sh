@@ -46,6 +46,11 @@
 # OTLP/HTTP to a sink, in BENCH_TRACE_ROUNDS alternated rounds on a fresh gateway each: its
 # CPU per accept, and each "on" over "off" with the 95 % interval over the rounds (goal: 1 %
 # under 1.03). Its line follows the table and goes into the note too.
+# (14) quantities: the accept path of (2) with orders of 1 unit, of 4 and of 1 to 4 (a product
+# sold up to 4 per buyer), in BENCH_QTY_ROUNDS alternated rounds on a fresh gateway each: the
+# gateway's and Redis's CPU per accepted order and per unit, and 4 ÷ 1 per order with the 95 %
+# interval over the rounds (goal: at most 1.3). Its line follows the table and goes into the
+# note too.
 #
 # Each load-style figure ((1), (2), (2N), (2E), (2L), (3), (4), (9), (9L)) is also drawn over
 # time (`seckill-bench plot load` of its summary: answers per second and latency p50/p99 per
@@ -92,7 +97,7 @@ set -euo pipefail
 cd "$ROOT"
 [[ -f $HOME/.cargo/env ]] && . "$HOME/.cargo/env"
 
-QUICK=0 PROFILE=0 FIGURES="1 2 3 4 5 6 7 8 9 10 11 12 13" REPORT=auto
+QUICK=0 PROFILE=0 FIGURES="1 2 3 4 5 6 7 8 9 10 11 12 13 14" REPORT=auto
 while (($#)); do
     case $1 in
         --quick) QUICK=1; shift ;;
@@ -114,7 +119,7 @@ fi
 : "${BENCH_KAFKA_LINGER_MS:=}" "${BENCH_E2E_RATE:=}" "${BENCH_E2E_LOW_FRACTION:=0.15}" "${BENCH_PARTITIONS:=8}"
 : "${BENCH_E2E_MAX_IN_FLIGHT:=512}" "${BENCH_ED25519_VERIFY_US:=}" "${BENCH_SAT_CONCURRENCY:=512}"
 : "${BENCH_AUTH_ROUNDS:=5}"
-: "${BENCH_TRACE_ROUNDS:=5}"
+: "${BENCH_TRACE_ROUNDS:=5}" "${BENCH_QTY_ROUNDS:=5}"
 : "${BENCH_EXPIRY_N:=10000}" "${BENCH_EXPIRY_WINDOW_SECS:=10}"
 : "${BENCH_QUEUE_BUYERS:=100000}" "${BENCH_QUEUE_STOCK:=1000}" "${BENCH_QUEUE_ADMIT_PER_SEC:=1000}"
 : "${BENCH_QUEUE_FACTOR:=1.5}" "${BENCH_QUEUE_CONCURRENCY:=256}" "${BENCH_QUEUE_STARTS_IN:=}"
@@ -122,7 +127,7 @@ fi
 : "${BENCH_LIVE_ADMIT_PER_SEC:=50}"
 if [[ $REPORT == auto ]]; then
     REPORT=""
-    if ((!QUICK && !PROFILE)) && [[ $FIGURES == "1 2 3 4 5 6 7 8 9 10 11 12" ]]; then
+    if ((!QUICK && !PROFILE)) && [[ $FIGURES == "1 2 3 4 5 6 7 8 9 10 11 12 13 14" ]]; then
         REPORT=docs/BENCHMARKS.md
     fi
 fi
@@ -176,6 +181,8 @@ ran() { RAN+=("$@"); }
 . "$ROOT/scripts/bench/gateway_figures.sh"
 # shellcheck source=bench/trace_figures.sh
 . "$ROOT/scripts/bench/trace_figures.sh"
+# shellcheck source=bench/quantity_figures.sh
+. "$ROOT/scripts/bench/quantity_figures.sh"
 # shellcheck source=bench/drain_figures.sh
 . "$ROOT/scripts/bench/drain_figures.sh"
 # shellcheck source=bench/end_to_end.sh
@@ -294,6 +301,14 @@ if want 13; then
         "$BENCH_TRACE_ROUNDS") || TRACE_OK=0
     [[ -z $TRACE_LINE ]] || log "$TRACE_LINE"
 fi
+# (14)'s line: what an order of several units costs an accept. QTY_OK=0 when (14) ran and a
+# round is missing.
+QTY_LINE="" QTY_OK=1
+if want 14; then
+    QTY_LINE=$(python3 scripts/bench/quantity_line.py "$OUT" "$(getconf CLK_TCK)" \
+        "$BENCH_QTY_ROUNDS") || QTY_OK=0
+    [[ -z $QTY_LINE ]] || log "$QTY_LINE"
+fi
 # The cost of an accept with the per-user limit on, as ratios to floors measured in this run
 # (scripts/accept-cost.py): gateway CPU per accept of (2L) ÷ per /livez of (1), Redis CPU per
 # accept ÷ per GET of (5G) at the same concurrency, the whole machine's, (2S)'s peak ÷ (1) with
@@ -304,7 +319,7 @@ if want 2 && want 1; then
     [[ -z $CPU_LINE ]] || log "$CPU_LINE"
 fi
 NOTE=$CHAOS_NOTE
-for l in "$EXPIRY_LINE" "$QUEUE_LINE" "$LIVE_LINE" "$TRACE_LINE" "$CPU_LINE"; do [[ -z $l ]] || NOTE+=${NOTE:+ }$l; done
+for l in "$EXPIRY_LINE" "$QUEUE_LINE" "$LIVE_LINE" "$TRACE_LINE" "$QTY_LINE" "$CPU_LINE"; do [[ -z $l ]] || NOTE+=${NOTE:+ }$l; done
 MODE=full
 ((QUICK)) && MODE=quick
 ((PROFILE)) && MODE=profile
@@ -368,6 +383,14 @@ if [[ -n $TRACE_LINE ]]; then
 fi
 if ((!LIVE_OK)); then
     err "INVALID: the run of figure 12 does not count; see $OUT/f12.log and $OUT/f12.txt"
+    status=1
+fi
+if [[ -n $QTY_LINE ]]; then
+    echo
+    echo "$QTY_LINE"
+fi
+if ((!QTY_OK)); then
+    err "INVALID: the run of figure 14 does not count; see $OUT/f14-*.log"
     status=1
 fi
 if ((!TRACE_OK)); then

@@ -453,7 +453,7 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<Summary> {
             confirmed: count("confirmed"),
             failed: count("failed"),
             unsettled: count("pending"),
-            units_issued: settled.iter().map(|l| u64::from(l.quantity)).sum(),
+            units_issued: distinct.iter().map(|t| u64::from(t.quantity)).sum(),
             units_confirmed: settled
                 .iter()
                 .filter(|l| l.status == "confirmed")

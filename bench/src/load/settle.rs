@@ -26,13 +26,20 @@ pub struct IssuedTicket {
     pub fresh: bool,
     /// `--jwt-secret` or `--jwt-ed25519-key`: the buyer's `Authorization` header, sent on every poll.
     pub auth: Option<HeaderValue>,
+    /// The units its order holds, as the answer said.
+    pub quantity: u16,
 }
 
 /// A buy answer's ticket, if the body has one.
 pub(super) fn ticket_of(body: &[u8]) -> Option<Box<str>> {
+    ticket_and_units(body).map(|(t, _)| t)
+}
+
+/// A buy answer's ticket and the units its order holds, if the body has one.
+pub(super) fn ticket_and_units(body: &[u8]) -> Option<(Box<str>, u16)> {
     serde_json::from_slice::<TicketBody>(body)
         .ok()
-        .map(|b| b.ticket.into())
+        .map(|b| (b.ticket.into(), b.quantity))
 }
 
 /// One entry per distinct ticket, in the order first seen: a `200` repeats the ticket of an
@@ -211,6 +218,7 @@ mod tests {
     #[test]
     fn distinct_tickets_keep_the_first_seen_order_and_the_202s_time() {
         let t = |ticket: &str, at: u64, fresh: bool| IssuedTicket {
+            quantity: 1,
             ticket: ticket.into(),
             user_id: 1,
             gateway: 0,

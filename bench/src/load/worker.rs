@@ -7,7 +7,7 @@ use super::engine::{self, Conns, EngineKind, Target};
 use super::payment::Payers;
 use super::plan::{Outcome, Plan};
 use super::sale_end::{Gate, SaleEnd};
-use super::settle::{ticket_of, IssuedTicket};
+use super::settle::{ticket_and_units, IssuedTicket};
 use super::stats::{ArrivalModel, ShardedHistograms};
 use crate::history::{HistorySink, RequestRecord};
 use crate::now_us;
@@ -181,9 +181,11 @@ pub(super) async fn worker(shared: Arc<Shared>, id: usize) -> WorkerResult {
         if shared.mode == Mode::Buy {
             shared.sale_end.record(gw, outcome);
             if outcome.has_ticket() {
-                ticket = body.as_deref().and_then(ticket_of);
-                if let Some(t) = &ticket {
+                let answered = body.as_deref().and_then(ticket_and_units);
+                ticket = answered.as_ref().map(|(t, _)| t.clone());
+                if let Some((t, quantity)) = &answered {
                     out.tickets.push(IssuedTicket {
+                        quantity: *quantity,
                         ticket: t.to_string(),
                         user_id: slot.user,
                         gateway: gw,

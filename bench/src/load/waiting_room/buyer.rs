@@ -300,6 +300,7 @@ impl Room {
             }
             if let Some(t) = ticket {
                 return Some(IssuedTicket {
+                    quantity: 1,
                     ticket: t.to_string(),
                     user_id: user,
                     gateway: *gw,
