@@ -111,9 +111,18 @@ run_schemathesis() {
             "http://127.0.0.1:$ST_GW_PORT/admin/products" | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
         curl -fsS -X POST -H "Authorization: Bearer $token" \
             "http://127.0.0.1:$ST_GW_PORT/admin/products/$pow_product/preload" >/dev/null
+        # The buys go to a product sold up to 50 per buyer, each as a buyer of its own (the
+        # hooks sign their tokens), so that every quantity is judged: taken, or over the limit.
+        local qty_product
+        qty_product=$(curl -fsS -H "Authorization: Bearer $token" -H 'Content-Type: application/json' \
+            -d '{"name": "schemathesis quantities", "stock": 1000000, "max_per_buyer": 50}' \
+            "http://127.0.0.1:$ST_GW_PORT/admin/products" | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+        curl -fsS -X POST -H "Authorization: Bearer $token" \
+            "http://127.0.0.1:$ST_GW_PORT/admin/products/$qty_product/preload" >/dev/null
         # In the run's folder: hypothesis keeps its database and schemathesis its reports there.
         (cd "$dir" && SCHEMATHESIS_HOOKS="$ROOT/scripts/schemathesis/hooks.py" \
             ST_ADMIN_TOKEN="$token" ST_BUYER_TOKEN="$buyer" ST_POW_PRODUCT="$pow_product" \
+            ST_QTY_PRODUCT="$qty_product" ST_JWT_SECRET="$secret" \
             "$ST_VENV/bin/st" --config-file "$ROOT/scripts/schemathesis/schemathesis.toml" \
             run "http://127.0.0.1:$ST_GW_PORT/openapi.json" \
             --phases examples,coverage,fuzzing,stateful \
