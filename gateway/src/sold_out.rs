@@ -41,6 +41,10 @@ impl DropCause {
     }
 }
 
+/// How often one gateway publishes `"false"` for units given back by orders it could not fill
+/// ([`SoldOutMarkers::publish_units_back`]).
+pub const UNITS_BACK_EVERY: Duration = Duration::from_millis(200);
+
 pub struct SoldOutMarkers {
     markers: DashMap<ProductId, Instant>,
     ttl: Duration,
@@ -51,6 +55,9 @@ pub struct SoldOutMarkers {
     /// Bumped on every session change, so a marker set across a change is dropped.
     epoch: AtomicU64,
     client: RwLock<Option<zkc::Client>>,
+    /// When this gateway last published `"false"` for units an order of several held while it
+    /// gathered them across buckets ([`Self::publish_units_back`]).
+    units_back: DashMap<ProductId, Instant>,
 }
 
 impl SoldOutMarkers {
@@ -67,6 +74,7 @@ impl SoldOutMarkers {
         }
         Self {
             markers: DashMap::new(),
+            units_back: DashMap::new(),
             ttl,
             namespace: namespace.to_owned(),
             metrics,
@@ -190,6 +198,29 @@ impl SoldOutMarkers {
     }
 
     /// Publishes `"false"` for a product through this gateway's session, if it has one.
+    /// An order of several units gathered some across the buckets and gave them back (the
+    /// buckets had fewer than it asked for): another buyer may have been told sold out
+    /// meanwhile. `"false"` at most once per [`UNITS_BACK_EVERY`] per product from this
+    /// gateway, since the end of a sale of such orders may answer many of them; a marker set in
+    /// between drops after its TTL at the latest.
+    pub async fn publish_units_back(&self, product: ProductId) {
+        let now = Instant::now();
+        let mut due = true;
+        self.units_back
+            .entry(product)
+            .and_modify(|last| {
+                if now.duration_since(*last) < UNITS_BACK_EVERY {
+                    due = false;
+                } else {
+                    *last = now;
+                }
+            })
+            .or_insert(now);
+        if due {
+            self.publish_not_sold_out(product).await;
+        }
+    }
+
     pub async fn publish_not_sold_out(&self, product: ProductId) -> bool {
         let Some(client) = self.client() else {
             return false;

@@ -54,9 +54,12 @@ impl PaidView {
         }
     }
 
-    /// Every unit the sale started with is in a paid order.
+    /// Every unit the sale started with is in a paid order: MySQL's stock is spent, and no
+    /// order is left confirmed and unpaid (in units, whatever each order holds: `orders_db`
+    /// counts orders).
     pub fn all_paid(&self) -> bool {
-        self.orders_db.is_some_and(|o| o.paid >= self.initial_stock)
+        self.orders_db
+            .is_some_and(|o| self.stock_db == 0 && o.confirmed == 0)
     }
 }
 
@@ -228,6 +231,23 @@ mod tests {
         assert!(!v(10, 9).all_paid());
         assert!(v(10, 10).all_paid());
         assert!(v(0, 0).all_paid());
+        // Orders of several units: 3 paid orders may hold all 10 units.
+        let units = PaidView {
+            initial_stock: 10,
+            stock_redis: Some(0),
+            stock_db: 0,
+            orders_db: Some(OrdersDb {
+                confirmed: 0,
+                paid: 3,
+                cancelled: 1,
+            }),
+        };
+        assert!(units.all_paid());
+        assert!(!PaidView {
+            stock_db: 2,
+            ..units
+        }
+        .all_paid());
         // A gateway that predates payments cannot say.
         let old: PaidView = serde_json::from_str(
             r#"{"initial_stock":5,"stock_redis":0,"stock_db":0,"pending":0,"confirmed":5}"#,

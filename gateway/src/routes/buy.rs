@@ -458,7 +458,7 @@ async fn reserve_and_hand_off(
         // drops a marker it may have set meanwhile.
         Reservation::NotEnough { left } => {
             if state.store.buckets(product).await.unwrap_or(1) > 1 {
-                Box::pin(state.sold_out.publish_not_sold_out(product)).await;
+                Box::pin(state.sold_out.publish_units_back(product)).await;
             }
             Err(ApiError::NotEnoughStock { left })
         }
