@@ -464,3 +464,62 @@ async fn a_waiting_room_admits_by_the_units_its_buyers_may_take() {
     let units: i64 = order_rows(&env, p).await.iter().map(|r| r.2).sum();
     assert_eq!(units, STOCK);
 }
+
+/// A product whose Redis `meta` alone is gone (its window, limit and counters) sells nothing by
+/// guess: the buy gets `503`, the product is rebuilt, and its limit holds again.
+#[tokio::test]
+async fn a_stock_without_its_meta_is_rebuilt_before_it_sells() {
+    let env = TestEnv::new().await;
+    let gw = env.gateway().await;
+    let _worker = env.worker().await;
+    let p = product(&gw, json!({"name": "x", "stock": 20, "max_per_buyer": 5})).await;
+    confirmed(&gw, p, 1, 4).await;
+    let mut conn = env.store.connection();
+    let _: () = redis::cmd("DEL")
+        .arg(env.store.keys(p).meta())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let (status, body) = buy(&gw, p, 2, json!({"quantity": 2})).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    let third = eventually("the product rebuilt", SETTLE, || async {
+        let (status, body) = buy(&gw, p, 3, json!({"quantity": 5})).await;
+        (status == StatusCode::ACCEPTED).then_some(body)
+    })
+    .await;
+    assert_eq!(third["quantity"], 5, "{third}");
+    let (status, body) = buy(&gw, p, 4, json!({"quantity": 6})).await;
+    assert_eq!(
+        (status, body["max_per_buyer"].as_i64()),
+        (StatusCode::CONFLICT, Some(5)),
+        "{body}"
+    );
+    eventually("every order confirmed", SETTLE, || async {
+        (counts(&gw, p).await == (11, 11, 0, 9)).then_some(())
+    })
+    .await;
+}
+
+/// A quantity out of range is the body's fault: `400`, even while the product is sold out.
+#[tokio::test]
+async fn a_quantity_out_of_range_is_refused_as_bad_input_when_sold_out_too() {
+    let env = TestEnv::new().await;
+    let gw = env.gateway().await;
+    let _worker = env.worker().await;
+    let p = product(&gw, json!({"name": "x", "stock": 2, "max_per_buyer": 2})).await;
+    confirmed(&gw, p, 1, 2).await;
+    let (status, body) = buy(&gw, p, 2, json!({})).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (StatusCode::CONFLICT, Some("sold_out")),
+        "{body}"
+    );
+    for bad in [0, 101] {
+        let (status, body) = buy(&gw, p, 3, json!({ "quantity": bad })).await;
+        assert_eq!(
+            (status, body["error"].as_str()),
+            (StatusCode::BAD_REQUEST, Some("bad_request")),
+            "{body}"
+        );
+    }
+}

@@ -29,7 +29,7 @@ use utoipa::openapi::{RefOr, Response};
 use utoipa::IntoResponses;
 
 /// The buy path, cheapest check first:
-/// 1. the path and the body (extractors: `400`, `413`, `415`);
+/// 1. the path and the body (extractors: `400`, `413`, `415`; a `quantity` out of 1 to 100: `400`);
 /// 2. the local sold-out marker: `409` with no network call, and not counted as in flight;
 /// 2b. the buyer: the per-address limit (`429`), then the token (`401`), then a body
 ///     `user_id` that is not the token's (`403`);
@@ -214,6 +214,18 @@ async fn buy_steps(
     traced: Traced,
 ) -> Result<HttpResponse, ApiError> {
     let product = ProductId::parse(&path)?;
+    // The body's own checks come with the body's: a quantity out of range is `400`, sold out
+    // or not.
+    let quantity = match body.0 .0.quantity {
+        None => 1,
+        Some(q) if (1..=i64::from(seckill_shared::MAX_PER_BUYER)).contains(&q) => q as u16,
+        Some(_) => {
+            return Err(ApiError::BadRequest(format!(
+                "quantity must be between 1 and {}",
+                seckill_shared::MAX_PER_BUYER
+            )))
+        }
+    };
     match &traced {
         Traced::Yes => {
             tracing::Span::current().record("product_id", product.as_i64());
@@ -236,16 +248,6 @@ async fn buy_steps(
         tracing::info_span!(target: telemetry::TRACED, "identity")
     } else {
         tracing::Span::none()
-    };
-    let quantity = match body.0 .0.quantity {
-        None => 1,
-        Some(q) if (1..=i64::from(seckill_shared::MAX_PER_BUYER)).contains(&q) => q as u16,
-        Some(_) => {
-            return Err(ApiError::BadRequest(format!(
-                "quantity must be between 1 and {}",
-                seckill_shared::MAX_PER_BUYER
-            )))
-        }
     };
     let (user, admitted) = identity.in_scope(|| -> Result<_, ApiError> {
         let user = Buyer(state.auth.buyer(&req)?).resolve(body.0 .0.user_id)?;

@@ -52,12 +52,20 @@
 -- ceil(factor × units left / max_per_buyer) (each admission may take max_per_buyer units), the
 -- latest admissions go back to the head of the queue when the units left shrink below that.
 local left = tonumber(redis.call('GET', KEYS[1]))
-local meta = redis.call('HMGET', KEYS[2], 'starts_at', 'ends_at', 'wr_rate', 'wr_factor', 'buckets', 'run_id', 'max_per_buyer')
+local meta = redis.call('HMGET', KEYS[2], 'starts_at', 'ends_at', 'wr_rate', 'wr_factor', 'buckets', 'run_id', 'max_per_buyer', 'initial')
 -- A state another run of this server wrote may be old (a restart from a snapshot, a failover
 -- to a lagging replica: see epoch.lua). No unit is sold from it: its stock is dropped, so the
 -- product counts as lost (4: the gateway answers `503` and rebuilds it from MySQL).
 if left and meta[6] and meta[6] ~= string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') then
   redis.log(redis.LOG_WARNING, 'seckill: ' .. KEYS[2] .. ' was written by another run; dropping ' .. KEYS[1] .. ' so that it is rebuilt')
+  redis.call('DEL', KEYS[1])
+  left = nil
+end
+-- A stock without its meta (every preload and rebuild writes `initial`): the sale's terms (its
+-- window, its waiting room, max_per_buyer) and counters are gone, so nothing is sold by guess;
+-- the product counts as lost and is rebuilt, as above.
+if left and not meta[8] then
+  redis.log(redis.LOG_WARNING, 'seckill: ' .. KEYS[2] .. ' is gone; dropping ' .. KEYS[1] .. ' so that it is rebuilt')
   redis.call('DEL', KEYS[1])
   left = nil
 end

@@ -24,40 +24,7 @@ pub fn sale_ended(input: &AuditInput) -> CheckResult {
         .redis
         .stock
         .map_or("none".to_owned(), |s| s.to_string());
-    // A unit left over is excused only as one a buyer reserved without being told (the last
-    // request went unanswered) whose ticket then failed, giving the unit back after the load
-    // was done with that buyer.
-    // In units: an order of several gives each back.
-    let unanswered: i64 = h
-        .last_unanswered_users
-        .iter()
-        .filter_map(|u| input.mysql.failed_units.get(u))
-        .sum();
-    let allowed_failures: i64 = input
-        .history
-        .tickets
-        .iter()
-        .filter(|(t, _)| input.allowed_failure(t, input.state(t)))
-        .map(|(_, h)| h.units())
-        .sum();
-    let late_cancels = late_cancels(input);
-    let (allowed, excused) = match h.sale_end_checked_by {
-        Some(_) => (
-            unanswered,
-            "failed tickets of buyers whose last request got no answer",
-        ),
-        None => (
-            allowed_failures + unanswered,
-            "allowed failures and failed tickets of buyers whose last request got no answer",
-        ),
-    };
-    let (allowed, excused) = match late_cancels {
-        0 => (allowed, excused.to_owned()),
-        n => (
-            allowed + n,
-            format!("{excused}, and orders cancelled after the load's last answer"),
-        ),
-    };
+    let (allowed, excused) = leftover_allowed(input);
     let found = format!(
         "summary={} until_sold_out={} sold_out_reached={reached} end checked by={}; \
          left: redis={stock} mysql={} (at most {allowed}: {excused})",
@@ -130,6 +97,47 @@ pub fn sale_ended(input: &AuditInput) -> CheckResult {
     r.problems = problems;
     r.info = info;
     r
+}
+
+/// The units a sale that sold out may still hold at the end, and why: what check 7 allows, and
+/// check 16 over the buckets.
+pub(super) fn leftover_allowed(input: &AuditInput) -> (i64, String) {
+    let h = &input.history;
+    // A unit left over is excused only as one a buyer reserved without being told (the last
+    // request went unanswered) whose ticket then failed, giving the unit back after the load
+    // was done with that buyer.
+    // In units: an order of several gives each back.
+    let unanswered: i64 = h
+        .last_unanswered_users
+        .iter()
+        .filter_map(|u| input.mysql.failed_units.get(u))
+        .sum();
+    let allowed_failures: i64 = input
+        .history
+        .tickets
+        .iter()
+        .filter(|(t, _)| input.allowed_failure(t, input.state(t)))
+        .map(|(_, h)| h.units())
+        .sum();
+    let late_cancels = late_cancels(input);
+    let (allowed, excused) = match h.sale_end_checked_by {
+        Some(_) => (
+            unanswered,
+            "failed tickets of buyers whose last request got no answer",
+        ),
+        None => (
+            allowed_failures + unanswered,
+            "allowed failures and failed tickets of buyers whose last request got no answer",
+        ),
+    };
+    let (allowed, excused) = match late_cancels {
+        0 => (allowed, excused.to_owned()),
+        n => (
+            allowed + n,
+            format!("{excused}, and orders cancelled after the load's last answer"),
+        ),
+    };
+    (allowed, excused)
 }
 
 /// Orders cancelled after the load's last answer (server clock against the load tool's): no
