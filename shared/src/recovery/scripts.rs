@@ -148,7 +148,7 @@ impl RedisScript for RebuildBucket<'_> {
 
     fn script() -> &'static Script {
         static SCRIPT: LazyLock<Script> =
-            LazyLock::new(|| Script::new(include_str!("rebuild.lua")));
+            LazyLock::new(|| script::counting_units(include_str!("rebuild.lua")));
         &SCRIPT
     }
 

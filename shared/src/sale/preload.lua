@@ -9,18 +9,6 @@
 -- `loaded_at` records the first load; claim.lua adopts only orders reserved before a later
 -- rebuild.
 -- Returns the new Redis stock.
--- The units in flight in this bucket: each pending ticket's `qty` (1 when it has none). The
--- meta's `pending_extra` (units beyond one per ticket) is set from them, afresh.
-local function units_in_flight(pending, meta)
-  local prefix = string.sub(meta, 1, -5)
-  local tickets = redis.call('ZRANGE', pending, 0, -1)
-  local extra = 0
-  for _, t in ipairs(tickets) do
-    extra = extra + tonumber(redis.call('HGET', prefix .. 't:' .. t, 'qty') or '1') - 1
-  end
-  redis.call('HSET', meta, 'pending_extra', extra)
-  return #tickets + extra
-end
 local in_flight = units_in_flight(KEYS[3], KEYS[2])
 local stock = tonumber(ARGV[1]) - in_flight
 if stock < 0 then stock = 0 end

@@ -28,7 +28,7 @@ impl RedisScript for Preload {
 
     fn script() -> &'static Script {
         static SCRIPT: LazyLock<Script> =
-            LazyLock::new(|| Script::new(include_str!("preload.lua")));
+            LazyLock::new(|| script::counting_units(include_str!("preload.lua")));
         &SCRIPT
     }
 

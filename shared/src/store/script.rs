@@ -56,6 +56,15 @@ pub fn notifying(body: &str) -> Script {
     Script::new(&format!("{NOTIFY_LUA}\n{body}"))
 }
 
+/// The Lua library of the scripts that load or rebuild a bucket's stock: `units_in_flight`.
+pub const UNITS_IN_FLIGHT_LUA: &str = include_str!("units_in_flight.lua");
+
+/// A script with [`UNITS_IN_FLIGHT_LUA`] prepended: it may call
+/// `units_in_flight(pending_key, meta_key)`.
+pub fn counting_units(body: &str) -> Script {
+    Script::new(&format!("{UNITS_IN_FLIGHT_LUA}\n{body}"))
+}
+
 /// A value of the reply as `T` (an integer, a string, a list of them).
 pub fn parse<T: FromRedisValue>(value: Value) -> anyhow::Result<T> {
     redis::from_redis_value(value).map_err(|e| anyhow::anyhow!("{e}"))
