@@ -119,13 +119,16 @@ pub(super) async fn worker(shared: Arc<Shared>, id: usize) -> WorkerResult {
             break due;
         };
         let gw = (i % gateways) as usize;
+        // The units this buyer asks for: in the body and in the history line.
+        let q = match shared.mode {
+            Mode::Buy => shared.quantity.0.of(shared.quantity.1, slot.user),
+            Mode::Get => 1,
+        };
         let (body, auth) = match shared.mode {
             Mode::Buy => {
                 if bodies.capacity() < 64 {
                     bodies.reserve(8192);
                 }
-                let (mix, seed) = shared.quantity;
-                let q = mix.of(seed, slot.user);
                 let _ = if q == 1 {
                     write!(bodies, "{{\"user_id\":{}}}", slot.user)
                 } else {
@@ -207,10 +210,7 @@ pub(super) async fn worker(shared: Arc<Shared>, id: usize) -> WorkerResult {
                 recv_at_us: sent_at_us + service_us,
                 gateway: gw as u16,
                 user_id: (shared.mode == Mode::Buy).then_some(slot.user),
-                quantity: match shared.mode {
-                    Mode::Buy => shared.quantity.0.of(shared.quantity.1, slot.user),
-                    Mode::Get => 1,
-                },
+                quantity: q,
                 status,
                 ticket,
                 error: error.map(Into::into),
